@@ -1,0 +1,36 @@
+# clusterforge: the two README commands are `make demo` and `make test`; both set themselves up.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test lint bench schema clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip setuptools wheel
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install clusterforge with its dev extras
+
+demo: setup ## check, plan, render and validate the example blueprints on this machine
+	$(BIN)/python -m clusterforge.demo
+
+test: setup ## the whole test suite (real fio, torch, Ansible converge, Pulumi mocks)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+lint: setup ## ruff, mypy on stacks/, ansible-lint (production profile)
+	$(BIN)/ruff check blueprints clusterforge stacks validate tests bench
+	$(BIN)/mypy stacks
+	cd roles/.. && $(BIN)/ansible-lint --profile production roles
+
+bench: setup ## benchmarks (figures printed, never asserted)
+	$(BIN)/python bench/run_all.py
+
+schema: setup ## regenerate blueprints/schema/blueprint.schema.json
+	$(BIN)/clusterforge schema -o blueprints/schema/blueprint.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .clusterforge build *.egg-info

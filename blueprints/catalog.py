@@ -1,0 +1,329 @@
+"""Hardware catalog: typed, read-only accessors over ``blueprints/data/hardware-catalog.yaml``.
+
+The YAML file is the project's reference catalog copied verbatim (every entry has a ``source``
+URL); ``catalog-extras.yaml`` adds GPU name aliases and small lists, each with its source.
+Rules, renderers and the validation judge read hardware facts only through this module, never
+from literals in code.
+
+Units follow the data file: GPU TFLOP/s are dense (no sparsity), ``nvlink_*_gbytes_s`` and HBM
+figures are GB/s (1e9 bytes/s) or TB/s, network figures are Gbit/s (1e9 bit/s), FSx figures are
+MB/s (1e6 bytes/s) per TiB of storage.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from ruamel.yaml import YAML
+
+__all__ = [
+    "Catalog",
+    "GpuSpec",
+    "InstanceTypeSpec",
+    "UnknownHardwareError",
+    "catalog",
+]
+
+
+class UnknownHardwareError(KeyError):
+    """Raised when a GPU model, instance type or other catalog key is not known.
+
+    ``str(err)`` names the key and lists the known ones.
+    """
+
+    def __init__(self, kind: str, key: str, known: list[str]):
+        self.kind, self.key, self.known = kind, key, known
+        super().__init__(f"unknown {kind} {key!r}; known: {', '.join(sorted(known))}")
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want plain text
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model.
+
+    Attributes: ``key`` (catalog key, e.g. ``h100-sxm``), ``memory_gb`` (vendor GB),
+    ``bf16_dense_tflops`` / ``fp16_dense_tflops`` / ``fp32_tflops`` (TFLOP/s, dense, may be
+    ``None`` when no source gave it), ``nvlink_unidir_gbytes_s`` (GB/s per GPU per direction,
+    ``None`` for PCIe-only parts), ``source`` (URL).
+    """
+
+    key: str
+    vendor: str
+    architecture: str | None
+    memory_gb: float | None
+    hbm_tbps: float | None
+    bf16_dense_tflops: float | None
+    fp16_dense_tflops: float | None
+    fp8_dense_tflops: float | None
+    tf32_dense_tflops: float | None
+    fp32_tflops: float | None
+    nvlink_gen: int | None
+    nvlink_unidir_gbytes_s: float | None
+    nvlink_bidir_gbytes_s: float | None
+    tdp_w: float | None
+    source: str
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def has_nvlink(self) -> bool:
+        """True when the part has NVLink (SXM); PCIe cards (L40S, L4, H100 PCIe) do not."""
+        return bool(self.nvlink_unidir_gbytes_s)
+
+    @property
+    def supports_bf16(self) -> bool:
+        """True for Ampere and newer NVIDIA parts and the other vendors' parts with bf16 TFLOP/s."""
+        return self.bf16_dense_tflops is not None or self.architecture in {"ampere", "hopper", "blackwell", "ada"}
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense peak TFLOP/s for ``precision`` in {bf16, fp16, fp8, tf32, fp32}; ``None`` if unknown."""
+        return {
+            "bf16": self.bf16_dense_tflops,
+            "fp16": self.fp16_dense_tflops,
+            "fp8": self.fp8_dense_tflops,
+            "tf32": self.tf32_dense_tflops,
+            "fp32": self.fp32_tflops,
+        }.get(precision)
+
+
+@dataclass(frozen=True)
+class InstanceStore:
+    """Local NVMe instance store of an AWS instance type: ``count`` drives of ``size_gb`` GB."""
+
+    count: int
+    size_gb: int
+    random_read_iops_4k: int | None
+    write_iops_4k: int | None
+
+
+@dataclass(frozen=True)
+class InstanceTypeSpec:
+    """One AWS accelerated instance type.
+
+    ``network_gbps`` is the aggregate line rate in Gbit/s; ``max_efa_interfaces`` is EC2's
+    ``EfaInfo.MaximumEfaInterfaces`` (``None`` if unknown, 0 if EFA is unsupported);
+    ``network_cards`` is the number of network cards (one EFA per card).
+    """
+
+    name: str
+    gpu_count: int
+    gpu_key: str
+    gpu_memory_gib_each: float | None
+    vcpus: int | None
+    memory_gib: float | None
+    network_gbps: float
+    network_cards: int
+    max_efa_interfaces: int | None
+    max_interfaces_per_card: int | None
+    efa_generation: int | None
+    gpudirect_rdma: bool | None
+    instance_store: InstanceStore | None
+    capacity_blocks_supported: bool | None
+    spot: bool | None
+    requires_fabric_manager: bool
+    source: str
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def efa_supported(self) -> bool:
+        """True when the type supports at least one EFA interface."""
+        return bool(self.max_efa_interfaces)
+
+    @property
+    def is_bare_metal(self) -> bool:
+        """True for ``*.metal`` types (needed for VFIO GPU passthrough into Kata or VMs)."""
+        return self.name.endswith(".metal") or ".metal-" in self.name
+
+    @property
+    def per_nic_gbps(self) -> float:
+        """Line rate of one network card in Gbit/s (aggregate rate / network cards)."""
+        return self.network_gbps / max(self.network_cards, 1)
+
+
+def _load_yaml(name: str) -> dict[str, Any]:
+    text = resources.files("blueprints").joinpath("data", name).read_text(encoding="utf-8")
+    yaml = YAML(typ="safe", pure=True)
+    data = yaml.load(text)
+    assert isinstance(data, dict), name
+    return data
+
+
+def _opt_float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+class Catalog:
+    """Typed view of the hardware catalog. Obtain the shared instance with :func:`catalog`.
+
+    Raises :class:`UnknownHardwareError` from the lookup methods for keys it does not know.
+    """
+
+    def __init__(self, data: dict[str, Any], extras: dict[str, Any]):
+        self.data = data
+        self.extras = extras
+        self._gpus = {k: self._gpu(k, v) for k, v in data["gpus"].items()}
+        self._instances = {k: self._instance(k, v) for k, v in data["aws_instance_types"].items()}
+        aliases = extras["gpu_aliases"]
+        self._gpu_aliases: dict[str, str] = {}
+        for table in ("names", "short_names"):
+            for name, key in aliases[table].items():
+                self._gpu_aliases[name.lower()] = key
+        for k in self._gpus:
+            self._gpu_aliases[k.lower()] = k
+
+    # ---- GPUs -------------------------------------------------------------------------------
+    @staticmethod
+    def _gpu(key: str, v: dict[str, Any]) -> GpuSpec:
+        return GpuSpec(
+            key=key,
+            vendor=v.get("vendor", "unknown"),
+            architecture=v.get("architecture"),
+            memory_gb=_opt_float(v.get("memory_gb", v.get("memory_gib"))),
+            hbm_tbps=_opt_float(v.get("hbm_tbps")),
+            bf16_dense_tflops=_opt_float(v.get("bf16_dense_tflops")),
+            fp16_dense_tflops=_opt_float(v.get("fp16_dense_tflops")),
+            fp8_dense_tflops=_opt_float(v.get("fp8_dense_tflops")),
+            tf32_dense_tflops=_opt_float(v.get("tf32_dense_tflops")),
+            fp32_tflops=_opt_float(v.get("fp32_tflops")),
+            nvlink_gen=v.get("nvlink_gen"),
+            nvlink_unidir_gbytes_s=_opt_float(v.get("nvlink_unidir_gbytes_s")),
+            nvlink_bidir_gbytes_s=_opt_float(v.get("nvlink_bidir_gbytes_s")),
+            tdp_w=_opt_float(v.get("tdp_w")),
+            source=v.get("source", ""),
+            raw=v,
+        )
+
+    @property
+    def gpu_keys(self) -> list[str]:
+        """Catalog GPU keys, e.g. ``['a100-40gb-sxm', ..., 'h100-sxm', ...]``."""
+        return list(self._gpus)
+
+    def resolve_gpu_key(self, name: str) -> str | None:
+        """Map a key, short name (``h100``) or ``nvidia-smi`` name to a catalog key, or ``None``."""
+        return self._gpu_aliases.get(name.strip().lower())
+
+    def gpu(self, name: str) -> GpuSpec:
+        """The :class:`GpuSpec` for a catalog key, short name or ``nvidia-smi`` name.
+
+        Raises :class:`UnknownHardwareError` when the name is not known.
+        """
+        key = self.resolve_gpu_key(name)
+        if key is None:
+            raise UnknownHardwareError("GPU model", name, self.gpu_keys)
+        return self._gpus[key]
+
+    # ---- AWS instance types ------------------------------------------------------------------
+    @staticmethod
+    def _instance(name: str, v: dict[str, Any]) -> InstanceTypeSpec:
+        acc = v.get("accelerators") or {}
+        store = v.get("instance_store")
+        cb = v.get("capacity_blocks") or {}
+        return InstanceTypeSpec(
+            name=name,
+            gpu_count=int(acc.get("count", 0)),
+            gpu_key=str(acc.get("type", "")),
+            gpu_memory_gib_each=_opt_float(acc.get("memory_gib_each")),
+            vcpus=v.get("vcpus"),
+            memory_gib=_opt_float(v.get("memory_gib")),
+            network_gbps=float(v.get("network_gbps", 0)),
+            network_cards=int(v.get("network_cards", 1)),
+            max_efa_interfaces=v.get("max_efa_interfaces"),
+            max_interfaces_per_card=v.get("max_interfaces_per_card"),
+            efa_generation=v.get("efa_generation"),
+            gpudirect_rdma=v.get("gpudirect_rdma"),
+            instance_store=InstanceStore(
+                count=int(store["count"]),
+                size_gb=int(store["size_gb"]),
+                random_read_iops_4k=store.get("random_read_iops_4k"),
+                write_iops_4k=store.get("write_iops_4k"),
+            )
+            if store
+            else None,
+            capacity_blocks_supported=cb.get("supported"),
+            spot=v.get("spot"),
+            requires_fabric_manager=bool(v.get("requires_nvidia_fabric_manager", acc.get("count", 0) >= 8)),
+            source=v.get("source", ""),
+            raw=v,
+        )
+
+    @property
+    def instance_type_names(self) -> list[str]:
+        """Known AWS instance type names."""
+        return list(self._instances)
+
+    def instance_type(self, name: str) -> InstanceTypeSpec:
+        """The :class:`InstanceTypeSpec` for an AWS instance type name.
+
+        Raises :class:`UnknownHardwareError` when the type is not in the catalog.
+        """
+        try:
+            return self._instances[name]
+        except KeyError:
+            raise UnknownHardwareError("instance type", name, self.instance_type_names) from None
+
+    # ---- other sections (raw, with their sources) --------------------------------------------
+    @property
+    def fsx(self) -> dict[str, Any]:
+        """The ``fsx_lustre`` section: deployment types, capacity steps, throughput options."""
+        return self.data["fsx_lustre"]
+
+    @property
+    def efa(self) -> dict[str, Any]:
+        """The ``efa`` section: security group, subnet, placement and interface rules."""
+        return self.data["efa"]
+
+    @property
+    def capacity_blocks(self) -> dict[str, Any]:
+        """The ``capacity_blocks`` section (placement, AZ and size limits)."""
+        return self.data["capacity_blocks"]
+
+    @property
+    def fabrics(self) -> dict[str, Any]:
+        """The ``fabrics`` section: InfiniBand generations, adapters, NVLink, rail layouts."""
+        return self.data["fabrics"]
+
+    @property
+    def systems(self) -> dict[str, Any]:
+        """DGX-class systems (``dgx-h100`` ...)."""
+        return self.data["systems"]
+
+    @property
+    def storage_devices(self) -> dict[str, Any]:
+        """Data-centre NVMe drives with sequential MB/s and random IOPS."""
+        return self.data["storage_devices"]
+
+    @property
+    def reference_benchmarks(self) -> dict[str, Any]:
+        """Published NCCL busbw and MFU reference numbers, each with its source."""
+        return self.data["reference_benchmarks"]
+
+    @property
+    def gvisor_supported_gpus(self) -> list[str]:
+        """GPU keys gVisor's nvproxy supports (source in ``catalog-extras.yaml``)."""
+        return list(self.extras["gvisor_nvproxy"]["supported_gpus"])
+
+    def infiniband_port_gbps(self, generation: str) -> float:
+        """4x port rate in Gbit/s for an InfiniBand generation (``NDR`` -> 400).
+
+        Raises :class:`UnknownHardwareError` for an unknown generation.
+        """
+        ib = {k: v for k, v in self.fabrics["infiniband"].items() if isinstance(v, dict)}
+        try:
+            return float(ib[generation.upper()]["port_4x_gbps"])
+        except KeyError:
+            raise UnknownHardwareError("InfiniBand generation", generation, list(ib)) from None
+
+    @property
+    def achievable_fraction(self) -> float:
+        """Rule-of-thumb fraction of line rate a collective achieves (0.8), from the catalog."""
+        return float(self.fabrics["rule_of_thumb_achievable_fraction"])
+
+
+@functools.cache
+def catalog() -> Catalog:
+    """The shared :class:`Catalog`, loaded once from the package data."""
+    return Catalog(_load_yaml("hardware-catalog.yaml"), _load_yaml("catalog-extras.yaml"))

@@ -1,0 +1,814 @@
+"""Typed blueprint models (``apiVersion: clusterforge/v1``, ``kind: Blueprint``).
+
+Every model is strict (unknown keys are errors) and frozen; every field carries a description
+(it becomes the JSON Schema and the README's blueprint reference); every "one of" is a
+discriminated union on a ``Literal`` tag. Shorthand forms are accepted on input and stored in
+canonical form: ``gpu: h100-sxm:8``, ``capacity: spot``, ``sandbox: kata``, ``suites: [nccl]``.
+
+Cross-field checks that need the hardware catalog or several sections live in
+:mod:`blueprints.rules`, not here, so that they report with a rule id, a fix and a source.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "API_VERSION",
+    "Blueprint",
+    "NodeGroup",
+    "Network",
+    "Storage",
+]
+
+API_VERSION = "clusterforge/v1"
+
+DNS_LABEL = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+"""RFC 1123 label, lower case: used for the blueprint and node group names (resource prefixes)."""
+
+ABS_PATH = r"^/\S*$"
+
+
+class StrictModel(BaseModel):
+    """Base of every blueprint model: unknown keys are rejected, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# target
+# ---------------------------------------------------------------------------------------------
+
+
+class OnDemandCapacity(StrictModel):
+    """Regular on-demand instances."""
+
+    type: Annotated[Literal["on-demand"], Field(description="Capacity type tag.")]
+
+
+class SpotCapacity(StrictModel):
+    """EC2 Spot instances (interruptible)."""
+
+    type: Annotated[Literal["spot"], Field(description="Capacity type tag.")]
+    max_price: Annotated[
+        float | None, Field(description="Maximum hourly price in USD; unset means the on-demand price.", gt=0)
+    ] = None
+
+
+class CapacityBlockCapacity(StrictModel):
+    """An EC2 Capacity Block for ML (a targeted reservation in one AZ, placed in an UltraCluster)."""
+
+    type: Annotated[Literal["capacity-block"], Field(description="Capacity type tag.")]
+    reservation_id: Annotated[
+        str,
+        Field(description="Capacity Block reservation id (`cr-...`), required at launch.", pattern=r"^cr-[0-9a-f]+$"),
+    ]
+    instance_count: Annotated[
+        int | None, Field(description="Instances in the block (for size checks); unset = not checked.", ge=1)
+    ] = None
+
+
+class ReservationCapacity(StrictModel):
+    """An On-Demand Capacity Reservation (ODCR) targeted by id."""
+
+    type: Annotated[Literal["reservation"], Field(description="Capacity type tag.")]
+    reservation_id: Annotated[
+        str, Field(description="Capacity reservation id (`cr-...`).", pattern=r"^cr-[0-9a-f]+$")
+    ]
+    instance_count: Annotated[
+        int | None, Field(description="Instances reserved (for size checks); unset = not checked.", ge=1)
+    ] = None
+    placement_group: Annotated[
+        str | None,
+        Field(description="Name of the cluster placement group the reservation was created in, if any."),
+    ] = None
+
+
+Capacity = Annotated[
+    Union[OnDemandCapacity, SpotCapacity, CapacityBlockCapacity, ReservationCapacity],
+    Field(discriminator="type"),
+]
+
+
+class AwsVpc(StrictModel):
+    """The VPC and subnet the cluster lives in: a new one (CIDRs) or an existing one (ids)."""
+
+    cidr_block: Annotated[str, Field(description="CIDR of a new VPC.")] = "10.0.0.0/16"
+    subnet_cidr_block: Annotated[str, Field(description="CIDR of the new private compute subnet.")] = "10.0.0.0/20"
+    public_subnet_cidr_block: Annotated[
+        str, Field(description="CIDR of the new public subnet that holds the NAT gateway.")
+    ] = "10.0.16.0/24"
+    vpc_id: Annotated[str | None, Field(description="Use this existing VPC (`vpc-...`) instead of creating one.")] = None
+    subnet_id: Annotated[
+        str | None, Field(description="Use this existing subnet (`subnet-...`) in `availability_zone`.")
+    ] = None
+    nat_gateway: Annotated[
+        bool, Field(description="Create an internet gateway and a NAT gateway so private nodes reach the internet.")
+    ] = True
+
+    @field_validator("cidr_block", "subnet_cidr_block", "public_subnet_cidr_block")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        ipaddress.ip_network(v, strict=True)
+        return v
+
+
+class AwsTarget(StrictModel):
+    """Deploy to AWS with Pulumi (EC2 instances or EKS)."""
+
+    provider: Annotated[Literal["aws"], Field(description="Target tag.")]
+    region: Annotated[str, Field(description="AWS region, e.g. `us-east-1`.", pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]
+    availability_zone: Annotated[
+        str,
+        Field(
+            description="The one availability zone every node and file system is placed in (EFA is single-subnet).",
+            pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$",
+        ),
+    ]
+    capacity: Annotated[
+        Capacity,
+        Field(description="How instances are bought: `on-demand`, `spot`, `capacity-block` or `reservation`."),
+    ] = OnDemandCapacity(type="on-demand")
+    vpc: Annotated[AwsVpc, Field(description="VPC and subnet settings.")] = AwsVpc()
+    ssh_ingress_cidrs: Annotated[
+        list[str],
+        Field(description="CIDRs allowed to reach port 22. Empty (default): no SSH ingress, use SSM Session Manager."),
+    ] = []
+    key_name: Annotated[str | None, Field(description="EC2 key pair name for SSH; unset = none.")] = None
+    ami_id: Annotated[
+        str | None,
+        Field(description="AMI id; unset = the latest AWS Deep Learning Base GPU AMI (Ubuntu 22.04) of the region."),
+    ] = None
+    root_volume_gib: Annotated[int, Field(description="Encrypted gp3 root volume size in GiB.", ge=30, le=16384)] = 200
+    tags: Annotated[dict[str, str], Field(description="Extra tags on every resource.")] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _capacity_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("capacity"), str):
+            data = {**data, "capacity": {"type": data["capacity"]}}
+        return data
+
+    @field_validator("ssh_ingress_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for c in v:
+            ipaddress.ip_network(c, strict=False)
+        return v
+
+
+class SshSettings(StrictModel):
+    """How Ansible reaches on-prem hosts. Only a key *path* is stored, never key material."""
+
+    user: Annotated[str, Field(description="Remote user.")] = "root"
+    port: Annotated[int, Field(description="SSH port.", ge=1, le=65535)] = 22
+    private_key_file: Annotated[
+        str | None, Field(description="Path to the private key on the control machine (never its contents).")
+    ] = None
+    become: Annotated[bool, Field(description="Use sudo for privileged tasks.")] = True
+
+
+OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04", "rhel-9", "rocky-9"]
+
+
+class OnpremTarget(StrictModel):
+    """Provision existing bare-metal servers with Ansible."""
+
+    provider: Annotated[Literal["onprem"], Field(description="Target tag.")]
+    os: Annotated[OnpremOs, Field(description="Operating system on every host.")] = "ubuntu-22.04"
+    ssh: Annotated[SshSettings, Field(description="SSH connection settings.")] = SshSettings()
+
+
+Target = Annotated[Union[AwsTarget, OnpremTarget], Field(discriminator="provider")]
+
+
+# ---------------------------------------------------------------------------------------------
+# node groups
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_model_count(v: Any, key: str) -> Any:
+    """``"h100-sxm:8"`` -> ``{"model": "h100-sxm", "count": 8}``; other input unchanged."""
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*([^:]+?)\s*(?::\s*(\d+))?\s*", v)
+        if m:
+            return {key: m.group(1), "count": int(m.group(2) or 1)}
+    return v
+
+
+class GpuHardware(StrictModel):
+    """GPUs in one host. Shorthand: `h100-sxm:8`."""
+
+    model: Annotated[
+        str, Field(description="GPU catalog key (`h100-sxm`, `a100-40gb-sxm`, `l40s` ...) or an nvidia-smi name.")
+    ]
+    count: Annotated[int, Field(description="GPUs per host.", ge=1, le=72)] = 8
+    nvswitch: Annotated[
+        bool | None,
+        Field(description="GPUs joined by NVSwitch (needs Fabric Manager). Unset = SXM parts with 8 GPUs."),
+    ] = None
+
+
+class Nic(StrictModel):
+    """One fabric network adapter port."""
+
+    device: Annotated[str, Field(description="RDMA device name, e.g. `mlx5_0`.")]
+    port: Annotated[int, Field(description="Port number on the device.", ge=1, le=2)] = 1
+    netdev: Annotated[str | None, Field(description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`.")] = None
+    speed_gbps: Annotated[float, Field(description="Line rate in Gbit/s (1e9 bit/s).", gt=0)]
+    numa_node: Annotated[int | None, Field(description="NUMA node the adapter is attached to.", ge=0)] = None
+    link_layer: Annotated[
+        Literal["infiniband", "ethernet"], Field(description="Link layer of the port.")
+    ] = "infiniband"
+
+
+class NvmeHardware(StrictModel):
+    """NVMe data drives in one host (not the OS drive). Devices are discovered, never named."""
+
+    count: Annotated[int, Field(description="Number of data drives.", ge=1, le=64)]
+    model: Annotated[
+        str | None, Field(description="Drive catalog key (`samsung-pm1743` ...) for throughput expectations.")
+    ] = None
+    size_gb: Annotated[float | None, Field(description="Capacity per drive in GB.", gt=0)] = None
+    seq_read_mb_s: Annotated[
+        float | None, Field(description="Per-drive sequential read MB/s (1e6 bytes/s), overrides the catalog.", gt=0)
+    ] = None
+    seq_write_mb_s: Annotated[
+        float | None, Field(description="Per-drive sequential write MB/s, overrides the catalog.", gt=0)
+    ] = None
+    by_id: Annotated[
+        list[str],
+        Field(description="Optional `/dev/disk/by-id/...` paths to restrict discovery to; never `/dev/nvmeXn1`."),
+    ] = []
+
+
+class Hardware(StrictModel):
+    """Hardware of on-prem hosts (cloud hosts take it from the instance type in the catalog)."""
+
+    gpu: Annotated[GpuHardware | None, Field(description="GPUs per host; unset for CPU-only hosts.")] = None
+    nics: Annotated[list[Nic], Field(description="Fabric adapters (one per rail on GPU nodes).")] = []
+    nvme: Annotated[NvmeHardware | None, Field(description="Local NVMe data drives.")] = None
+    cpu_vendor: Annotated[
+        Literal["intel", "amd", "arm"] | None,
+        Field(description="CPU vendor (selects `intel_iommu`/`amd_iommu`); unset = detected by Ansible facts."),
+    ] = None
+    system: Annotated[
+        str | None, Field(description="Informational system model from the catalog, e.g. `dgx-h100`.")
+    ] = None
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu_shorthand(cls, v: Any) -> Any:
+        return _parse_model_count(v, "model")
+
+
+class Host(StrictModel):
+    """One on-prem server."""
+
+    name: Annotated[str, Field(description="Inventory hostname.", pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]
+    address: Annotated[str, Field(description="IP address or DNS name Ansible connects to.")]
+    connection: Annotated[
+        Literal["ssh", "local"], Field(description="`local` runs on the control machine itself (no SSH).")
+    ] = "ssh"
+
+
+class LocalNvme(StrictModel):
+    """Local NVMe scratch: all data drives in one RAID0 (or the single drive), formatted and mounted."""
+
+    raid: Annotated[Literal["raid0", "none"], Field(description="`raid0` over all drives, `none` for one drive.")] = "raid0"
+    filesystem: Annotated[Literal["xfs", "ext4"], Field(description="Filesystem.")] = "xfs"
+    mount: Annotated[str, Field(description="Mount point.", pattern=ABS_PATH)] = "/scratch"
+    mount_options: Annotated[list[str], Field(description="Mount options.")] = ["defaults", "noatime", "nofail"]
+    chunk_kib: Annotated[int, Field(description="RAID chunk size in KiB.", ge=4, le=65536)] = 512
+
+
+SandboxRuntime = Literal["container", "kata", "gvisor", "vm"]
+
+
+class VmSettings(StrictModel):
+    """Size of libvirt/QEMU VMs with passed-through GPUs (runtime `vm`)."""
+
+    vcpus: Annotated[int, Field(description="vCPUs per VM.", ge=1)] = 16
+    memory_gib: Annotated[int, Field(description="Memory per VM in GiB.", ge=1)] = 128
+    gpus_per_vm: Annotated[int, Field(description="GPUs passed into each VM.", ge=1)] = 1
+    image: Annotated[str | None, Field(description="Base image path or URL for the VM disk.")] = None
+
+
+class Sandbox(StrictModel):
+    """What workloads run in. Shorthand: `sandbox: kata`."""
+
+    runtime: Annotated[
+        SandboxRuntime,
+        Field(description="`container` (runc + NVIDIA toolkit), `kata` (micro-VM), `gvisor` (runsc), `vm` (libvirt)."),
+    ] = "container"
+    gpu_passthrough: Annotated[
+        bool | None,
+        Field(description="Bind GPUs to vfio-pci and pass them whole into Kata / VMs. Unset = on for kata and vm."),
+    ] = None
+    runtime_class: Annotated[
+        str | None, Field(description="Kubernetes RuntimeClass name; unset = derived from the runtime.")
+    ] = None
+    vm: Annotated[VmSettings | None, Field(description="VM sizing (runtime `vm`).")] = None
+
+    @property
+    def passthrough(self) -> bool:
+        """Whether GPUs are bound to vfio-pci for this sandbox."""
+        if self.gpu_passthrough is not None:
+            return self.gpu_passthrough
+        return self.runtime in ("kata", "vm")
+
+    @property
+    def runtime_class_name(self) -> str | None:
+        """RuntimeClass for Kubernetes pods (`None` for plain containers)."""
+        if self.runtime_class:
+            return self.runtime_class
+        return {"kata": "kata-qemu-nvidia-gpu", "gvisor": "gvisor", "vm": None, "container": "nvidia"}[self.runtime]
+
+
+NodeRole = Literal["compute", "login", "controller", "storage"]
+
+
+class NodeGroup(StrictModel):
+    """A set of identical nodes. AWS groups name an `instance_type` and `count`; on-prem groups
+    list `hosts` and describe their `hardware`."""
+
+    name: Annotated[str, Field(description="DNS-safe group name, used in resource names.", pattern=DNS_LABEL)]
+    role: Annotated[NodeRole, Field(description="`compute` (GPU training), `login`, `controller`, `storage`.")] = "compute"
+    count: Annotated[int | None, Field(description="Number of instances (AWS). On-prem: the hosts list.", ge=0, le=4096)] = None
+    instance_type: Annotated[str | None, Field(description="AWS instance type, e.g. `p5.48xlarge`.")] = None
+    hosts: Annotated[list[Host], Field(description="On-prem hosts of this group.")] = []
+    hardware: Annotated[Hardware | None, Field(description="On-prem hardware of every host in the group.")] = None
+    local_nvme: Annotated[LocalNvme | None, Field(description="Local NVMe scratch; unset = left alone.")] = None
+    sandbox: Annotated[Sandbox, Field(description="Workload sandbox runtime.")] = Sandbox()
+    public_ip: Annotated[bool, Field(description="Give nodes public IPv4 addresses (AWS).")] = False
+    labels: Annotated[dict[str, str], Field(description="Labels: Kubernetes node labels, Ansible group vars, tags.")] = {}
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_shorthand(cls, v: Any) -> Any:
+        return {"runtime": v} if isinstance(v, str) else v
+
+    @property
+    def size(self) -> int:
+        """Number of nodes: `count` for AWS groups, the number of hosts on-prem."""
+        return self.count if self.count is not None else len(self.hosts)
+
+
+# ---------------------------------------------------------------------------------------------
+# network
+# ---------------------------------------------------------------------------------------------
+
+Placement = Literal["cluster", "partition", "spread", "none"]
+
+
+class GpuDirectRdma(StrictModel):
+    """GPUDirect RDMA: NICs read and write GPU memory directly."""
+
+    enabled: Annotated[bool, Field(description="Enable GPUDirect RDMA.")] = True
+    method: Annotated[
+        Literal["nvidia-peermem", "dmabuf"] | None,
+        Field(description="Peer-memory path: `nvidia-peermem` module or DMA-BUF (open kernel modules, kernel >= 5.12)."),
+    ] = None
+
+
+class NcclSettings(StrictModel):
+    """Extra NCCL environment written to `/etc/nccl.conf` and the node environment."""
+
+    env: Annotated[dict[str, str], Field(description="Extra `NCCL_*` / `FI_*` variables.")] = {}
+    socket_ifname: Annotated[str | None, Field(description="`NCCL_SOCKET_IFNAME` for bootstrap traffic.")] = None
+    debug: Annotated[Literal["", "WARN", "INFO", "TRACE"], Field(description="`NCCL_DEBUG` level.")] = ""
+
+
+class _NetworkBase(StrictModel):
+    placement: Annotated[
+        Placement | None,
+        Field(description="EC2 placement group strategy (`none` = explicitly none). Unset = not decided (a rule asks)."),
+    ] = None
+    gpudirect_rdma: Annotated[GpuDirectRdma, Field(description="GPUDirect RDMA settings.")] = GpuDirectRdma()
+    nccl: Annotated[NcclSettings, Field(description="NCCL settings.")] = NcclSettings()
+    mtu: Annotated[int | None, Field(description="Interface MTU on the fabric.", ge=576, le=9216)] = None
+
+
+class EfaSettings(StrictModel):
+    """Elastic Fabric Adapter layout."""
+
+    interfaces: Annotated[
+        int | Literal["max"],
+        Field(description="EFA interfaces per instance: `max` = the instance type's maximum (one per network card)."),
+    ] = "max"
+
+
+class EfaNetwork(_NetworkBase):
+    """AWS Elastic Fabric Adapter (libfabric `efa` provider, aws-ofi-nccl)."""
+
+    fabric: Annotated[Literal["efa"], Field(description="Fabric tag.")]
+    efa: Annotated[EfaSettings, Field(description="EFA interface settings.")] = EfaSettings()
+
+
+class SubnetManager(StrictModel):
+    """The InfiniBand subnet manager."""
+
+    kind: Annotated[
+        Literal["opensm", "ufm", "switch"] | None,
+        Field(description="`opensm` on a host, `ufm` appliance or managed-`switch` SM. Unset = undeclared."),
+    ] = None
+    host: Annotated[str | None, Field(description="Host that runs opensm (kind `opensm`).")] = None
+    priority: Annotated[int, Field(description="SM priority 0-15.", ge=0, le=15)] = 14
+
+
+class Ipoib(StrictModel):
+    """IP over InfiniBand interfaces."""
+
+    enabled: Annotated[bool, Field(description="Configure IPoIB.")] = True
+    mode: Annotated[Literal["datagram", "connected"], Field(description="IPoIB mode.")] = "datagram"
+    cidr: Annotated[str | None, Field(description="IPoIB subnet; host addresses are assigned in host order.")] = None
+
+
+class InfinibandSettings(StrictModel):
+    """InfiniBand fabric settings."""
+
+    generation: Annotated[
+        Literal["EDR", "HDR", "NDR", "XDR"] | None, Field(description="Link generation (sets the expected rate).")
+    ] = None
+    subnet_manager: Annotated[SubnetManager, Field(description="Subnet manager.")] = SubnetManager()
+    ipoib: Annotated[Ipoib, Field(description="IPoIB settings.")] = Ipoib()
+    rail_optimized: Annotated[bool, Field(description="One leaf switch per rail (NIC index).")] = True
+
+
+class InfinibandNetwork(_NetworkBase):
+    """NVIDIA/Mellanox InfiniBand."""
+
+    fabric: Annotated[Literal["infiniband"], Field(description="Fabric tag.")]
+    infiniband: Annotated[InfinibandSettings, Field(description="InfiniBand settings.")] = InfinibandSettings()
+
+
+class RoceSettings(StrictModel):
+    """RoCEv2 lossless-Ethernet settings (must match the switches)."""
+
+    flow_control: Annotated[
+        Literal["pfc", "global-pause", "none"] | None,
+        Field(description="Flow control: `pfc` on one priority (recommended), `global-pause`, `none`. Unset = undeclared."),
+    ] = None
+    trust: Annotated[Literal["dscp", "pcp"], Field(description="QoS trust mode on the NIC.")] = "dscp"
+    pfc_priority: Annotated[int, Field(description="802.1p priority that carries RoCE and has PFC on.", ge=0, le=7)] = 3
+    dscp: Annotated[int, Field(description="DSCP value of RoCE traffic.", ge=0, le=63)] = 26
+    ecn: Annotated[bool, Field(description="ECN / DCQCN congestion control.")] = True
+    gid_index: Annotated[int, Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`).", ge=0, le=255)] = 3
+    traffic_class: Annotated[
+        int | None, Field(description="`NCCL_IB_TC`; unset = DSCP x 4 (the DSCP in the upper six bits).", ge=0, le=255)
+    ] = None
+
+    @property
+    def effective_traffic_class(self) -> int:
+        """`NCCL_IB_TC` value: the declared traffic class or `dscp << 2`."""
+        return self.traffic_class if self.traffic_class is not None else self.dscp * 4
+
+
+class RoceNetwork(_NetworkBase):
+    """RDMA over Converged Ethernet v2."""
+
+    fabric: Annotated[Literal["roce"], Field(description="Fabric tag.")]
+    roce: Annotated[RoceSettings, Field(description="RoCEv2 settings.")] = RoceSettings()
+
+
+class EthernetNetwork(_NetworkBase):
+    """Plain TCP Ethernet (no RDMA): NCCL uses sockets."""
+
+    fabric: Annotated[Literal["ethernet"], Field(description="Fabric tag.")]
+    speed_gbps: Annotated[float | None, Field(description="Per-node line rate in Gbit/s.", gt=0)] = None
+
+
+Network = Annotated[
+    Union[EfaNetwork, InfinibandNetwork, RoceNetwork, EthernetNetwork], Field(discriminator="fabric")
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# storage
+# ---------------------------------------------------------------------------------------------
+
+FsxDeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
+
+
+class FsxMetadata(StrictModel):
+    """FSx for Lustre metadata configuration (PERSISTENT_2 only)."""
+
+    mode: Annotated[Literal["AUTOMATIC", "USER_PROVISIONED"], Field(description="Metadata IOPS mode.")] = "AUTOMATIC"
+    iops: Annotated[
+        int | None, Field(description="Metadata IOPS (USER_PROVISIONED only): 1500, 3000, 6000, 12000..192000.")
+    ] = None
+
+
+class FsxS3Repository(StrictModel):
+    """An S3 data repository association."""
+
+    data_repository_path: Annotated[str, Field(description="`s3://bucket/prefix`.", pattern=r"^s3://[a-z0-9.-]+(/.*)?$")]
+    file_system_path: Annotated[str, Field(description="Path inside the file system.", pattern=ABS_PATH)] = "/"
+    auto_import: Annotated[bool, Field(description="Import new, changed and deleted S3 objects automatically.")] = True
+    auto_export: Annotated[bool, Field(description="Export new, changed and deleted files automatically.")] = False
+
+
+class FsxLustre(StrictModel):
+    """An FSx for Lustre file system created by the stack."""
+
+    deployment_type: Annotated[FsxDeploymentType, Field(description="Deployment type.")] = "PERSISTENT_2"
+    storage_capacity_gib: Annotated[int, Field(description="Storage capacity in GiB.", ge=1200)]
+    throughput_per_tib_mbps: Annotated[
+        int | None, Field(description="Per-unit storage throughput in MB/s per TiB (PERSISTENT_*).")
+    ] = None
+    storage_type: Annotated[Literal["SSD", "HDD"], Field(description="Storage type.")] = "SSD"
+    drive_cache_type: Annotated[Literal["READ", "NONE"] | None, Field(description="HDD read cache.")] = None
+    data_compression_type: Annotated[Literal["NONE", "LZ4"], Field(description="Data compression.")] = "LZ4"
+    file_system_type_version: Annotated[
+        Literal["2.10", "2.12", "2.15"], Field(description="Lustre version.")
+    ] = "2.15"
+    metadata: Annotated[FsxMetadata | None, Field(description="Metadata configuration (PERSISTENT_2).")] = None
+    efa_enabled: Annotated[bool, Field(description="EFA + GPUDirect Storage (PERSISTENT_2 with metadata).")] = False
+    kms_key_id: Annotated[str | None, Field(description="Customer KMS key; unset = the AWS managed key.")] = None
+    s3: Annotated[FsxS3Repository | None, Field(description="S3 data repository association.")] = None
+    availability_zone: Annotated[
+        str | None, Field(description="AZ of the file system; unset = the target's AZ (the only good choice).")
+    ] = None
+    automatic_backup_retention_days: Annotated[int, Field(description="Daily backups kept, 0-35.", ge=0, le=35)] = 0
+
+
+class LustreServer(StrictModel):
+    """An existing Lustre file system reached by its MGS NIDs."""
+
+    mgs_nids: Annotated[
+        list[str], Field(description="MGS NIDs, e.g. `10.0.0.5@o2ib` or `10.0.0.5@tcp`.", min_length=1)
+    ]
+    fsname: Annotated[str, Field(description="Lustre file system name.", pattern=r"^[A-Za-z0-9_]{1,8}$")]
+
+    @field_validator("mgs_nids")
+    @classmethod
+    def _nids(cls, v: list[str]) -> list[str]:
+        for nid in v:
+            if not re.fullmatch(r"[^@\s]+@(o2ib|tcp|kfi|efa)\d*", nid):
+                raise ValueError(f"`{nid}` is not a Lustre NID: write ADDRESS@o2ib or ADDRESS@tcp")
+        return v
+
+
+class StripeSetting(StrictModel):
+    """`lfs setstripe` on a directory of the file system."""
+
+    path: Annotated[str, Field(description="Directory relative to the mount point.")]
+    count: Annotated[int, Field(description="Stripe count; -1 = all OSTs.", ge=-1)] = -1
+    size: Annotated[str, Field(description="Stripe size, e.g. `4M`.", pattern=r"^\d+[KMG]?$")] = "1M"
+
+
+class LustreStorage(StrictModel):
+    """A Lustre file system: managed FSx (`fsx`) or an existing server (`server`)."""
+
+    kind: Annotated[Literal["lustre"], Field(description="Storage tag.")]
+    name: Annotated[str, Field(description="DNS-safe name.", pattern=DNS_LABEL)]
+    mount: Annotated[str, Field(description="Mount point on every node.", pattern=ABS_PATH)]
+    fsx: Annotated[FsxLustre | None, Field(description="Create an FSx for Lustre file system (AWS).")] = None
+    server: Annotated[LustreServer | None, Field(description="Mount an existing Lustre server.")] = None
+    mount_options: Annotated[list[str], Field(description="Mount options.")] = ["noatime", "flock", "_netdev"]
+    stripes: Annotated[list[StripeSetting], Field(description="Stripe settings on directories.")] = []
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "LustreStorage":
+        if (self.fsx is None) == (self.server is None):
+            raise ValueError("set exactly one of `fsx` (managed FSx for Lustre) or `server` (existing MGS NIDs)")
+        return self
+
+
+class NfsStorage(StrictModel):
+    """An NFS export."""
+
+    kind: Annotated[Literal["nfs"], Field(description="Storage tag.")]
+    name: Annotated[str, Field(description="DNS-safe name.", pattern=DNS_LABEL)]
+    mount: Annotated[str, Field(description="Mount point on every node.", pattern=ABS_PATH)]
+    server: Annotated[str, Field(description="NFS server address.")]
+    export: Annotated[str, Field(description="Exported path.", pattern=ABS_PATH)]
+    version: Annotated[Literal["3", "4.1", "4.2"], Field(description="NFS version.")] = "4.2"
+    mount_options: Annotated[list[str], Field(description="Extra mount options.")] = ["_netdev", "nconnect=8"]
+
+
+Storage = Annotated[Union[LustreStorage, NfsStorage], Field(discriminator="kind")]
+
+
+# ---------------------------------------------------------------------------------------------
+# software, orchestrator, validation, workload
+# ---------------------------------------------------------------------------------------------
+
+
+class Software(StrictModel):
+    """Pinned software versions."""
+
+    driver_branch: Annotated[str, Field(description="NVIDIA driver branch, e.g. `550`.", pattern=r"^\d{3}(\.\d+)*$")] = "550"
+    driver_open_kernel_modules: Annotated[bool, Field(description="Use the open GPU kernel modules.")] = True
+    cuda: Annotated[str, Field(description="CUDA version.", pattern=r"^\d+\.\d+(\.\d+)?$")] = "12.4"
+    nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.21.5"
+    container_toolkit: Annotated[
+        str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
+    ] = "1.16.2"
+    efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
+    aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
+    doca_ofed: Annotated[str | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
+    kata: Annotated[str, Field(description="Kata Containers version.")] = "3.23.0"
+    gvisor: Annotated[str, Field(description="gVisor release (`latest` or a date).")] = "latest"
+
+
+class NoOrchestrator(StrictModel):
+    """No scheduler: plain hosts."""
+
+    kind: Annotated[Literal["none"], Field(description="Orchestrator tag.")]
+
+
+class KubernetesOrchestrator(StrictModel):
+    """Kubernetes: EKS on AWS, an existing cluster on-prem."""
+
+    kind: Annotated[Literal["kubernetes"], Field(description="Orchestrator tag.")]
+    version: Annotated[str, Field(description="Kubernetes minor version.", pattern=r"^1\.\d+$")] = "1.31"
+    gpu_operator_version: Annotated[str, Field(description="NVIDIA GPU Operator chart version.")] = "v24.9.0"
+    efa_device_plugin_version: Annotated[str, Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
+    mpi_operator_version: Annotated[str, Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
+    namespace: Annotated[str, Field(description="Namespace for validation jobs.", pattern=DNS_LABEL)] = "clusterforge"
+
+
+class SlurmOrchestrator(StrictModel):
+    """Slurm (declared now; validation jobs render as sbatch scripts)."""
+
+    kind: Annotated[Literal["slurm"], Field(description="Orchestrator tag.")]
+    partition: Annotated[str, Field(description="Partition of the GPU nodes.")] = "gpu"
+    account: Annotated[str | None, Field(description="Slurm account for validation jobs.")] = None
+
+
+Orchestrator = Annotated[
+    Union[NoOrchestrator, KubernetesOrchestrator, SlurmOrchestrator], Field(discriminator="kind")
+]
+
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast", "reduce"]
+Suite = Literal["nccl", "fio", "amp"]
+
+
+class NcclThresholds(StrictModel):
+    """Overrides for the NCCL judge (default expectations come from the catalog)."""
+
+    min_busbw_gbps: Annotated[
+        float | None, Field(description="Expected peak busbw in GB/s (1e9 bytes/s); overrides the derived one.", gt=0)
+    ] = None
+    warn_ratio: Annotated[float, Field(description="Below this fraction of expected: warn.", gt=0, le=1)] = 0.8
+    fail_ratio: Annotated[float, Field(description="Below this fraction of expected: fail.", gt=0, le=1)] = 0.5
+
+
+class NcclSuite(StrictModel):
+    """Collective benchmarks (nccl-tests or the built-in torch.distributed benchmark)."""
+
+    collectives: Annotated[list[Collective], Field(description="Collectives to run.")] = ["all_reduce", "all_gather", "reduce_scatter"]
+    min_bytes: Annotated[int, Field(description="Smallest message in bytes.", ge=1)] = 8
+    max_bytes: Annotated[int, Field(description="Largest message in bytes.", ge=1)] = 8 * 1024**3
+    step_factor: Annotated[int, Field(description="Size multiplier between steps.", ge=2)] = 2
+    iters: Annotated[int, Field(description="Timed iterations per size.", ge=1)] = 20
+    warmup_iters: Annotated[int, Field(description="Warm-up iterations per size.", ge=0)] = 5
+    check: Annotated[bool, Field(description="Check results (`-c 1`); counts `#wrong`.")] = True
+    thresholds: Annotated[NcclThresholds, Field(description="Judge thresholds.")] = NcclThresholds()
+
+
+class FioThresholds(StrictModel):
+    """Overrides for the fio judge."""
+
+    min_read_mb_s: Annotated[float | None, Field(description="Expected sequential read MB/s (1e6 bytes/s).", gt=0)] = None
+    min_write_mb_s: Annotated[float | None, Field(description="Expected sequential write MB/s.", gt=0)] = None
+    warn_ratio: Annotated[float, Field(description="Below this fraction of expected: warn.", gt=0, le=1)] = 0.7
+    fail_ratio: Annotated[float, Field(description="Below this fraction of expected: fail.", gt=0, le=1)] = 0.4
+
+
+class FioSuite(StrictModel):
+    """fio storage benchmarks on the NVMe scratch and shared file systems."""
+
+    targets: Annotated[
+        list[str], Field(description="Directories to test; unset = every `local_nvme` and `storage` mount.")
+    ] = []
+    size: Annotated[str, Field(description="File size per job, e.g. `4G`.", pattern=r"^\d+[KMGT]?$")] = "4G"
+    runtime_s: Annotated[int, Field(description="Seconds per profile.", ge=1)] = 30
+    numjobs: Annotated[int, Field(description="Parallel jobs per profile.", ge=1)] = 4
+    iodepth: Annotated[int, Field(description="Queue depth.", ge=1)] = 32
+    thresholds: Annotated[FioThresholds, Field(description="Judge thresholds.")] = FioThresholds()
+
+
+class AmpModel(StrictModel):
+    """GPT-style model for the AMP benchmark."""
+
+    layers: Annotated[int, Field(description="Transformer layers.", ge=1)] = 24
+    hidden: Annotated[int, Field(description="Hidden size d_model.", ge=8)] = 2048
+    heads: Annotated[int, Field(description="Attention heads.", ge=1)] = 16
+    seq_len: Annotated[int, Field(description="Sequence length in tokens.", ge=8)] = 2048
+    vocab: Annotated[int, Field(description="Vocabulary size.", ge=16)] = 50304
+
+
+class AmpThresholds(StrictModel):
+    """Overrides for the AMP judge."""
+
+    min_mfu: Annotated[float | None, Field(description="Minimum MFU (0-1); unset = the GPU's floor.", gt=0, le=1)] = None
+    min_speedup_vs_fp32: Annotated[float, Field(description="AMP must be at least this much faster than fp32.", gt=0)] = 1.1
+
+
+class AmpSuite(StrictModel):
+    """Mixed-precision training benchmark (synthetic GPT)."""
+
+    model: Annotated[AmpModel, Field(description="Model shape.")] = AmpModel()
+    batch_size: Annotated[int, Field(description="Micro-batch size per GPU.", ge=1)] = 8
+    steps: Annotated[int, Field(description="Timed steps.", ge=2)] = 30
+    precision: Annotated[
+        Literal["auto", "bf16", "fp16"], Field(description="`auto` = bf16 where supported, else fp16 + GradScaler.")
+    ] = "auto"
+    compile: Annotated[bool, Field(description="Use `torch.compile`.")] = True
+    fp32_baseline: Annotated[bool, Field(description="Also run an fp32 baseline for the speed-up check.")] = True
+    thresholds: Annotated[AmpThresholds, Field(description="Judge thresholds.")] = AmpThresholds()
+
+
+class Validation(StrictModel):
+    """Post-provisioning validation suites."""
+
+    suites: Annotated[list[Suite], Field(description="Suites to run.")] = ["nccl", "fio", "amp"]
+    nccl: Annotated[NcclSuite, Field(description="NCCL settings.")] = NcclSuite()
+    fio: Annotated[FioSuite, Field(description="fio settings.")] = FioSuite()
+    amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite()
+
+
+class Workload(StrictModel):
+    """The workload the cluster is for; used by sizing rules."""
+
+    purpose: Annotated[Literal["training", "inference"], Field(description="Training or inference.")] = "training"
+    parameters_b: Annotated[float, Field(description="Total parameters in billions.", gt=0)]
+    architecture: Annotated[Literal["dense", "moe"], Field(description="Dense or mixture-of-experts.")] = "dense"
+    experts: Annotated[int | None, Field(description="Experts (MoE).", ge=2)] = None
+    active_parameters_b: Annotated[float | None, Field(description="Active parameters per token in billions (MoE).", gt=0)] = None
+    sequence_length: Annotated[int, Field(description="Sequence length.", ge=1)] = 4096
+    precision: Annotated[Literal["bf16", "fp16", "fp8", "fp32"], Field(description="Compute precision.")] = "bf16"
+    quantization: Annotated[
+        Literal["none", "int8", "int4", "fp8"], Field(description="Weight quantization (inference).")
+    ] = "none"
+    optimizer: Annotated[
+        Literal["adam", "sgd"], Field(description="Optimizer (adam keeps 2 fp32 states + fp32 master weights).")
+    ] = "adam"
+
+
+# ---------------------------------------------------------------------------------------------
+# root
+# ---------------------------------------------------------------------------------------------
+
+
+class Blueprint(StrictModel):
+    """A clusterforge blueprint: one GPU cluster, cloud or on-prem."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        str_strip_whitespace=True,
+        populate_by_name=True,
+        json_schema_extra={"title": "clusterforge blueprint (clusterforge/v1)"},
+    )
+
+    api_version: Annotated[
+        Literal["clusterforge/v1"], Field(alias="apiVersion", description="Schema version, `clusterforge/v1`.")
+    ]
+    kind: Annotated[Literal["Blueprint"], Field(description="Document kind, `Blueprint`.")]
+    name: Annotated[
+        str, Field(description="DNS-safe cluster name, prefix of every resource name.", pattern=DNS_LABEL, max_length=40)
+    ]
+    description: Annotated[str, Field(description="Free text.")] = ""
+    target: Annotated[Target, Field(description="Where the cluster runs: `aws` or `onprem`.")]
+    node_groups: Annotated[list[NodeGroup], Field(description="Node groups.", min_length=1)]
+    network: Annotated[Network, Field(description="The GPU fabric.")] = EthernetNetwork(fabric="ethernet")
+    storage: Annotated[list[Storage], Field(description="Shared file systems.")] = []
+    software: Annotated[Software, Field(description="Pinned software versions.")] = Software()
+    orchestrator: Annotated[Orchestrator, Field(description="`none`, `kubernetes` or `slurm`.")] = NoOrchestrator(kind="none")
+    validation: Annotated[Validation, Field(description="Validation suites.")] = Validation()
+    workload: Annotated[Workload | None, Field(description="Optional workload for sizing rules.")] = None
+
+    @field_validator("orchestrator", mode="before")
+    @classmethod
+    def _orchestrator_shorthand(cls, v: Any) -> Any:
+        return {"kind": v} if isinstance(v, str) else v
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network_shorthand(cls, v: Any) -> Any:
+        return {"fabric": v} if isinstance(v, str) else v
+
+    # ---- convenience ------------------------------------------------------------------------
+    @property
+    def is_aws(self) -> bool:
+        """True for `target.provider: aws`."""
+        return self.target.provider == "aws"
+
+    @property
+    def gpu_groups(self) -> list[NodeGroup]:
+        """The node groups with role `compute`."""
+        return [g for g in self.node_groups if g.role == "compute"]
+
+    def group(self, name: str) -> NodeGroup:
+        """The node group called `name`; raises `KeyError` if there is none."""
+        for g in self.node_groups:
+            if g.name == name:
+                return g
+        raise KeyError(name)

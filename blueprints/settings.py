@@ -1,0 +1,372 @@
+"""Node settings: the one model of what a node of a group must look like after provisioning.
+
+Both renderers start here, so cloud and bare metal never drift apart:
+
+* ``stacks/`` renders :class:`NodeSettings` into cloud-init user data (AWS launch templates);
+* ``clusterforge/ansible`` renders it into Ansible group_vars for the roles in ``roles/``.
+
+:func:`node_settings` is a pure function of the blueprint and the hardware catalog. Every
+setting states where it comes from in :data:`SOURCES`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .catalog import catalog
+from .models import (
+    Blueprint,
+    EfaNetwork,
+    EthernetNetwork,
+    InfinibandNetwork,
+    LustreStorage,
+    NfsStorage,
+    NodeGroup,
+    RoceNetwork,
+)
+
+__all__ = ["NodeSettings", "SOURCES", "cluster_settings", "node_settings"]
+
+SOURCES = {
+    "memlock": "https://docs.redhat.com/zh-cn/documentation/red_hat_enterprise_linux/7/html/networking_guide/sec-relaxing_memlock_restrictions_for_users",
+    "persistence": "https://github.com/NVIDIA/ansible-role-nvidia-driver/blob/master/files/nvidia-persistenced-override.conf",
+    "fabric_manager": "https://github.com/NVIDIA/deepops/blob/master/roles/nvidia-dgx/vars/ubuntu-22.04.yml",
+    "peermem": "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",
+    "acs": "https://docs.nvidia.com/deeplearning/nccl/archives/nccl_2151/user-guide/docs/troubleshooting.html",
+    "iommu": "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/gpu_troubleshooting.html",
+    "vfio": "https://github.com/NVIDIA/deepops/blob/master/virtual/README.md",
+    "nccl_env": "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
+    "efa_env": "https://github.com/aws/aws-ofi-nccl/blob/2daf7d303aa139a03140aa530957d10521e4478d/doc/efa-env-var.md",
+    "roce_qos": "https://docs.nvidia.com/networking/display/mlnxenv23106161lts/quality-of-service-(qos)",
+    "roce_tc": "https://github.com/ROCm/TransferBench/pull/316",
+    "raid0": "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ssd-instance-store.html",
+    "lnet": "https://wiki.lustre.org/Mounting_a_Lustre_File_System_on_Client_Nodes",
+    "striping": "https://wiki.lustre.org/Lustre_Striping_Best_Practices",
+    "container_defaults": "https://github.com/NVIDIA/ansible-role-nvidia-docker/blob/master/defaults/main.yml",
+    "kata_gpu": "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-kata.html",
+    "gvisor_gpu": "https://github.com/google/gvisor/blob/04980e1/g3doc/user_guide/gpu.md",
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScratchSettings(_Frozen):
+    """NVMe scratch: RAID0 (or one drive) over discovered NVMe data drives."""
+
+    mount: str
+    filesystem: Literal["xfs", "ext4"]
+    raid: Literal["raid0", "none"]
+    chunk_kib: int
+    mount_options: list[str]
+    md_device: str = "/dev/md/scratch"
+    expected_drives: int | None
+    by_id: list[str]
+    discovery: Literal["instance-store", "nvme-data"]
+    """``instance-store``: AWS "Amazon EC2 NVMe Instance Storage" model; ``nvme-data``: every NVMe
+    namespace without partitions, filesystem or mount that is not the root disk."""
+
+
+class LustreMount(_Frozen):
+    """One Lustre client mount. ``source`` is ``NID[:NID]:/fsname``; for FSx it is filled at deploy
+    time from the file system's DNS and mount names (``fsx`` = True, ``source`` = None)."""
+
+    name: str
+    mount: str
+    source: str | None
+    fsx: bool
+    options: list[str]
+    lnet_networks: str
+    stripes: list[dict[str, object]]
+
+
+class NfsMount(_Frozen):
+    """One NFS client mount."""
+
+    name: str
+    mount: str
+    source: str
+    version: str
+    options: list[str]
+
+
+class RoceQos(_Frozen):
+    """Host-side RoCEv2 QoS, applied per netdev with ``mlnx_qos`` and sysfs (switches must match)."""
+
+    interfaces: list[str]
+    trust: Literal["dscp", "pcp"]
+    flow_control: Literal["pfc", "global-pause", "none"] | None
+    pfc_priority: int
+    pfc_vector: str
+    dscp: int
+    ecn: bool
+    mtu: int | None
+
+
+class SandboxSettings(_Frozen):
+    """Sandbox runtime of the group."""
+
+    runtime: Literal["container", "kata", "gvisor", "vm"]
+    gpu_passthrough: bool
+    runtime_class: str | None
+    vm_vcpus: int | None = None
+    vm_memory_gib: int | None = None
+    vm_gpus_per_vm: int | None = None
+
+
+class NodeSettings(_Frozen):
+    """Everything a node of one group gets configured with.
+
+    Shapes: dicts are ``{name: value}`` strings; ``kernel_cmdline`` is a list of ``key=value``
+    kernel parameters; ``nccl_env`` becomes ``/etc/nccl.conf`` lines and the node environment.
+    """
+
+    blueprint: str
+    group: str
+    role: str
+    provider: Literal["aws", "onprem"]
+    os: str
+    gpu_model: str | None
+    gpu_count: int
+    nvswitch: bool
+    training_node: bool
+    passthrough_host: bool
+    # host tuning
+    memlock_unlimited: bool
+    sysctls: dict[str, str]
+    hugepages_2m: int
+    cpu_governor: str
+    kernel_cmdline: list[str]
+    disable_acs: bool
+    # GPU stack
+    install_gpu_driver: bool
+    driver_branch: str
+    driver_open_kernel_modules: bool
+    fabric_manager: bool
+    dcgm: bool
+    cuda: str
+    nccl_version: str
+    container_toolkit: str
+    # fabric
+    fabric: Literal["efa", "infiniband", "roce", "ethernet"]
+    rdma: bool
+    gpudirect_rdma: Literal["nvidia-peermem", "dmabuf"] | None
+    rdma_devices: list[str]
+    nccl_env: dict[str, str]
+    efa_installer: str | None
+    aws_ofi_nccl: str | None
+    opensm: bool
+    ipoib: bool
+    ipoib_mode: str | None
+    roce: RoceQos | None
+    # storage
+    scratch: ScratchSettings | None
+    lustre: list[LustreMount]
+    nfs: list[NfsMount]
+    # containers and sandboxes
+    container_shm_size: str
+    container_default_runtime: str
+    sandbox: SandboxSettings
+
+
+def _gpu(bp: Blueprint, g: NodeGroup) -> tuple[str | None, int, bool]:
+    cat = catalog()
+    if bp.is_aws and g.instance_type:
+        try:
+            it = cat.instance_type(g.instance_type)
+        except KeyError:
+            return None, 0, False
+        if not it.gpu_count or it.gpu_key in ("trainium", "trainium2"):
+            return None, 0, False
+        spec = cat.gpu(it.gpu_key)
+        return spec.key, it.gpu_count, it.requires_fabric_manager and spec.has_nvlink
+    hw = g.hardware
+    if hw is None or hw.gpu is None:
+        return None, 0, False
+    key = cat.resolve_gpu_key(hw.gpu.model) or hw.gpu.model
+    nvswitch = hw.gpu.nvswitch
+    if nvswitch is None:
+        try:
+            nvswitch = cat.gpu(key).has_nvlink and hw.gpu.count >= 8
+        except KeyError:
+            nvswitch = False
+    return key, hw.gpu.count, bool(nvswitch)
+
+
+def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str]) -> dict[str, str]:
+    net = bp.network
+    env: dict[str, str] = {}
+    if isinstance(net, EfaNetwork):
+        # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no FI_* tuning; the plugin must be on the
+        # library path or NCCL silently falls back to sockets (field failure bug-09).
+        env["FI_PROVIDER"] = "efa"
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+        env["NCCL_NET_PLUGIN"] = "ofi"
+        env["LD_LIBRARY_PATH"] = "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:/usr/local/cuda/lib64"
+    elif isinstance(net, (InfinibandNetwork, RoceNetwork)):
+        if rdma_devices:
+            env["NCCL_IB_HCA"] = "=" + ",".join(rdma_devices)
+        if isinstance(net, RoceNetwork):
+            env["NCCL_IB_GID_INDEX"] = str(net.roce.gid_index)
+            env["NCCL_IB_TC"] = str(net.roce.effective_traffic_class)
+        if not net.gpudirect_rdma.enabled:
+            env["NCCL_NET_GDR_LEVEL"] = "LOC"
+    elif isinstance(net, EthernetNetwork):
+        env["NCCL_IB_DISABLE"] = "1"
+    if net.nccl.socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = net.nccl.socket_ifname
+    if net.nccl.debug:
+        env["NCCL_DEBUG"] = net.nccl.debug
+    env.update(net.nccl.env)
+    return env
+
+
+def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
+    """The :class:`NodeSettings` for ``group`` (a node group or its name) of ``bp``.
+
+    Raises ``KeyError`` when the group name does not exist.
+    """
+    g = bp.group(group) if isinstance(group, str) else group
+    net = bp.network
+    gpu_model, gpu_count, nvswitch = _gpu(bp, g)
+    passthrough = g.sandbox.passthrough and gpu_count > 0
+    training = g.role == "compute" and gpu_count > 0 and not passthrough
+    cpu = g.hardware.cpu_vendor if g.hardware else None
+    cmdline: list[str] = []
+    if passthrough:
+        # VFIO passthrough needs the IOMMU on; pt keeps host DMA fast.
+        cmdline += (["amd_iommu=on"] if cpu == "amd" else ["intel_iommu=on"]) + ["iommu=pt"]
+    elif training:
+        # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
+        cmdline += ["iommu=pt"]
+    rdma = isinstance(net, (EfaNetwork, InfinibandNetwork, RoceNetwork))
+    rdma_devices = []
+    if isinstance(net, (InfinibandNetwork, RoceNetwork)) and g.hardware:
+        rdma_devices = [f"{n.device}:{n.port}" for n in g.hardware.nics]
+    gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
+    if rdma and net.gpudirect_rdma.enabled and gpu_count and not isinstance(net, EfaNetwork):
+        gdr = net.gpudirect_rdma.method or "nvidia-peermem"
+    roce = None
+    if isinstance(net, RoceNetwork) and g.hardware:
+        r = net.roce
+        roce = RoceQos(
+            interfaces=[n.netdev for n in g.hardware.nics if n.netdev],
+            trust=r.trust,
+            flow_control=r.flow_control,
+            pfc_priority=r.pfc_priority,
+            pfc_vector=",".join("1" if i == r.pfc_priority and r.flow_control == "pfc" else "0" for i in range(8)),
+            dscp=r.dscp,
+            ecn=r.ecn,
+            mtu=net.mtu,
+        )
+    scratch = None
+    if g.local_nvme is not None:
+        n = g.local_nvme
+        expected = None
+        if bp.is_aws and g.instance_type:
+            try:
+                store = catalog().instance_type(g.instance_type).instance_store
+                expected = store.count if store else None
+            except KeyError:
+                expected = None
+        elif g.hardware and g.hardware.nvme:
+            expected = g.hardware.nvme.count
+        scratch = ScratchSettings(
+            mount=n.mount,
+            filesystem=n.filesystem,
+            raid=n.raid,
+            chunk_kib=n.chunk_kib,
+            mount_options=list(n.mount_options),
+            expected_drives=expected,
+            by_id=list(g.hardware.nvme.by_id) if g.hardware and g.hardware.nvme else [],
+            discovery="instance-store" if bp.is_aws else "nvme-data",
+        )
+    lnet = "tcp0(eth0)"
+    if isinstance(net, InfinibandNetwork):
+        lnet = "o2ib0(ib0)"
+    lustre: list[LustreMount] = []
+    nfs: list[NfsMount] = []
+    for s in bp.storage:
+        if isinstance(s, LustreStorage):
+            stripes = [{"path": st.path, "count": st.count, "size": st.size} for st in s.stripes]
+            if s.server is not None:
+                nets = {nid.split("@", 1)[1] for nid in s.server.mgs_nids}
+                uses_o2ib = any(x.startswith("o2ib") for x in nets)
+                lustre.append(LustreMount(
+                    name=s.name, mount=s.mount, source=":".join(s.server.mgs_nids) + f":/{s.server.fsname}",
+                    fsx=False, options=list(s.mount_options),
+                    lnet_networks="o2ib0(ib0)" if uses_o2ib else lnet.replace("o2ib0(ib0)", "tcp0(eth0)"), stripes=stripes))
+            else:
+                lustre.append(LustreMount(name=s.name, mount=s.mount, source=None, fsx=True,
+                                          options=list(s.mount_options), lnet_networks="tcp0(eth0)", stripes=stripes))
+        elif isinstance(s, NfsStorage):
+            nfs.append(NfsMount(name=s.name, mount=s.mount, source=f"{s.server}:{s.export}", version=s.version,
+                                options=list(s.mount_options)))
+    sw = bp.software
+    return NodeSettings(
+        blueprint=bp.name,
+        group=g.name,
+        role=g.role,
+        provider=bp.target.provider,
+        os=bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04",
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        nvswitch=nvswitch,
+        training_node=training,
+        passthrough_host=passthrough,
+        memlock_unlimited=True,
+        sysctls={
+            "vm.max_map_count": "1048576",
+            "kernel.numa_balancing": "0",
+            "net.core.rmem_max": "268435456",
+            "net.core.wmem_max": "268435456",
+            "net.ipv4.neigh.default.gc_thresh1": "8192",
+            "net.ipv4.neigh.default.gc_thresh2": "16384",
+            "net.ipv4.neigh.default.gc_thresh3": "32768",
+        },
+        hugepages_2m=0,
+        cpu_governor="performance",
+        kernel_cmdline=cmdline,
+        disable_acs=training,
+        install_gpu_driver=gpu_count > 0 and not passthrough,
+        driver_branch=sw.driver_branch,
+        driver_open_kernel_modules=sw.driver_open_kernel_modules,
+        fabric_manager=nvswitch and not passthrough,
+        dcgm=gpu_count > 0 and not passthrough,
+        cuda=sw.cuda,
+        nccl_version=sw.nccl,
+        container_toolkit=sw.container_toolkit,
+        fabric=net.fabric,
+        rdma=rdma,
+        gpudirect_rdma=gdr,
+        rdma_devices=rdma_devices,
+        nccl_env=_nccl_env(bp, g, rdma_devices),
+        efa_installer=sw.efa_installer if isinstance(net, EfaNetwork) else None,
+        aws_ofi_nccl=sw.aws_ofi_nccl if isinstance(net, EfaNetwork) else None,
+        opensm=isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
+        and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts),
+        ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
+        ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,
+        roce=roce,
+        scratch=scratch,
+        lustre=lustre,
+        nfs=nfs,
+        container_shm_size="1G",
+        container_default_runtime="nvidia" if gpu_count and not passthrough else "runc",
+        sandbox=SandboxSettings(
+            runtime=g.sandbox.runtime,
+            gpu_passthrough=passthrough,
+            runtime_class=g.sandbox.runtime_class_name,
+            vm_vcpus=g.sandbox.vm.vcpus if g.sandbox.vm else None,
+            vm_memory_gib=g.sandbox.vm.memory_gib if g.sandbox.vm else None,
+            vm_gpus_per_vm=g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None,
+        ),
+    )
+
+
+def cluster_settings(bp: Blueprint) -> dict[str, NodeSettings]:
+    """:func:`node_settings` for every node group, keyed by group name."""
+    return {g.name: node_settings(bp, g) for g in bp.node_groups}

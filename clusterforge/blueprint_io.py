@@ -1,0 +1,37 @@
+"""Loading a blueprint for a command: load, run the rules, stop on errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from blueprints import BlueprintInvalid, LoadedBlueprint, check, load_blueprint
+from blueprints.findings import Finding
+
+from .console import warn
+
+
+def load_checked(path: str | Path, strict: bool = False, show_warnings: bool = True) -> LoadedBlueprint:
+    """Load ``path`` and run every pre-deploy rule.
+
+    Returns the loaded blueprint when no rule reports an error (with ``strict``, no warning
+    either); warnings are printed to stderr. Raises :class:`BlueprintInvalid` with every error
+    finding otherwise.
+    """
+    loaded = load_blueprint(path)
+    findings = check(loaded)
+    errors = [f for f in findings if f.severity == "error" or strict]
+    if errors:
+        raise BlueprintInvalid(errors)
+    if show_warnings:
+        for f in findings:
+            warn(f.format())
+    return loaded
+
+
+def findings_for(path: str | Path) -> tuple[LoadedBlueprint | None, list[Finding]]:
+    """Load and check ``path``; returns ``(loaded or None, findings)`` and never raises for bad input."""
+    try:
+        loaded = load_blueprint(path)
+    except BlueprintInvalid as e:
+        return None, e.findings
+    return loaded, check(loaded)

@@ -1,0 +1,129 @@
+"""The ``clusterforge`` command line.
+
+Verbs live one per module in :mod:`clusterforge.commands`; each module has ``register(app)``.
+Errors are reported in two tiers: a :class:`~clusterforge.errors.ClusterforgeError` or an
+invalid blueprint prints one line per problem (exit 1, 2 or 3), anything else prints one
+"internal error" line; ``--debug`` (anywhere on the line) or ``CLUSTERFORGE_DEBUG=1`` shows
+the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import import_module
+
+import typer
+
+from blueprints.findings import BlueprintInvalid
+
+from . import __version__
+from .console import err_console, fail
+from .errors import ClusterforgeError
+
+COMMAND_MODULES = ["check", "schema", "rules", "plan", "render", "up", "validate", "judge", "report"]
+"""Modules under clusterforge.commands that register verbs (missing ones are skipped)."""
+
+def _click_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """ClickException / Abort classes of the click that typer uses (typer may vendor its own)."""
+    errors: list[type] = []
+    aborts: list[type] = []
+    for modname in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            mod = import_module(modname)
+        except ImportError:
+            continue
+        errors.append(mod.ClickException)
+        if hasattr(mod, "Abort"):
+            aborts.append(mod.Abort)
+    aborts.append(EOFError)
+    return tuple(errors), tuple(aborts)
+
+
+_CLICK_ERRORS, _CLICK_ABORT = _click_classes()
+
+app = typer.Typer(
+    name="clusterforge",
+    help="Declarative infrastructure-as-code for AI clusters: check, plan, render, deploy and validate GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"clusterforge {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """clusterforge: one typed blueprint for cloud and bare-metal GPU clusters."""
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            mod = import_module(f"clusterforge.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"clusterforge.commands.{name}":
+                continue
+            raise
+        mod.register(app)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get("CLUSTERFORGE_DEBUG", "") not in ("", "0")
+    if "--debug" in args:
+        args.remove("--debug")
+        debug = True
+    try:
+        rv = app(args=args, prog_name="clusterforge", standalone_mode=False)
+        return int(rv or 0) if isinstance(rv, int) else 0
+    except typer.Exit as e:
+        return e.exit_code
+    except _CLICK_ABORT:
+        fail("aborted")
+        return 130
+    except _CLICK_ERRORS as e:
+        if type(e).__name__.startswith("NoArgsIsHelp"):
+            err_console.print(e.format_message(), markup=False)
+            return 2
+        hint = ""
+        ctx = getattr(e, "ctx", None)
+        if ctx is not None:
+            hint = f" (see `{ctx.command_path} --help`)"
+        fail(f"usage: {e.format_message()}{hint}")
+        return int(getattr(e, "exit_code", 2) or 2)
+    except BlueprintInvalid as e:
+        if debug:
+            raise
+        for f in e.findings:
+            fail(f.format())
+        return 1
+    except ClusterforgeError as e:
+        if debug:
+            raise
+        fail(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        fail("interrupted; results written so far are kept (rerun with --resume where supported)")
+        return 130
+    except Exception as e:  # noqa: BLE001 - the one place that turns bugs into one line
+        if debug:
+            raise
+        fail(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
