@@ -139,33 +139,53 @@ def _strip_union_tags(loc: tuple[Any, ...], data: Any) -> Path_:
 _FIELD_NAMES_CACHE: dict[type, list[str]] = {}
 
 
-def _model_at(path: Path_) -> list[str]:
-    """Field names allowed at a document path (for 'did you mean'); empty if unknown."""
+def _model_at(path: Path_, data: Any) -> list[str]:
+    """Field names allowed at a document path (for 'did you mean'); empty if unknown.
+
+    Discriminated unions are resolved with the document's own tag value (``provider: onprem``
+    selects ``OnpremTarget``), so the hint names the keys of the member the user chose.
+    """
     model: Any = Blueprint
-    names = [f.alias or n for n, f in Blueprint.model_fields.items()]
+    node: Any = data
     for part in path[:-1]:
         if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
             continue
         field_info = getattr(model, "model_fields", {}).get(part)
         if field_info is None:
             return []
-        model = _first_model(field_info.annotation)
+        node = node.get(part) if isinstance(node, dict) else None
+        model = _pick_model(field_info.annotation, node)
         if model is None:
             return []
-        names = list(model.model_fields)
-    return names
+    return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _first_model(annotation: Any) -> Any:
-    """The model class inside an annotation (list[X], X | None, unions: merged first model)."""
+def _candidate_models(annotation: Any, out: list[Any]) -> list[Any]:
     import typing
 
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
+        out.append(annotation)
     for arg in typing.get_args(annotation):
-        m = _first_model(arg)
-        if m is not None:
-            return m
+        _candidate_models(arg, out)
+    return out
+
+
+def _pick_model(annotation: Any, node: Any) -> Any:
+    """The model class for ``node`` inside ``annotation`` (list[X], X | None, tagged unions)."""
+    import typing
+
+    models = _candidate_models(annotation, [])
+    if len(models) <= 1:
+        return models[0] if models else None
+    if isinstance(node, list):
+        node = node[0] if node else None
+    if isinstance(node, dict):
+        for m in models:
+            for name, f in m.model_fields.items():
+                if typing.get_origin(f.annotation) is typing.Literal and name in node:
+                    if node[name] in typing.get_args(f.annotation):
+                        return m
     return None
 
 
@@ -178,7 +198,7 @@ def _schema_findings(err: ValidationError, data: dict[str, Any], file: str, posi
         dotted = ".".join(str(p) for p in path) or "(document)"
         if etype == "extra_forbidden":
             key = path[-1] if path else "?"
-            allowed = _model_at(path)
+            allowed = _model_at(path, data)
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(allowed)}" if allowed else "see `clusterforge schema`"
             rule_id, msg, fix = "schema-unknown-key", f"unknown key `{dotted}`", f"remove it or fix the spelling ({hint})"

@@ -1,0 +1,89 @@
+"""Blueprint reference documentation generated from the models (``docs/blueprint-reference.md``).
+
+Every model reachable from :class:`~blueprints.models.Blueprint` gets a table of key, type,
+default and description, read from the field metadata, so the docs cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from .models import Blueprint
+
+REFERENCE_PATH = Path(__file__).resolve().parent.parent / "docs" / "blueprint-reference.md"
+
+
+def _type_name(ann: Any) -> str:
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " \\| ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"list[{_type_name(args[0])}]"
+    if origin is dict:
+        return f"map[{_type_name(args[0])}, {_type_name(args[1])}]"
+    if isinstance(ann, type):
+        if issubclass(ann, BaseModel):
+            return f"[{ann.__name__}](#{ann.__name__.lower()})"
+        return {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "NoneType": "null"}.get(ann.__name__, ann.__name__)
+    return str(ann)
+
+
+def _models(ann: Any, out: list[type[BaseModel]]) -> None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if ann not in out:
+            out.append(ann)
+            for f in ann.model_fields.values():
+                _models(f.annotation, out)
+        return
+    for a in typing.get_args(ann):
+        _models(a, out)
+
+
+def _default(field: Any) -> str:
+    if field.is_required():
+        return "**required**"
+    d = field.default
+    if d is PydanticUndefined:
+        return ""
+    if isinstance(d, BaseModel):
+        return "see type"
+    return f"`{json.dumps(d)}`"
+
+
+def reference_markdown() -> str:
+    """The reference as Markdown text (one section per model, root first)."""
+    models: list[type[BaseModel]] = []
+    _models(Blueprint, models)
+    lines = [
+        "# Blueprint reference (`clusterforge/v1`)",
+        "",
+        "Generated from `blueprints/models.py` by `python -m blueprints.reference`; do not edit by hand.",
+        "Shorthands: `gpu: h100-sxm:8`, `capacity: spot`, `sandbox: kata`, `network: efa`, `orchestrator: slurm`.",
+        "",
+    ]
+    for m in models:
+        lines += [f"## {m.__name__}", "", (m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else "", ""]
+        lines += ["| key | type | default | description |", "|---|---|---|---|"]
+        for name, f in m.model_fields.items():
+            key = f.alias or name
+            desc = (f.description or "").replace("|", "\\|")
+            lines.append(f"| `{key}` | {_type_name(f.annotation)} | {_default(f)} | {desc} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    REFERENCE_PATH.parent.mkdir(exist_ok=True)
+    REFERENCE_PATH.write_text(reference_markdown(), encoding="utf-8")
+    print(f"wrote {REFERENCE_PATH}")
