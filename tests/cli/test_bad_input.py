@@ -1,0 +1,88 @@
+"""Nothing a user types breaks the CLI: every verb given a missing file, a directory, an empty
+file, binary data, a YAML document of the wrong kind or bad flags prints one clear line and
+exits 1 or 2 — never a traceback. ``--debug`` shows the traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterforge.cli import main
+
+WRONG_KIND = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 1}
+"""
+
+
+@pytest.fixture()
+def bad_inputs(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "wrong-kind.yaml").write_text(WRONG_KIND)
+    (tmp_path / "a-directory").mkdir()
+    return {
+        "missing": tmp_path / "does-not-exist.yaml",
+        "directory": tmp_path / "a-directory",
+        "empty": tmp_path / "empty.yaml",
+        "binary": tmp_path / "binary.yaml",
+        "wrong-kind": tmp_path / "wrong-kind.yaml",
+    }
+
+
+def _argv(verb: str, path: Path, tmp_path: Path) -> list[str]:
+    out = str(tmp_path / "out")
+    return {
+        "check": ["check", str(path)],
+        "plan": ["plan", str(path)],
+        "render": ["render", str(path), "-o", out],
+        "up": ["up", str(path)],
+        "down": ["down", str(path)],
+        "validate": ["validate", str(path), "--launcher", "local", "-o", out],
+        "judge": ["judge", str(path)],
+        "judge-blueprint": ["judge", str(Path(__file__)), "--blueprint", str(path)],
+        "report": ["report", str(path)],
+    }[verb]
+
+
+VERBS = ["check", "plan", "render", "up", "down", "validate", "judge", "judge-blueprint", "report"]
+KINDS = ["missing", "directory", "empty", "binary", "wrong-kind"]
+
+
+def _error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("✗")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("verb", VERBS)
+def test_bad_input_gives_one_line_and_exit_1_or_2(verb, kind, bad_inputs, tmp_path, capsys):
+    rc = main(_argv(verb, bad_inputs[kind], tmp_path))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert rc in (1, 2), f"{verb} {kind}: exit {rc}\n{out}\n{err}"
+    lines = _error_lines(err)
+    assert len(lines) == 1, f"{verb} {kind}: expected one error line, got:\n{err}"
+    assert len(lines[0]) < 400
+
+
+@pytest.mark.parametrize("verb", ["check", "plan", "render", "up", "down", "validate", "judge", "report", "schema", "rules"])
+def test_bad_flag_is_a_usage_error(verb, capsys):
+    rc = main([verb, "--no-such-flag"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in out + err
+    assert "--no-such-flag" in err or "No such option" in err
+
+
+def test_unknown_verb_suggests_the_right_one(capsys):
+    assert main(["chek", "x.yaml"]) == 2
+    assert "Did you mean 'check'" in capsys.readouterr().err
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    from blueprints import BlueprintInvalid
+
+    (tmp_path / "b.yaml").write_text("- a list\n")
+    with pytest.raises(BlueprintInvalid):
+        main(["--debug", "render", str(tmp_path / "b.yaml"), "-o", str(tmp_path / "out")])
