@@ -109,8 +109,15 @@ class AwsVpc(StrictModel):
     nat_gateway: Annotated[
         bool, Field(description="Create an internet gateway and a NAT gateway so private nodes reach the internet.")
     ] = True
+    control_plane_subnet_cidr_block: Annotated[
+        str, Field(description="CIDR of the new EKS control-plane subnet in a second AZ (EKS needs two AZs).")
+    ] = "10.0.24.0/24"
+    control_plane_subnet_ids: Annotated[
+        list[str],
+        Field(description="Existing subnets (`subnet-...`, two AZs) for the EKS control plane when `subnet_id` is set."),
+    ] = []
 
-    @field_validator("cidr_block", "subnet_cidr_block", "public_subnet_cidr_block")
+    @field_validator("cidr_block", "subnet_cidr_block", "public_subnet_cidr_block", "control_plane_subnet_cidr_block")
     @classmethod
     def _cidr(cls, v: str) -> str:
         ipaddress.ip_network(v, strict=True)

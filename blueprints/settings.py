@@ -286,7 +286,11 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         )
     lnet = "tcp0(eth0)"
     if isinstance(net, InfinibandNetwork):
-        lnet = "o2ib0(ib0)"
+        # LNet binds to the IPoIB netdev: the group's first declared InfiniBand port (ibp24s0 on a DGX H100),
+        # `ib0` when the group declares none.
+        ib_if = next((n.netdev for n in (g.hardware.nics if g.hardware else [])
+                      if n.netdev and n.link_layer == "infiniband"), "ib0")
+        lnet = f"o2ib0({ib_if})"
     lustre: list[LustreMount] = []
     nfs: list[NfsMount] = []
     for s in bp.storage:
@@ -298,7 +302,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                 lustre.append(LustreMount(
                     name=s.name, mount=s.mount, source=":".join(s.server.mgs_nids) + f":/{s.server.fsname}",
                     fsx=False, options=list(s.mount_options),
-                    lnet_networks="o2ib0(ib0)" if uses_o2ib else lnet.replace("o2ib0(ib0)", "tcp0(eth0)"), stripes=stripes))
+                    lnet_networks=(lnet if lnet.startswith("o2ib") else "o2ib0(ib0)") if uses_o2ib else "tcp0(eth0)",
+                    stripes=stripes))
             else:
                 lustre.append(LustreMount(name=s.name, mount=s.mount, source=None, fsx=True,
                                           options=list(s.mount_options), lnet_networks="tcp0(eth0)", stripes=stripes))

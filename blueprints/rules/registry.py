@@ -63,7 +63,11 @@ _RULES: dict[str, Rule] = {}
 
 
 def rule(id: str, severity: Severity, summary: str, fix: str, source: str) -> Callable[[Callable[[RuleContext], Iterable[Hit]]], Callable[[RuleContext], Iterable[Hit]]]:
-    """Decorator registering a rule. Raises ``ValueError`` on a duplicate id or missing source."""
+    """Decorator registering a rule. Raises ``ValueError`` on a duplicate id or missing source.
+
+    A rule function without a docstring gets one built from the metadata (what it checks, the
+    fix, the source), so ``help()`` and generated docs describe every rule.
+    """
 
     def deco(fn: Callable[[RuleContext], Iterable[Hit]]) -> Callable[[RuleContext], Iterable[Hit]]:
         if id in _RULES:
@@ -71,6 +75,9 @@ def rule(id: str, severity: Severity, summary: str, fix: str, source: str) -> Ca
         if not source.startswith("http"):
             raise ValueError(f"rule {id} needs a source URL")
         _RULES[id] = Rule(id, severity, summary, fix, source, fn)
+        if not fn.__doc__:
+            fn.__doc__ = (f"Rule ``{id}`` ({severity}): {summary}\n\nYields a :class:`Hit` per violation (document "
+                          f"path, message naming the fields, optional specific fix).\n\nFix: {fix}\n\nSource: {source}")
         return fn
 
     return deco
@@ -94,7 +101,7 @@ def check(loaded: LoadedBlueprint, only: Iterable[str] | None = None) -> list[Fi
         try:
             for hit in r.check(ctx):
                 findings.append(loaded.finding(r.id, r.severity, hit.message, hit.fix or r.fix, r.source, hit.path))
-        except Exception as e:  # a rule bug must not hide the other findings or crash the CLI
+        except Exception as e:  # noqa: BLE001 - a rule bug must not hide the other findings or crash the CLI
             findings.append(loaded.finding("internal-rule-error", "error", f"rule {r.id} failed: {type(e).__name__}: {e}",
                                            "report this as a clusterforge bug; rerun with --debug", r.source, ()))
     findings.sort(key=lambda f: (f.line, f.col, f.rule_id))

@@ -1,0 +1,563 @@
+"""AWS rules: EFA, placement groups, Capacity Blocks and reservations, VPC layout, tags, EKS add-ons."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+from ..models import AwsTarget, CapacityBlockCapacity, EfaNetwork, ReservationCapacity, SpotCapacity
+from ._facts import compute_groups, group_hardware, instance_spec, version, vstr
+from .registry import Hit, RuleContext, rule
+
+EFA_DOC = "https://github.com/awsdocs/amazon-ec2-user-guide/blob/e3707c431483ec0ffffcabebd36cf799ba682cd0/doc_source/efa.md"
+EFA_START = "https://github.com/awsdocs/amazon-ec2-user-guide/blob/e3707c431483ec0ffffcabebd36cf799ba682cd0/doc_source/efa-start.md"
+EFA_CARDS = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html"
+CB_USING = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html"
+CB_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html"
+PLACEMENT = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"
+PC_CAPACITY = "https://github.com/aws/aws-parallelcluster/blob/451cc53/cli/src/pcluster/validators/ec2_validators.py"
+
+
+def _aws(ctx: RuleContext) -> AwsTarget | None:
+    return ctx.bp.target if isinstance(ctx.bp.target, AwsTarget) else None
+
+
+def _efa(ctx: RuleContext) -> EfaNetwork | None:
+    return ctx.bp.network if isinstance(ctx.bp.network, EfaNetwork) else None
+
+
+def _compute_nodes(ctx: RuleContext) -> int:
+    return sum(g.count or 0 for _, g in compute_groups(ctx.bp))
+
+
+@rule(
+    id="aws-az-in-region",
+    severity="error",
+    summary="`target.availability_zone` (and an FSx `availability_zone`) must be a zone of `target.region`.",
+    fix="use a zone of the region, e.g. `us-east-1a` for `us-east-1`",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-regions-availability-zones.html",
+)
+def aws_az_in_region(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None:
+        return
+    if not t.availability_zone.startswith(t.region) or len(t.availability_zone) != len(t.region) + 1:
+        yield Hit(("target", "availability_zone"),
+                  f"`target.availability_zone` `{t.availability_zone}` is not in `target.region` `{t.region}`",
+                  f"use a zone of {t.region}, e.g. `{t.region}a`")
+    for i, s in enumerate(ctx.bp.storage):
+        az = getattr(getattr(s, "fsx", None), "availability_zone", None)
+        if az and (not az.startswith(t.region) or len(az) != len(t.region) + 1):
+            yield Hit(("storage", i, "fsx", "availability_zone"),
+                      f"`storage.{i}.fsx.availability_zone` `{az}` is not in `target.region` `{t.region}`",
+                      "remove it (the file system goes into the compute zone)")
+
+
+@rule(
+    id="efa-instance-support",
+    severity="error",
+    summary="`network.fabric: efa` needs compute instance types that support EFA.",
+    fix="pick an EFA-capable type (p4d, p5, p5e, p5en, p6, g6e.48xlarge ...) or use `fabric: ethernet`",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types",
+)
+def efa_instance_support(ctx: RuleContext) -> Iterator[Hit]:
+    if _efa(ctx) is None:
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(ctx.catalog, g)
+        if it is not None and it.max_efa_interfaces == 0:
+            yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) does not support EFA")
+
+
+@rule(
+    id="efa-capable-not-used",
+    severity="warning",
+    summary="Several EFA-capable instances on `fabric: ethernet`: NCCL runs over TCP sockets at a fraction of the "
+            "EFA bandwidth.",
+    fix="set `network.fabric: efa`",
+    source="https://github.com/aws/aws-parallelcluster/blob/451cc53/cli/src/pcluster/validators/ec2_validators.py",
+)
+def efa_capable_not_used(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None or ctx.bp.network.fabric != "ethernet" or _compute_nodes(ctx) < 2:
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(ctx.catalog, g)
+        if it is not None and it.efa_supported and it.gpu_count:
+            yield Hit(("network", "fabric"), f"`network.fabric` is `ethernet` but `{it.name}` "
+                      f"(`node_groups.{i}`) has {it.max_efa_interfaces} EFA interface(s)")
+            return
+
+
+@rule(
+    id="efa-interfaces-max",
+    severity="error",
+    summary="`network.efa.interfaces` cannot exceed the instance type's maximum EFA interfaces (one per network card).",
+    fix="use `interfaces: max`",
+    source=EFA_CARDS,
+)
+def efa_interfaces_max(ctx: RuleContext) -> Iterator[Hit]:
+    net = _efa(ctx)
+    if net is None or net.efa.interfaces == "max":
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(ctx.catalog, g)
+        if it is not None and it.max_efa_interfaces and net.efa.interfaces > it.max_efa_interfaces:
+            yield Hit(("network", "efa", "interfaces"),
+                      f"`network.efa.interfaces` is {net.efa.interfaces} but `{it.name}` (`node_groups.{i}`) supports "
+                      f"at most {it.max_efa_interfaces}", f"use `interfaces: max` ({it.max_efa_interfaces} on {it.name})")
+
+
+@rule(
+    id="efa-interfaces-below-max",
+    severity="warning",
+    summary="Fewer EFA interfaces than network cards leaves part of the instance's EFA bandwidth unused.",
+    fix="use `interfaces: max` (one EFA per network card)",
+    source=EFA_CARDS,
+)
+def efa_interfaces_below_max(ctx: RuleContext) -> Iterator[Hit]:
+    net = _efa(ctx)
+    if net is None or net.efa.interfaces == "max":
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(ctx.catalog, g)
+        if it is not None and it.max_efa_interfaces and net.efa.interfaces < it.max_efa_interfaces:
+            share = net.efa.interfaces / it.max_efa_interfaces
+            yield Hit(("network", "efa", "interfaces"),
+                      f"`network.efa.interfaces` is {net.efa.interfaces} of {it.max_efa_interfaces} on `{it.name}` "
+                      f"(`node_groups.{i}`): about {share:.0%} of {it.network_gbps:g} Gbit/s")
+            return
+
+
+@rule(
+    id="efa-placement-decision",
+    severity="error",
+    summary="A multi-node EFA cluster needs an explicit placement decision: `network.placement: cluster` (or "
+            "`none` for Capacity Blocks).",
+    fix="set `network.placement: cluster` (`none` with a Capacity Block)",
+    source=EFA_START,
+)
+def efa_placement_decision(ctx: RuleContext) -> Iterator[Hit]:
+    net = _efa(ctx)
+    if net is None or net.placement is not None or _compute_nodes(ctx) < 2:
+        return
+    cb = isinstance(ctx.bp.target.capacity, CapacityBlockCapacity)  # type: ignore[union-attr]
+    yield Hit(("network", "fabric"), f"`network.placement` is not set for {_compute_nodes(ctx)} EFA nodes",
+              "set `network.placement: none` (Capacity Blocks are already placed in an UltraCluster)" if cb else None)
+
+
+@rule(
+    id="efa-placement-none",
+    severity="warning",
+    summary="EFA nodes without a placement group may land far apart in the AZ (higher latency, lower busbw); only "
+            "Capacity Blocks are placed for you.",
+    fix="set `network.placement: cluster`",
+    source=EFA_START,
+)
+def efa_placement_none(ctx: RuleContext) -> Iterator[Hit]:
+    net = _efa(ctx)
+    if net is None or net.placement != "none" or _compute_nodes(ctx) < 2:
+        return
+    if isinstance(ctx.bp.target.capacity, CapacityBlockCapacity):  # type: ignore[union-attr]
+        return
+    yield Hit(("network", "placement"), "`network.placement` is `none` for a multi-node EFA cluster that is not a "
+              "Capacity Block")
+
+
+@rule(
+    id="efa-placement-strategy",
+    severity="warning",
+    summary="`spread` and `partition` placement groups put EFA nodes on distinct racks: collectives get slower than "
+            "in a `cluster` group.",
+    fix="use `network.placement: cluster` for training nodes",
+    source=PLACEMENT,
+)
+def efa_placement_strategy(ctx: RuleContext) -> Iterator[Hit]:
+    net = _efa(ctx)
+    if net is not None and net.placement in ("spread", "partition") and _compute_nodes(ctx) > 1:
+        yield Hit(("network", "placement"), f"`network.placement` is `{net.placement}` for EFA training nodes")
+
+
+@rule(
+    id="placement-spread-limit",
+    severity="error",
+    summary="A rack spread placement group holds at most 7 running instances per AZ.",
+    fix="use `placement: cluster` (or `partition`) for more than 7 nodes",
+    source="https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_ec2.PlacementGroupSpreadLevel.html",
+)
+def placement_spread_limit(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None or ctx.bp.network.placement != "spread":
+        return
+    total = sum(g.count or 0 for g in ctx.bp.node_groups)
+    if total > 7:
+        yield Hit(("network", "placement"), f"`network.placement` is `spread` but the cluster has {total} instances (max 7)")
+
+
+@rule(
+    id="public-ip-multi-card",
+    severity="error",
+    summary="EC2 cannot auto-assign a public IPv4 address to an instance with more than one network interface "
+            "(multi-card EFA types).",
+    fix="set `public_ip: false`; nodes reach the internet through the NAT gateway (`target.vpc.nat_gateway`)",
+    source="https://github.com/aws/aws-parallelcluster/pull/7457",
+)
+def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None:
+        return
+    efa = _efa(ctx)
+    for i, g in enumerate(ctx.bp.node_groups):
+        if not g.public_ip:
+            continue
+        it = instance_spec(ctx.catalog, g)
+        if it is None:
+            continue
+        nics = it.network_cards if efa is not None and g.role == "compute" else 1
+        if efa is not None and g.role == "compute" and efa.efa.interfaces != "max":
+            nics = max(1, min(int(efa.efa.interfaces), it.network_cards))
+        if nics > 1:
+            yield Hit(("node_groups", i, "public_ip"),
+                      f"`node_groups.{i}.public_ip` is true but `{it.name}` gets {nics} network interfaces (EFA per card)")
+
+
+@rule(
+    id="capacity-block-placement-group",
+    severity="error",
+    summary="Capacity Block instances are already placed in an UltraCluster; asking for a new placement group makes "
+            "the launch miss the reserved capacity (InsufficientInstanceCapacity).",
+    fix="set `network.placement: none`",
+    source=CB_USING,
+)
+def capacity_block_placement_group(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, CapacityBlockCapacity):
+        return
+    if ctx.bp.network.placement in ("cluster", "partition", "spread"):
+        yield Hit(("network", "placement"), f"`network.placement` is `{ctx.bp.network.placement}` with a Capacity Block "
+                  f"(`target.capacity.reservation_id` {t.capacity.reservation_id})")
+
+
+@rule(
+    id="capacity-block-size",
+    severity="error",
+    summary="A Capacity Block holds at most 64 instances, and the compute groups cannot launch more instances than "
+            "the block reserved.",
+    fix="make the compute `count` total at most `target.capacity.instance_count` (64 per block)",
+    source=CB_DOC,
+)
+def capacity_block_size(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, CapacityBlockCapacity):
+        return
+    limit = int(ctx.catalog.capacity_blocks["max_instances_per_block"])
+    n = t.capacity.instance_count
+    if n is not None and n > limit:
+        yield Hit(("target", "capacity", "instance_count"),
+                  f"`target.capacity.instance_count` is {n}; a Capacity Block has at most {limit} instances")
+    nodes = _compute_nodes(ctx)
+    if n is not None and nodes > n:
+        yield Hit(("target", "capacity", "instance_count"),
+                  f"the compute groups ask for {nodes} instances but `target.capacity.instance_count` is {n}",
+                  f"lower the compute `count` to {n} or buy a larger block")
+    elif n is None and nodes > limit:
+        i, _ = compute_groups(ctx.bp)[0]
+        yield Hit(("node_groups", i, "count"), f"the compute `count` total {nodes} exceeds the {limit} instances of one Capacity Block")
+
+
+@rule(
+    id="capacity-block-unused",
+    severity="warning",
+    summary="Fewer compute instances than the Capacity Block reserved: the whole block is billed.",
+    fix="set the compute `count` to `target.capacity.instance_count`",
+    source=CB_USING,
+)
+def capacity_block_unused(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, CapacityBlockCapacity) or t.capacity.instance_count is None:
+        return
+    nodes = _compute_nodes(ctx)
+    if nodes < t.capacity.instance_count:
+        yield Hit(("target", "capacity", "instance_count"),
+                  f"`target.capacity.instance_count` is {t.capacity.instance_count} but the compute groups launch {nodes} "
+                  f"(sum of their `count`)")
+
+
+@rule(
+    id="capacity-block-instance-type",
+    severity="error",
+    summary="Capacity Blocks exist only for some accelerated instance types (catalog: `capacity_blocks.supported`).",
+    fix="use an instance type offered as Capacity Blocks (p5, p5e, p5en, p4d, trn1, trn2 ...) or `capacity: on-demand`",
+    source=CB_DOC,
+)
+def capacity_block_instance_type(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, CapacityBlockCapacity):
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(ctx.catalog, g)
+        if it is not None and it.capacity_blocks_supported is False:
+            yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) is not "
+                      f"offered as a Capacity Block")
+
+
+@rule(
+    id="capacity-single-instance-type",
+    severity="error",
+    summary="A Capacity Block or capacity reservation covers one instance type; all compute groups must use it.",
+    fix="use one instance type for every compute group, or split the cluster into one blueprint per reservation",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-using.html",
+)
+def capacity_single_instance_type(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, (CapacityBlockCapacity, ReservationCapacity)):
+        return
+    first: tuple[int, str] | None = None
+    for i, g in compute_groups(ctx.bp):
+        if not g.instance_type:
+            continue
+        if first is None:
+            first = (i, g.instance_type)
+        elif g.instance_type != first[1]:
+            yield Hit(("node_groups", i, "instance_type"),
+                      f"`node_groups.{i}.instance_type` `{g.instance_type}` differs from `node_groups.{first[0]}` "
+                      f"(`{first[1]}`); `{t.capacity.reservation_id}` reserves one instance type")
+
+
+@rule(
+    id="reservation-vs-placement-group",
+    severity="error",
+    summary="Instances use a capacity reservation only if they launch into the placement group it was created in: "
+            "a new placement group misses the reservation (InsufficientInstanceCapacity), and so does none when the "
+            "reservation has one.",
+    fix="set `target.capacity.placement_group` to the reservation's cluster placement group, or `network.placement: none`",
+    source="https://github.com/terraform-aws-modules/terraform-aws-eks/pull/3730",
+)
+def reservation_vs_placement_group(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, ReservationCapacity):
+        return
+    placement = ctx.bp.network.placement
+    pg = t.capacity.placement_group
+    if placement in ("cluster", "partition", "spread") and pg is None:
+        yield Hit(("network", "placement"),
+                  f"`network.placement` `{placement}` would create a new placement group, but reservation "
+                  f"`{t.capacity.reservation_id}` names none (`target.capacity.placement_group`)")
+    elif placement in ("none", None) and pg is not None:
+        yield Hit(("target", "capacity", "placement_group"),
+                  f"reservation `{t.capacity.reservation_id}` lives in placement group `{pg}` but `network.placement` "
+                  f"is {'unset' if placement is None else '`none`'}",
+                  "set `network.placement: cluster` so the nodes launch into the reservation's group")
+    elif placement in ("partition", "spread") and pg is not None:
+        yield Hit(("network", "placement"), f"reservation placement group `{pg}` is a cluster group but "
+                  f"`network.placement` is `{placement}`", "set `network.placement: cluster`")
+
+
+@rule(
+    id="reservation-count",
+    severity="error",
+    summary="The compute groups cannot launch more instances than the capacity reservation holds.",
+    fix="lower the compute `count` or grow the reservation",
+    source=PC_CAPACITY,
+)
+def reservation_count(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, ReservationCapacity) or t.capacity.instance_count is None:
+        return
+    nodes = _compute_nodes(ctx)
+    if nodes > t.capacity.instance_count:
+        yield Hit(("target", "capacity", "instance_count"),
+                  f"the compute groups launch {nodes} instances but reservation `{t.capacity.reservation_id}` holds "
+                  f"{t.capacity.instance_count}")
+
+
+@rule(
+    id="spot-supported",
+    severity="error",
+    summary="`capacity: spot` needs instance types sold as Spot (catalog `spot`).",
+    fix="use `capacity: on-demand`, a Capacity Block or a reservation for this instance type",
+    source="https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html",
+)
+def spot_supported(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, SpotCapacity):
+        return
+    for i, g in enumerate(ctx.bp.node_groups):
+        it = instance_spec(ctx.catalog, g)
+        if it is not None and it.spot is False:
+            yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) is not "
+                      f"offered as Spot")
+
+
+@rule(
+    id="spot-multi-node",
+    severity="warning",
+    summary="A multi-node EFA job on Spot stops when any one instance is reclaimed (two-minute notice).",
+    fix="use on-demand capacity, a Capacity Block or a reservation for multi-node training; checkpoint often",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-interruptions.html",
+)
+def spot_multi_node(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is not None and isinstance(t.capacity, SpotCapacity) and _efa(ctx) is not None and _compute_nodes(ctx) > 1:
+        yield Hit(("target", "capacity"), f"`target.capacity` is `spot` for {_compute_nodes(ctx)} EFA training nodes")
+
+
+@rule(
+    id="vpc-cidr-layout",
+    severity="error",
+    summary="The new VPC's subnets (compute, public NAT, EKS control plane) must lie inside `vpc.cidr_block` and must "
+            "not overlap each other.",
+    fix="choose the subnet CIDRs as disjoint parts of `target.vpc.cidr_block`",
+    source="https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html",
+)
+def vpc_cidr_layout(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or t.vpc.vpc_id:
+        return
+    vpc = ipaddress.ip_network(t.vpc.cidr_block)
+    if vpc.version != 4 or vpc.prefixlen < 16 or vpc.prefixlen > 28:
+        yield Hit(("target", "vpc", "cidr_block"), f"`target.vpc.cidr_block` `{vpc}` must be an IPv4 /16 to /28")
+    used = ["subnet_cidr_block"]
+    if t.vpc.nat_gateway:
+        used.append("public_subnet_cidr_block")
+    if ctx.bp.orchestrator.kind == "kubernetes" and getattr(t.vpc, "control_plane_subnet_cidr_block", None):
+        used.append("control_plane_subnet_cidr_block")  # EKS needs a second-AZ subnet
+    nets = {name: ipaddress.ip_network(getattr(t.vpc, name)) for name in used}
+    for j, (name, net) in enumerate(nets.items()):
+        if net.version != vpc.version or not net.subnet_of(vpc):  # type: ignore[arg-type]
+            yield Hit(("target", "vpc", name), f"`target.vpc.{name}` `{net}` is not inside `target.vpc.cidr_block` `{vpc}`")
+            continue
+        for other, onet in list(nets.items())[:j]:
+            if onet.version == net.version and net.overlaps(onet):  # type: ignore[arg-type]
+                yield Hit(("target", "vpc", name), f"`target.vpc.{name}` `{net}` overlaps `target.vpc.{other}` `{onet}`")
+
+
+@rule(
+    id="subnet-ip-capacity",
+    severity="error",
+    summary="The compute subnet must have an address for every instance (AWS keeps 5 addresses of each subnet).",
+    fix="use a larger `target.vpc.subnet_cidr_block` (a /20 holds 4091 instances)",
+    source="https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html",
+)
+def subnet_ip_capacity(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or t.vpc.subnet_id:
+        return
+    sub = ipaddress.ip_network(t.vpc.subnet_cidr_block)
+    usable = sub.num_addresses - 5
+    need = sum(g.count or 0 for g in ctx.bp.node_groups) + sum(1 for s in ctx.bp.storage if getattr(s, "fsx", None))
+    if need > usable:
+        yield Hit(("target", "vpc", "subnet_cidr_block"),
+                  f"`target.vpc.subnet_cidr_block` `{sub}` has {usable} usable addresses but the cluster needs at least {need}")
+
+
+@rule(
+    id="vpc-no-egress",
+    severity="warning",
+    summary="A new VPC without NAT gateway and nodes without public IPs cannot reach the internet: driver, EFA "
+            "installer and container image downloads fail at boot.",
+    fix="set `target.vpc.nat_gateway: true`, or provide VPC endpoints / a mirror and an AMI with everything installed",
+    source="https://docs.aws.amazon.com/vpc/latest/userguide/vpc-nat-gateway.html",
+)
+def vpc_no_egress(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or t.vpc.vpc_id or t.vpc.nat_gateway:
+        return
+    if not any(g.public_ip for g in ctx.bp.node_groups):
+        yield Hit(("target", "vpc", "nat_gateway"), "`target.vpc.nat_gateway` is false and no node group has `public_ip`")
+
+
+OWN_TAGS = ("Name", "clusterforge:blueprint", "clusterforge:node-group", "clusterforge:role", "managed-by")
+"""Tags the stack puts on every AWS resource (``stacks/naming.py``)."""
+
+
+@rule(
+    id="aws-tags",
+    severity="error",
+    summary="AWS allows 50 user tags per resource (clusterforge sets 5), keys up to 128 and values up to 256 "
+            "characters, and reserves the `aws:` prefix; clusterforge's own tag keys cannot be reused.",
+    fix="shorten or drop tags; do not start keys with `aws:`",
+    source="https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html",
+)
+def aws_tags(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None:
+        return
+    reserved = len(OWN_TAGS)
+    if len(t.tags) + reserved > 50:
+        yield Hit(("target", "tags"), f"`target.tags` has {len(t.tags)} tags; with clusterforge's {reserved} that is "
+                  f"more than 50 per resource")
+    for k, v in t.tags.items():
+        if k.lower().startswith("aws:"):
+            yield Hit(("target", "tags", k), f"tag key `{k}` uses the reserved `aws:` prefix")
+        elif k in OWN_TAGS or k.startswith("clusterforge:"):
+            yield Hit(("target", "tags", k), f"tag key `{k}` in `target.tags` is set by clusterforge on every resource "
+                      f"and would be overwritten", "rename the tag")
+        elif len(k) > 128 or len(v) > 256:
+            yield Hit(("target", "tags", k), f"tag `{k[:40]}` is too long (key {len(k)}/128, value {len(v)}/256 characters)")
+
+
+def _min_versions(ctx: RuleContext) -> dict[str, str]:
+    return dict(ctx.catalog.efa["software"]["p5_min_versions"])
+
+
+@rule(
+    id="efa-software-versions",
+    severity="error",
+    summary="EFA on p5-class instances needs CUDA >= 12.0, NCCL >= 2.18.0, aws-ofi-nccl >= 1.7.2 and EFA installer "
+            ">= 1.29.0.",
+    fix="raise `software.cuda`, `software.nccl`, `software.aws_ofi_nccl` and `software.efa_installer` to at least "
+        "those versions",
+    source="https://github.com/aws/aws-ofi-nccl/blob/2daf7d303aa139a03140aa530957d10521e4478d/doc/efa-env-var.md",
+)
+def efa_software_versions(ctx: RuleContext) -> Iterator[Hit]:
+    if _efa(ctx) is None:
+        return
+    families = [g.instance_type for _, g in compute_groups(ctx.bp) if g.instance_type and g.instance_type.startswith(("p5", "p6"))]
+    if not families:
+        return
+    sw = ctx.bp.software
+    have = {"cuda": sw.cuda, "nccl": sw.nccl, "aws_ofi_nccl": sw.aws_ofi_nccl, "efa_installer": sw.efa_installer}
+    for key, spec in _min_versions(ctx).items():
+        need = version(str(spec).lstrip(">= "))
+        got = version(have.get(key))
+        if need and got and got < need:
+            yield Hit(("software", key), f"`software.{key}` {have[key]} is older than {vstr(need)}, the minimum for EFA "
+                      f"on `{families[0]}`", f"set `software.{key}` to {vstr(need)} or newer")
+
+
+@rule(
+    id="efa-device-plugin-version",
+    severity="error",
+    summary="The aws-efa-k8s-device-plugin must be new enough to recognise the EFA devices of every instance family "
+            "(e.g. p6-b200 needs 0.5.6).",
+    fix="raise `orchestrator.efa_device_plugin_version`",
+    source="https://github.com/aws-ia/terraform-aws-eks-data-addons/issues/53",
+)
+def efa_device_plugin_version(ctx: RuleContext) -> Iterator[Hit]:
+    orch = ctx.bp.orchestrator
+    if _efa(ctx) is None or orch.kind != "kubernetes":
+        return
+    have = version(orch.efa_device_plugin_version)  # type: ignore[union-attr]
+    minimums = ctx.catalog.extras["efa_k8s_device_plugin_minimums"]["families"]
+    for _, g in compute_groups(ctx.bp):
+        family = (g.instance_type or "").split(".")[0]
+        need = version(minimums.get(family))
+        if need and (have is None or have < need):
+            yield Hit(("orchestrator", "efa_device_plugin_version"),
+                      f"`orchestrator.efa_device_plugin_version` {orch.efa_device_plugin_version} does not support "  # type: ignore[union-attr]
+                      f"`{g.instance_type}` (needs {vstr(need)})", f"set `efa_device_plugin_version: v{vstr(need)}`")
+            return
+
+
+@rule(
+    id="eks-system-node-group",
+    severity="warning",
+    summary="An EKS cluster needs a non-GPU node group for CoreDNS, operators and controllers; GPU/EFA nodes are "
+            "tainted for GPU workloads.",
+    fix="add a small `role: controller` group (e.g. 2 x m6i.xlarge)",
+    source="https://github.com/pulumi/pulumi-eks/blob/7bf0c1b/examples/efa/index.ts",
+)
+def eks_system_node_group(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None or ctx.bp.orchestrator.kind != "kubernetes":
+        return
+    if all(group_hardware(ctx.bp, ctx.catalog, g).gpus for g in ctx.bp.node_groups):
+        yield Hit(("orchestrator", "kind"), "`orchestrator.kind` is `kubernetes` (EKS) but every node group has GPUs; "
+                  "cluster add-ons would land on (or be kept off) the GPU nodes")

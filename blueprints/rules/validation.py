@@ -1,0 +1,105 @@
+"""Rules about the validation suites and the orchestrator they are launched by."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+
+from ._facts import group_hardware, mounts
+from .registry import Hit, RuleContext, rule
+
+NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/README.md"
+
+
+@rule(
+    id="nccl-suite-single-gpu",
+    severity="warning",
+    summary="The NCCL suite on a cluster with one GPU measures nothing: with one rank busbw is 0 by definition.",
+    fix="remove `nccl` from `validation.suites`, or add GPUs/nodes",
+    source="https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md",
+)
+def nccl_suite_single_gpu(ctx: RuleContext) -> Iterator[Hit]:
+    if "nccl" not in ctx.bp.validation.suites:
+        return
+    gpus = sum(group_hardware(ctx.bp, ctx.catalog, g).gpus * g.size for g in ctx.bp.node_groups if g.role == "compute")
+    if gpus == 1:
+        yield Hit(("validation", "suites"), "`validation.suites` runs `nccl` on a cluster with a single GPU")
+
+
+@rule(
+    id="nccl-bytes-range",
+    severity="error",
+    summary="`validation.nccl.min_bytes` must not exceed `max_bytes` (nccl-tests `-b`/`-e`).",
+    fix="swap or correct `min_bytes` and `max_bytes`",
+    source=NCCL_TESTS,
+)
+def nccl_bytes_range(ctx: RuleContext) -> Iterator[Hit]:
+    n = ctx.bp.validation.nccl
+    if n.min_bytes > n.max_bytes:
+        yield Hit(("validation", "nccl", "max_bytes"), f"`validation.nccl.max_bytes` {n.max_bytes} is below "
+                  f"`validation.nccl.min_bytes` {n.min_bytes}")
+
+
+@rule(
+    id="nccl-check-off",
+    severity="warning",
+    summary="With `validation.nccl.check: false` (`-c 0`) nccl-tests does not verify results: silent data corruption "
+            "(`#wrong`) goes unnoticed.",
+    fix="set `validation.nccl.check: true`",
+    source=NCCL_TESTS,
+)
+def nccl_check_off(ctx: RuleContext) -> Iterator[Hit]:
+    if "nccl" in ctx.bp.validation.suites and not ctx.bp.validation.nccl.check:
+        yield Hit(("validation", "nccl", "check"), "`validation.nccl.check` is false")
+
+
+@rule(
+    id="fio-targets-mounted",
+    severity="error",
+    summary="`validation.fio.targets` are directories on a declared mount (a `local_nvme` or `storage` mount point); "
+            "elsewhere fio would measure the root disk.",
+    fix="use directories under the `local_nvme.mount` / `storage[].mount` points, or leave `targets` empty",
+    source="https://fio.readthedocs.io/en/latest/fio_doc.html#cmdoption-arg-directory",
+)
+def fio_targets_mounted(ctx: RuleContext) -> Iterator[Hit]:
+    v = ctx.bp.validation
+    if "fio" not in v.suites:
+        return
+    points = [m.mount for m in mounts(ctx.bp)]
+    for i, t in enumerate(v.fio.targets):
+        norm = posixpath.normpath(t) if t.startswith("/") else None
+        if norm is None or not any(norm == p or norm.startswith(p.rstrip("/") + "/") for p in points):
+            yield Hit(("validation", "fio", "targets", i), f"`validation.fio.targets.{i}` `{t}` is not on a declared "
+                      f"mount ({', '.join(points) or 'none declared'})")
+
+
+@rule(
+    id="amp-model-shape",
+    severity="error",
+    summary="The AMP benchmark model needs `hidden` divisible by `heads` (each head gets hidden/heads dimensions).",
+    fix="choose `validation.amp.model.heads` that divides `hidden` (e.g. 2048/16)",
+    source="https://pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html",
+)
+def amp_model_shape(ctx: RuleContext) -> Iterator[Hit]:
+    m = ctx.bp.validation.amp.model
+    if "amp" in ctx.bp.validation.suites and m.hidden % m.heads:
+        yield Hit(("validation", "amp", "model", "heads"), f"`validation.amp.model.hidden` {m.hidden} is not divisible "
+                  f"by `validation.amp.model.heads` {m.heads}")
+
+
+_PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@rule(
+    id="slurm-partition-name",
+    severity="error",
+    summary="`orchestrator.partition` is one Slurm partition name (letters, digits, `_`, `-`, `.`); a comma would "
+            "make sbatch pick among several partitions.",
+    fix="use the name of the GPU partition exactly as `sinfo` shows it",
+    source="https://slurm.schedmd.com/slurm.conf.html#OPT_PartitionName",
+)
+def slurm_partition_name(ctx: RuleContext) -> Iterator[Hit]:
+    o = ctx.bp.orchestrator
+    if o.kind == "slurm" and not _PARTITION.match(o.partition):  # type: ignore[union-attr]
+        yield Hit(("orchestrator", "partition"), f"`orchestrator.partition` `{o.partition}` is not a single partition name")  # type: ignore[union-attr]

@@ -1,0 +1,115 @@
+"""``clusterforge judge FILE... [--blueprint B] [hardware flags] [--json] [-o DIR]``.
+
+Judges existing raw outputs (nccl-tests text or ``-J`` JSON, the torch collective benchmark,
+fio JSON or text, AMP JSON) against the blueprint and/or flags. Flags override what a log
+says, which overrides the blueprint. Exit 0 when every result is pass or warn, 1 when any is
+fail, 3 when any is invalid and none failed; 2 for usage errors (missing file, directory,
+binary or unrecognised content, unknown GPU or instance type).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from ..blueprint_io import load_checked
+from ..console import console, fail
+
+
+class Kind(str, Enum):
+    """Result kinds ``--kind`` may force."""
+
+    nccl = "nccl"
+    fio = "fio"
+    amp = "amp"
+
+
+class Fabric(str, Enum):
+    """Fabric names ``--fabric`` accepts."""
+
+    efa = "efa"
+    infiniband = "infiniband"
+    roce = "roce"
+    ethernet = "ethernet"
+
+
+EXIT = {"pass": 0, "warn": 0, "fail": 1, "invalid": 3}
+"""Exit code of the worst verdict (DESIGN.md: 0 all pass/warn, 1 any fail, 3 invalid run)."""
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
+_MARK = {"pass": "✓", "warn": "!", "fail": "✗", "invalid": "?"}
+
+
+def print_results(results: list, header: str | None = None) -> None:
+    """Human output: one line per result (verdict, name, key figure), then its reasons and notes."""
+    from rich.markup import escape
+
+    if header:
+        console.print(escape(header), style="dim")
+    for r in results:
+        style = _STYLE.get(r.verdict, "white")
+        console.print(f"[{style}]{_MARK.get(r.verdict, '?')} {r.verdict:<7}[/{style}] [bold]{escape(r.title)}[/bold]"
+                      f"  {escape(r.summary())}")
+        for reason in r.reasons:
+            console.print(f"    [{style}]→[/{style}] {escape(reason)}")
+        for note in r.notes:
+            console.print(f"    [dim]· {escape(note)}[/dim]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``judge`` verb to ``app``."""
+
+    @app.command("judge")
+    def judge_cmd(
+        files: list[Path] = typer.Argument(..., help="Raw outputs: nccl-tests text/JSON, fio JSON/text, AMP JSON."),
+        blueprint: Path | None = typer.Option(None, "--blueprint", "-b", help="Blueprint the outputs came from."),
+        group: str | None = typer.Option(None, "--group", help="Node group of the blueprint (default: first GPU group)."),
+        nodes: int | None = typer.Option(None, "--nodes", help="Nodes in the run (overrides log and blueprint)."),
+        gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="GPUs per node."),
+        gpu: str | None = typer.Option(None, "--gpu", help="GPU model: catalog key (h100-sxm) or nvidia-smi name."),
+        instance_type: str | None = typer.Option(None, "--instance-type", help="AWS instance type (p5.48xlarge)."),
+        fabric: Fabric | None = typer.Option(None, "--fabric", help="GPU fabric."),
+        nic_gbps: float | None = typer.Option(None, "--nic-gbps", help="Line rate of one fabric NIC in Gbit/s."),
+        nics_per_node: int | None = typer.Option(None, "--nics-per-node", help="Fabric NICs per node."),
+        target: str | None = typer.Option(None, "--target", help="Storage mount fio jobs tested (when their paths do not say)."),
+        kind: Kind | None = typer.Option(None, "--kind", help="Judge every file as this kind (skip detection)."),
+        as_json: bool = typer.Option(False, "--json", help='Print {"results": [...], "verdict": worst} as JSON.'),
+        output: Path | None = typer.Option(None, "--output", "-o", help="Also write report.json/.md/.html and junit.xml here."),
+    ) -> None:
+        """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid."""
+        from validate.expectations import context_from_flags
+        from validate.judge import judge_file, worst
+
+        bp = load_checked(blueprint).blueprint if blueprint is not None else None
+        ctx = context_from_flags(
+            bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
+            fabric=fabric.value if fabric else None, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
+        )
+        results = []
+        for f in files:
+            results += judge_file(f, ctx, kind=kind.value if kind else None)
+        verdict = worst(r.verdict for r in results)
+        if as_json:
+            print(json.dumps({"results": [r.to_json() for r in results], "verdict": verdict,
+                              "context": ctx.to_json()}, indent=2))
+        else:
+            print_results(results, header=f"context: {ctx.describe()}")
+            style = _STYLE.get(verdict, "white")
+            counts = {v: sum(r.verdict == v for r in results) for v in ("pass", "warn", "fail", "invalid")}
+            console.print(f"[{style}]verdict: {verdict}[/{style}] ("
+                          + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + ")")
+        if output is not None:
+            from validate.report import write_reports
+
+            try:
+                paths = write_reports(results, output, title="clusterforge judge", blueprint=bp.name if bp else None,
+                                      raw_dir=None)
+            except OSError as e:
+                fail(f"cannot write the report to {output}: {e.strerror or e}")
+                raise typer.Exit(2) from None
+            if not as_json:
+                console.print(f"report: {paths['html']}", style="dim")
+        raise typer.Exit(EXIT.get(verdict, 3))

@@ -1,0 +1,56 @@
+"""``clusterforge report DIR [-o report.html] [--title T]``.
+
+Reads a results folder (``results.jsonl`` as ``validate`` appends it, or ``report.json``) and
+writes ``report.json``, ``report.md``, ``junit.xml`` and the HTML page (default
+``DIR/report.html``). Raw outputs under ``DIR/raw`` (when present) are linked. Exit 0; 2 when
+DIR holds no results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..console import console, ok
+from ..errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` verb to ``app``."""
+
+    @app.command("report")
+    def report_cmd(
+        results_dir: Path = typer.Argument(..., metavar="DIR", help="Results folder (results.jsonl or report.json)."),
+        output: Path | None = typer.Option(None, "--output", "-o", help="HTML file to write (default DIR/report.html)."),
+        title: str | None = typer.Option(None, "--title", help="Report title (default: from report.json or the folder name)."),
+    ) -> None:
+        """Write HTML + Markdown + JUnit XML (and report.json) from a results folder."""
+        import json
+
+        from validate.judge import worst
+        from validate.report import load_results, write_reports
+
+        results = load_results(results_dir)
+        if not results:
+            raise UsageError(f"{results_dir}: the results file holds no results yet")
+        folder = results_dir if results_dir.is_dir() else results_dir.parent
+        blueprint = None
+        old = folder / "report.json"
+        if old.is_file():
+            try:
+                doc = json.loads(old.read_text(encoding="utf-8"))
+                blueprint = doc.get("blueprint")
+                title = title or doc.get("title")
+            except (json.JSONDecodeError, AttributeError):
+                pass
+        raw = folder / "raw"
+        try:
+            paths = write_reports(results, folder, title=title or f"clusterforge validation: {folder.resolve().name}",
+                                  blueprint=blueprint, raw_dir=raw if raw.is_dir() else folder, html_path=output)
+        except OSError as e:
+            raise UsageError(f"cannot write the report: {e.filename or ''}: {e.strerror or e}") from None
+        verdict = worst(r.verdict for r in results)
+        ok(f"{len(results)} result(s), verdict {verdict}: {paths['html']}")
+        for key in ("markdown", "junit", "json"):
+            console.print(f"  {paths[key]}", style="dim")

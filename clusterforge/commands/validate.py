@@ -1,0 +1,161 @@
+"""``clusterforge validate BLUEPRINT [--launcher local|ssh|slurm|kubernetes] [-o DIR] [--resume]``.
+
+Plans the validation tests of the blueprint (:func:`validate.runner.plan_tests`), runs them through
+the chosen launcher, judges each result as it finishes, and writes the reports. Live progress goes
+to the terminal (a table that updates in place; one line per event when stdout is not a terminal).
+
+Exit status: 0 every result pass or warn, 1 any fail, 2 usage error, 3 the run said nothing
+(no result, or invalid results and no fail), 130 interrupted (results so far are kept: rerun
+with ``--resume``).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..blueprint_io import load_checked
+from ..console import console, ok, warn
+from ..errors import UsageError
+
+VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
+
+
+class _Progress:
+    """Renders :class:`validate.runner.RunEvents`: a live table on a terminal, plain lines otherwise."""
+
+    def __init__(self, live: bool):
+        self.live_enabled = live
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+        self.live: Live | None = None
+        self.t_start: dict[str, float] = {}
+
+    # -- rendering ----------------------------------------------------------------------------
+    def table(self) -> Table:
+        t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        t.add_column("test")
+        t.add_column("status")
+        t.add_column("verdict")
+        t.add_column("time", justify="right")
+        t.add_column("what")
+        for tid in self.order:
+            r = self.rows[tid]
+            v = r.get("verdict") or ""
+            status = r["status"]
+            if status == "running":
+                status = f"running {time.monotonic() - self.t_start.get(tid, time.monotonic()):.0f} s"
+            t.add_row(tid, status, Text(v, style=VERDICT_STYLE.get(v, "")), r.get("time", ""),
+                      Text(r.get("what", ""), overflow="ellipsis", no_wrap=True))
+        return t
+
+    def __rich__(self) -> Table:
+        return self.table()
+
+    # -- events ------------------------------------------------------------------------------
+    def planned(self, tests: list[Any], done: set[str], notes: list[str]) -> None:
+        for n in notes:
+            warn(n)
+        for t in tests:
+            self.order.append(t.id)
+            self.rows[t.id] = {"status": "done (resumed)" if t.id in done else "queued", "what": t.description}
+        if done:
+            console.print(f"resuming: {len(done)} of {len(tests)} test(s) already have results and are skipped",
+                          markup=False)
+        if self.live_enabled:
+            self.live = Live(self, console=console, refresh_per_second=4, transient=False)
+            self.live.start()
+
+    def started(self, test: Any) -> None:
+        self.t_start[test.id] = time.monotonic()
+        self.rows[test.id]["status"] = "running"
+        if self.live is None:
+            console.print(f"▶ {test.id}: {test.description}", markup=False)
+
+    def finished(self, test: Any, verdicts: list[str], launch: Any, seconds: float) -> None:
+        from validate.judge import worst
+
+        v = worst(verdicts) if verdicts else "invalid"
+        row = self.rows[test.id]
+        row.update(status="done", verdict=v, time=f"{seconds:.1f} s")
+        if launch.returncode not in (0,):
+            row["what"] = f"{test.description} (payload exit {launch.returncode})"
+        if self.live is None:
+            console.print(Text.assemble("  ", (v, VERDICT_STYLE.get(v, "")), f"  {test.id} ({seconds:.1f} s)"))
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``validate`` verb to ``app``."""
+
+    @app.command("validate")
+    def validate_cmd(
+        blueprint: Path = typer.Argument(..., help="Blueprint YAML file."),
+        launcher: str = typer.Option("local", "--launcher", "-l",
+                                     help="local (this machine), ssh (inventory hosts), slurm (sbatch) or kubernetes (kubectl)."),
+        output: Path = typer.Option(None, "-o", "--output",
+                                    help="Run directory: raw outputs, results.jsonl, run.json, reports. Default: validation/<blueprint name>."),
+        resume: bool = typer.Option(False, "--resume", help="Continue a run in DIR: skip the tests that already have results."),
+        force: bool = typer.Option(False, "--force", help="Replace a previous run in DIR."),
+        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (nccl,fio,amp); overrides validation.suites."),
+        gpus: int = typer.Option(None, "--gpus", help="Ranks per node: GPUs, or gloo processes on a CPU-only machine."),
+        inventory: Path = typer.Option(None, "--inventory", help="ssh: Ansible inventory (default: the blueprint's on-prem hosts)."),
+        remote_python: str = typer.Option("python3", "--remote-python", help="ssh/slurm: Python with torch on the nodes."),
+        image: str = typer.Option(None, "--image", help="kubernetes: container image with Python, torch, Open MPI and sshd."),
+        timeout: float = typer.Option(None, "--timeout", help="Seconds one test may run before it is stopped."),
+    ) -> None:
+        """Run the validation suites (NCCL, fio, AMP), judge every result and write the reports."""
+        from validate.launchers import LAUNCHERS, make_launcher
+        from validate.runner import plan_tests, run_validation
+
+        if launcher not in LAUNCHERS:
+            raise UsageError(f"--launcher {launcher}: choose from {', '.join(LAUNCHERS)}")
+        if timeout is not None and timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        loaded = load_checked(blueprint)
+        out = output or Path("validation") / loaded.blueprint.name
+        chosen = [s.strip() for s in suites.split(",") if s.strip()] if suites else None
+        tests, notes = plan_tests(loaded, launcher=launcher, suites=chosen, gpus=gpus)
+        if not tests:
+            raise UsageError(f"{blueprint}: nothing to run (suites {', '.join(chosen or loaded.blueprint.validation.suites) or 'none'})")
+        runner = make_launcher(launcher, loaded, out, timeout_s=timeout, inventory=inventory,
+                               remote_python=remote_python, image=image)
+        progress = _Progress(live=console.is_terminal)
+        old = signal.signal(signal.SIGTERM, _sigterm)
+        try:
+            summary = run_validation(loaded, out, runner, tests, resume=resume, force=force, notes=notes,
+                                     events=progress)
+        finally:
+            progress.stop()
+            signal.signal(signal.SIGTERM, old)
+        for r in summary.results:
+            v = r.verdict
+            console.print(Text.assemble((f"{v:7s}", VERDICT_STYLE.get(v, "")), f" {r.title}: {r.summary()}"))
+            for reason in r.reasons:
+                console.print(f"        {reason}", markup=False, style="dim")
+        from validate.judge import worst
+
+        overall = worst([r.verdict for r in summary.results])
+        console.print(Text.assemble("verdict: ", (overall, VERDICT_STYLE.get(overall, "bold")),
+                                    f" ({len(summary.results)} result(s), {len(summary.skipped)} resumed)"))
+        html = summary.reports.get("html") or next((p for p in summary.reports.values() if str(p).endswith(".html")), None)
+        if html is not None:
+            ok(f"HTML report: {html}")
+        else:
+            ok(f"results: {out / 'results.jsonl'}")
+        raise typer.Exit(summary.exit_code)

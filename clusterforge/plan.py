@@ -1,0 +1,375 @@
+"""Offline plan: run the Pulumi program in-process against a mock engine and record every resource.
+
+``pulumi up`` needs the Pulumi CLI, a state backend and cloud credentials; ``clusterforge plan``
+needs none of them. It runs the real program (``stacks/__main__.py``, the same file ``pulumi up``
+runs) under :func:`pulumi.runtime.set_mocks` with a monitor that records every registration:
+type token, logical name, parent, dependencies and inputs under their **engine** (camelCase)
+property names — what the Pulumi engine would send to the provider. Invokes the program makes
+(the AMI's SSM parameter, the AMI's root device, availability zones, an existing subnet's VPC)
+are answered by :class:`PlanMocks` with deterministic stand-ins, so plans are stable and can be
+compared with golden files. Outputs computed by AWS (ids, IPs, the FSx DNS name) are mock values
+too: ``plan`` shows *what* would be created and *how it is wired*, not values AWS assigns.
+
+For on-prem blueprints the plan is the Ansible run instead:
+:func:`clusterforge.ansible.render.plan_ansible` (hosts, roles, variables).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import logging
+import re
+import runpy
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+from blueprints import LoadedBlueprint
+
+__all__ = [
+    "PlanMocks",
+    "PlanResult",
+    "PlannedResource",
+    "plan",
+    "plan_aws",
+    "run_program",
+]
+
+PROJECT = "clusterforge"
+"""Pulumi project name (``Pulumi.yaml``); stack config keys live under it."""
+
+SECRET = "[secret]"
+"""What a secret input or output looks like in a plan (secrets are never printed)."""
+
+MOCK_ACCOUNT = "123456789012"
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    """One resource the program registers.
+
+    ``type``: Pulumi type token (``aws:ec2/launchTemplate:LaunchTemplate``); ``name``: logical
+    name; ``urn``; ``parent``: the parent's logical name (``None`` under the stack);
+    ``parent_urn``; ``inputs``: engine property names (camelCase) to plain JSON values, secrets
+    replaced by ``"[secret]"``; ``custom``: a cloud resource (``False`` for components and
+    providers' components); ``depends_on``: URNs of the resources it depends on; ``id``: the
+    mock engine's id for it (links resources: a rule's ``securityGroupId`` is a group's ``id``).
+    """
+
+    type: str
+    name: str
+    urn: str
+    parent: str | None
+    parent_urn: str | None
+    inputs: dict[str, Any]
+    custom: bool
+    depends_on: tuple[str, ...] = ()
+    id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type", "name", "parent", "inputs"}`` — the ``plan --json`` shape."""
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
+
+
+@dataclass
+class PlanResult:
+    """Everything one program run registered: ``resources`` in registration order, stack
+    ``outputs`` (secrets masked), the ``invokes`` made (token, args), the engine log ``messages``
+    (level, text) the program wrote with ``pulumi.log``, and ``seconds`` it took."""
+
+    stack: str
+    resources: list[PlannedResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"resources": [{"type", "name", "parent", "inputs"}, ...]}`` (the stack resource excluded)."""
+        return {"resources": [r.to_json() for r in self.resources]}
+
+    def of_type(self, type_token: str) -> list[PlannedResource]:
+        """Resources whose type token equals ``type_token``."""
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, name: str) -> PlannedResource:
+        """The resource with logical name ``name``; ``KeyError`` if there is none."""
+        for r in self.resources:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def children(self, parent_urn: str | None) -> list[PlannedResource]:
+        """Resources directly under ``parent_urn`` (``None``: top level)."""
+        return [r for r in self.resources if r.parent_urn == parent_urn]
+
+    def counts(self) -> Counter[str]:
+        """Number of resources per type token."""
+        return Counter(r.type for r in self.resources)
+
+
+# ---------------------------------------------------------------------------------------------
+# mock engine
+# ---------------------------------------------------------------------------------------------
+
+def _h(*parts: str, n: int = 17) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
+
+
+_ID_PREFIX = {
+    "aws:ec2/vpc:Vpc": "vpc", "aws:ec2/subnet:Subnet": "subnet", "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt", "aws:ec2/instance:Instance": "i",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "fs", "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat", "aws:ec2/eip:Eip": "eipalloc", "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "sgr",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra",
+    "aws:ec2/placementGroup:PlacementGroup": "pg",
+}
+
+
+def _as_int(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, dict):
+        return {k: _as_int(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_as_int(x) for x in v]
+    return v
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Deterministic answers for resources and invokes of the clusterforge program.
+
+    Resource ids are ``<prefix>-<hash of name>``; computed attributes the program reads (FSx
+    ``dnsName`` / ``mountName``, instance ``privateIp``, launch template ``latestVersion``, EKS
+    ``endpoint`` / ``certificateAuthority`` / cluster security group, IAM ``arn``) are derived from
+    the logical name, so two runs of the same blueprint give the same plan.
+    """
+
+    def __init__(self, region: str = "us-east-1") -> None:
+        self.region = region
+        self.invokes: list[tuple[str, dict[str, Any]]] = []
+
+    def new_resource(self, args: Any) -> tuple[str | None, dict[str, Any]]:
+        typ: str = args.typ
+        name: str = args.name
+        state: dict[str, Any] = dict(args.inputs)
+        rid = f"{_ID_PREFIX.get(typ, typ.rsplit(':', 1)[-1].lower())}-{_h(typ, name)}"
+        region = state.get("region") or self.region
+        if typ == "pulumi:providers:aws" and "region" in state:
+            self.region = state["region"]
+        state.setdefault("arn", f"arn:aws:{typ.split(':')[1].split('/')[0]}:{region}:{MOCK_ACCOUNT}:{name}")
+        if typ.startswith("aws:"):
+            state.setdefault("name", name)
+        if typ == "aws:ec2/instance:Instance":
+            h = int(_h(name, n=8), 16)
+            state["privateIp"] = f"10.0.{(h >> 8) % 15}.{4 + h % 250}"
+        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state["dnsName"] = f"{rid}.fsx.{region}.amazonaws.com"
+            state["mountName"] = _h("mount", name, n=8)
+        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state["latestVersion"] = 1
+            state["defaultVersion"] = 1
+        elif typ == "aws:eks/cluster:Cluster":
+            state["endpoint"] = f"https://{_h(name, n=32).upper()}.gr7.{region}.eks.amazonaws.com"
+            state["certificateAuthority"] = {"data": "TU9DSy1DQQ=="}
+            vpc = dict(state.get("vpcConfig") or {})
+            vpc["clusterSecurityGroupId"] = f"sg-{_h('eks', name)}"
+            state["vpcConfig"] = vpc
+        elif typ == "aws:eks/nodeGroup:NodeGroup":
+            state.setdefault("nodeGroupName", name)
+        elif typ == "aws:iam/role:Role":
+            state["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:role/{name}"
+        elif typ == "aws:iam/instanceProfile:InstanceProfile":
+            state["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:instance-profile/{name}"
+        elif typ == "aws:kms/key:Key":
+            state["arn"] = f"arn:aws:kms:{region}:{MOCK_ACCOUNT}:key/{_h(name, n=32)}"
+        return rid, state
+
+    def call(self, args: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        token: str = args.token
+        a = dict(args.args)
+        self.invokes.append((token, _as_int(a)))
+        if token == "aws:ssm/getParameter:getParameter":
+            value = f"ami-{_h('ami', a.get('name', ''))}"
+            return {"name": a.get("name"), "value": value, "insecureValue": value, "type": "String",
+                    "arn": f"arn:aws:ssm:{self.region}::parameter{a.get('name')}", "id": a.get("name"),
+                    "version": 1, "withDecryption": True}, []
+        if token == "aws:ec2/getAmi:getAmi":
+            ids = [v for f in a.get("filters") or [] if f.get("name") == "image-id" for v in f.get("values", [])]
+            ami = ids[0] if ids else f"ami-{_h('ami')}"
+            return {"id": ami, "imageId": ami, "rootDeviceName": "/dev/sda1", "architecture": "x86_64",
+                    "mostRecent": True, "name": "mock-ami"}, []
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            names = [f"{self.region}{c}" for c in "abcd"]
+            return {"id": self.region, "names": names, "zoneIds": [f"use1-az{i}" for i in range(1, 5)],
+                    "state": "available"}, []
+        if token == "aws:ec2/getSubnet:getSubnet":
+            sid = a.get("id") or "subnet-mock"
+            return {"id": sid, "vpcId": f"vpc-{_h('existing', sid)}", "availabilityZone": f"{self.region}a",
+                    "cidrBlock": "10.0.0.0/20", "arn": f"arn:aws:ec2:{self.region}:{MOCK_ACCOUNT}:subnet/{sid}"}, []
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/plan", "id": MOCK_ACCOUNT,
+                    "userId": "PLAN"}, []
+        return a, []
+
+
+# ---------------------------------------------------------------------------------------------
+# recording monitor and the in-process run
+# ---------------------------------------------------------------------------------------------
+
+def _clean(v: Any) -> Any:
+    """Deserialized property values -> plain JSON (secrets masked, resource refs as URNs)."""
+    if isinstance(v, pulumi.Output) or rpc.is_rpc_secret(v):
+        return SECRET
+    if isinstance(v, pulumi.output.Unknown):
+        return "[unknown]"
+    if isinstance(v, dict):
+        return {k: _clean(v[k]) for k in sorted(v)}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, pulumi.Resource):
+        return f"<resource {type(v).__name__}>"
+    return str(v)
+
+
+class RecordingMonitor(MockMonitor):
+    """A mock monitor that also records each registration as a :class:`PlannedResource`."""
+
+    def __init__(self, mocks: PlanMocks) -> None:
+        super().__init__(mocks)
+        self.records: list[PlannedResource] = []
+        self.names: dict[str, str] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        resp = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return resp
+        _ensure_event_loop()
+        urn = resp.urn
+        self.names[urn] = request.name
+        parent_urn = request.parent or None
+        top = parent_urn is None or "::pulumi:pulumi:Stack::" in parent_urn
+        inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        self.records.append(PlannedResource(
+            type=request.type, name=request.name, urn=urn,
+            parent=None if top or parent_urn is None else self.names.get(parent_urn, parent_urn),
+            parent_urn=None if top else parent_urn,
+            inputs=_clean(inputs), custom=bool(request.custom),
+            depends_on=tuple(request.dependencies), id=resp.id or None,
+        ))
+        return resp
+
+
+class _EngineLog(logging.Handler):
+    """Collects what the program logs through the engine (``pulumi.log.*``) instead of printing it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[tuple[str, str]] = []
+        self.logger = logging.getLogger(f"clusterforge.plan.engine.{id(self)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append((record.levelname.lower(), record.getMessage()))
+
+
+def run_program(program: Callable[[], None], *, stack: str, config: dict[str, str], region: str = "us-east-1",
+                project: str = PROJECT) -> PlanResult:
+    """Run ``program`` (a Pulumi program as a function) under the mock engine and record it.
+
+    ``config`` is the stack config (``{"clusterforge:blueprint": "/abs/path.yaml"}``). Each call
+    runs in a fresh ``contextvars`` context, so runs are independent. Exceptions from the program
+    (e.g. :class:`pulumi.RunError`) propagate.
+    """
+    def _run() -> PlanResult:
+        mocks = PlanMocks(region)
+        monitor = RecordingMonitor(mocks)
+        log = _EngineLog()
+        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor,
+                                 logger=log.logger)
+        pulumi.runtime.set_all_config(dict(config))
+        t0 = time.perf_counter()
+        _sync_await(run_pulumi_func(program))
+        root = settings.get_root_resource()
+        outputs: dict[str, Any] = {}
+        for k, v in getattr(root, "outputs", {}).items():
+            outputs[k] = _resolve(v)
+        # registration order depends on Output resolution; sort so plans and golden files are stable
+        resources = sorted(monitor.records, key=lambda r: (r.parent or "", r.type, _natural(r.name)))
+        return PlanResult(stack=stack, resources=resources, outputs=outputs, invokes=list(mocks.invokes),
+                          messages=list(log.messages), seconds=time.perf_counter() - t0)
+
+    return contextvars.Context().run(_run)
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _resolve(v: Any) -> Any:
+    if isinstance(v, pulumi.Output):
+        if _sync_await(v.is_secret()):
+            return SECRET
+        return _resolve(_sync_await(v.future()))
+    if isinstance(v, dict):
+        return {k: _resolve(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_resolve(x) for x in v]
+    return _as_int(v)
+
+
+def _stacks_program() -> None:
+    """Execute ``stacks/__main__.py`` exactly as Pulumi does (fresh module namespace each time)."""
+    sys.modules.pop("stacks.__main__", None)
+    runpy.run_module("stacks", run_name="__main__", alter_sys=False)
+
+
+def plan_aws(loaded: LoadedBlueprint) -> PlanResult:
+    """Plan an AWS blueprint: run the stack program with ``clusterforge:blueprint`` = its file.
+
+    Raises :class:`pulumi.RunError` (or the program's own error) when the program refuses it.
+    """
+    bp = loaded.blueprint
+    region = getattr(bp.target, "region", "us-east-1")
+    cfg = {f"{PROJECT}:blueprint": str(Path(loaded.file).resolve())}
+    return run_program(_stacks_program, stack=bp.name, config=cfg, region=region)
+
+
+def plan(loaded: LoadedBlueprint) -> PlanResult | dict[str, Any]:
+    """Plan ``loaded``: a :class:`PlanResult` for AWS, the Ansible plan dict for on-prem."""
+    if loaded.blueprint.is_aws:
+        return plan_aws(loaded)
+    from clusterforge.ansible.render import plan_ansible  # written by the on-prem path; imported lazily
+
+    result: dict[str, Any] = plan_ansible(loaded)
+    return result
+
+
+def iter_tree(result: PlanResult) -> Iterator[tuple[int, PlannedResource]]:
+    """Resources depth-first with their depth (0 = directly under the stack)."""
+
+    def walk(parent: str | None, depth: int) -> Iterator[tuple[int, PlannedResource]]:
+        for r in result.children(parent):
+            yield depth, r
+            yield from walk(r.urn, depth + 1)
+
+    yield from walk(None, 0)

@@ -1,0 +1,451 @@
+"""Cloud-init user data for AWS nodes, rendered from :class:`blueprints.settings.NodeSettings`.
+
+The Ansible roles render the very same settings into group_vars; nothing here re-derives a
+setting from the blueprint. What a node gets at first boot:
+
+* ``/etc/clusterforge/node-settings.json`` — the settings themselves (read by validation probes);
+* sysctls, locked-memory limit ``unlimited`` for PAM sessions and systemd services;
+* ``/etc/nccl.conf`` (``NCCL_*``), ``/etc/profile.d/clusterforge-nccl.sh`` (every variable) and,
+  on EFA, the OFI plugin and libfabric directories in ``/etc/ld.so.conf.d`` — NCCL silently
+  falls back to TCP sockets when it cannot ``dlopen`` the plugin (field failure bug-09);
+* the EFA software when the AMI lacks it (``fi_info -p efa`` fails);
+* NVMe scratch: a per-boot script that finds the instance-store drives by their NVMe model
+  ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller model in
+  sysfs — what ``nvme id-ctrl`` reports), never by device name (bug-25), builds RAID0 with
+  ``mdadm`` and mounts it; it runs at every boot because the instance store is blank after a
+  stop/start;
+* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023) and an
+  ``/etc/fstab`` mount of ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options, then
+  the declared ``lfs setstripe`` layouts;
+* the sandbox runtime: the NVIDIA runtime as default (bug-19), gVisor (``runsc`` with
+  ``nvproxy``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
+  ``vfio-pci`` and reboot once into the IOMMU kernel command line.
+
+Two platforms: ``ubuntu`` (the AWS Deep Learning Base AMI, EC2 instances: Docker is configured)
+and ``al2023`` (EKS managed node groups: containerd is configured through a ``nodeadm``
+``NodeConfig`` part, and the cloud-config travels in the MIME multipart document EKS merges).
+
+Sources: instance-store discovery https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ssd-instance-store.html ;
+RAID0 https://docs.aws.amazon.com/ebs/latest/userguide/raid-config.html ;
+FSx client https://docs.aws.amazon.com/fsx/latest/LustreGuide/install-lustre-client.html ;
+EFA installer https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html ;
+EKS user data https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html ;
+gVisor install https://gvisor.dev/docs/user_guide/install/ ;
+cloud-init https://cloudinit.readthedocs.io/en/latest/reference/modules.html .
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ruamel.yaml import YAML
+from ruamel.yaml.scalarstring import LiteralScalarString
+
+from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
+
+__all__ = [
+    "INSTANCE_STORE_MODEL",
+    "USER_DATA_LIMIT_BYTES",
+    "LustreEndpoint",
+    "Platform",
+    "encode_user_data",
+    "lustre_source",
+    "placeholder_endpoints",
+    "render_cloud_config",
+    "render_user_data",
+    "scratch_script",
+]
+
+Platform = Literal["ubuntu", "al2023"]
+
+INSTANCE_STORE_MODEL = "Amazon EC2 NVMe Instance Storage"
+"""NVMe model string of EC2 instance-store drives (``/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_*``)."""
+
+USER_DATA_LIMIT_BYTES = 16 * 1024
+"""EC2 user data limit: 16 KB of raw data before base64
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
+
+MIME_BOUNDARY = "==CLUSTERFORGE=="
+NODECONFIG_CONTENT_TYPE = "application/node.eks.aws"
+
+
+@dataclass(frozen=True)
+class LustreEndpoint:
+    """How a managed FSx for Lustre file system is reached: ``dns_name`` and ``mount_name``."""
+
+    dns_name: str
+    mount_name: str
+
+
+def placeholder_endpoints(settings: NodeSettings) -> dict[str, LustreEndpoint]:
+    """Stand-ins for FSx endpoints that only exist after deploy (used by ``clusterforge render``)."""
+    return {
+        m.name: LustreEndpoint(f"FSX_{m.name.upper().replace('-', '_')}_DNS_NAME", f"FSX_{m.name.upper().replace('-', '_')}_MOUNT_NAME")
+        for m in settings.lustre
+        if m.fsx
+    }
+
+
+def lustre_source(mount: LustreMount, endpoints: Mapping[str, LustreEndpoint]) -> str:
+    """Mount source ``NID:/fsname`` for ``mount``: its own source, or ``<dns>@tcp:/<mount_name>`` for FSx.
+
+    Raises ``KeyError`` when an FSx mount has no endpoint in ``endpoints``.
+    """
+    if mount.source:
+        return mount.source
+    ep = endpoints[mount.name]
+    return f"{ep.dns_name}@tcp:/{ep.mount_name}"
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts
+# ---------------------------------------------------------------------------------------------
+
+_PKG = """pkg_install() {
+  if command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; }
+  else dnf install -y -q "$@"; fi
+}
+"""
+
+
+def scratch_script(scratch: ScratchSettings) -> str:
+    """Bash script that builds and mounts the NVMe scratch; idempotent, safe at every boot.
+
+    Drives are discovered by model (``INSTANCE_STORE_MODEL``) and skipped when mounted or held
+    by another device (e.g. the AMI's own RAID). With ``raid: raid0`` and more than one free
+    drive they become ``md_device``; a single drive is formatted directly.
+    """
+    q = shlex.quote
+    opts = ",".join(scratch.mount_options) or "defaults"
+    mkfs = 'mkfs.xfs -q -K "$target"' if scratch.filesystem == "xfs" else 'mkfs.ext4 -q -E nodiscard "$target"'
+    restrict = " ".join(q(p) for p in scratch.by_id)
+    return f"""#!/bin/bash
+# clusterforge: NVMe scratch on {scratch.mount} (rendered from NodeSettings.scratch); runs at every boot.
+set -euo pipefail
+MOUNT={q(scratch.mount)}; MD={q(scratch.md_device)}; RAID={scratch.raid}; CHUNK={scratch.chunk_kib}
+EXPECTED={scratch.expected_drives or 0}; OPTS={q(opts)}; RESTRICT=({restrict})
+BYID=/dev/disk/by-id; SYSBLOCK=/sys/block
+log() {{ echo "clusterforge-scratch: $*" >&2; }}
+{_PKG}mountpoint -q "$MOUNT" && exit 0
+command -v mdadm >/dev/null 2>&1 || pkg_install mdadm
+discover() {{
+  if [ ${{#RESTRICT[@]}} -gt 0 ]; then for l in "${{RESTRICT[@]}}"; do readlink -f "$l"; done; return; fi
+  for l in "$BYID"/nvme-{INSTANCE_STORE_MODEL.replace(" ", "_")}_*; do
+    [ -e "$l" ] || continue; case "$l" in *-part*) continue;; esac; readlink -f "$l"
+  done
+  for s in "$SYSBLOCK"/nvme*; do
+    [ -r "$s/device/model" ] && grep -q {q(INSTANCE_STORE_MODEL)} "$s/device/model" && echo "/dev/${{s##*/}}"
+  done
+  return 0
+}}
+mdadm --assemble --scan >/dev/null 2>&1 || true
+free=()
+for d in $(discover | sort -u); do
+  [ "$(lsblk -dno TYPE "$d" 2>/dev/null)" = disk ] || continue
+  if [ -n "$(lsblk -no MOUNTPOINT "$d" | tr -d '[:space:]')" ] || [ -n "$(ls -A "/sys/block/${{d##*/}}/holders" 2>/dev/null)" ]; then
+    log "$d is in use, skipped"; continue
+  fi
+  free+=("$d")
+done
+if [ -e "$MD" ]; then target="$MD"
+else
+  if [ ${{#free[@]}} -eq 0 ]; then log "no free instance-store NVMe drive found (expected $EXPECTED); $MOUNT not created"; exit 0; fi
+  [ "$EXPECTED" -eq 0 ] || [ ${{#free[@]}} -eq "$EXPECTED" ] || log "found ${{#free[@]}} drives, expected $EXPECTED"
+  if [ "$RAID" = raid0 ] && [ ${{#free[@]}} -gt 1 ]; then
+    mdadm --create "$MD" --name=scratch --level=0 --chunk="$CHUNK" --raid-devices=${{#free[@]}} --run "${{free[@]}}"
+    conf=/etc/mdadm/mdadm.conf; [ -d /etc/mdadm ] || conf=/etc/mdadm.conf
+    grep -qs "^ARRAY $MD " "$conf" || mdadm --detail --brief "$MD" >> "$conf"
+    target="$MD"
+  else target="${{free[0]}}"; fi
+fi
+blkid -s TYPE -o value "$target" >/dev/null 2>&1 || {mkfs}
+uuid=$(blkid -s UUID -o value "$target")
+mkdir -p "$MOUNT"
+sed -i "\\# $MOUNT {scratch.filesystem} #d" /etc/fstab
+echo "UUID=$uuid $MOUNT {scratch.filesystem} $OPTS 0 2" >> /etc/fstab
+mount "$MOUNT" && chmod 1777 "$MOUNT"
+log "$target mounted on $MOUNT"
+"""
+
+
+def _lustre_script(settings: NodeSettings, endpoints: Mapping[str, LustreEndpoint]) -> str:
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        "# clusterforge: Lustre client and mounts (rendered from NodeSettings.lustre).",
+        "set -euo pipefail",
+        _PKG.rstrip("\n"),
+        "if ! modinfo lustre >/dev/null 2>&1; then",
+        "  if command -v apt-get >/dev/null 2>&1; then",
+        ("    curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
+        " | gpg --dearmor --yes -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg"),
+        ('    echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg]'
+        ' https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $(. /etc/os-release; echo $VERSION_CODENAME) main"'
+        " > /etc/apt/sources.list.d/fsxlustreclientrepo.list"),
+        '    apt-get update -q && pkg_install "lustre-client-modules-$(uname -r)"',
+        "  else pkg_install lustre-client; fi",
+        "fi",
+        "mount_lustre() {  # MOUNT SOURCE OPTIONS",
+        '  mkdir -p "$1"',
+        '  grep -qs " $1 lustre " /etc/fstab || echo "$2 $1 lustre $3 0 0" >> /etc/fstab',
+        '  for _ in 1 2 3 4 5 6 7 8 9 10; do mountpoint -q "$1" && return 0; mount "$1" || sleep 15; done',
+        '  mountpoint -q "$1"',
+        "}",
+    ]
+    for m in settings.lustre:
+        opts = ",".join(m.options) or "defaults"
+        lines.append(f"mount_lustre {q(m.mount)} {q(lustre_source(m, endpoints))} {q(opts)}")
+        for st in m.stripes:
+            d = f"{m.mount.rstrip('/')}/{str(st['path']).lstrip('/')}"
+            lines.append(f"mkdir -p {q(d)} && lfs setstripe -c {st['count']} -S {st['size']} {q(d)}")
+    return "\n".join(lines) + "\n"
+
+
+def _efa_script(settings: NodeSettings) -> str:
+    v = settings.efa_installer
+    return f"""#!/bin/bash
+# clusterforge: EFA software (the AWS Deep Learning AMIs ship it; install {v} only if missing).
+set -euo pipefail
+if /opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM >/dev/null 2>&1; then exit 0; fi
+cd /tmp && curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-{v}.tar.gz
+tar -xzf aws-efa-installer-{v}.tar.gz && cd aws-efa-installer && ./efa_installer.sh -y
+ldconfig
+"""
+
+
+_VFIO = """bind_gpus_vfio() {
+  modprobe vfio-pci
+  for dev in /sys/bus/pci/devices/*; do
+    [ "$(cat "$dev/vendor")" = 0x10de ] || continue
+    case "$(cat "$dev/class")" in 0x0300*|0x0302*) ;; *) continue;; esac
+    echo vfio-pci > "$dev/driver_override"
+    [ -e "$dev/driver" ] && echo "${dev##*/}" > "$dev/driver/unbind"
+    echo "${dev##*/}" > /sys/bus/pci/drivers_probe
+  done
+}
+"""
+
+
+def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: str, gvisor_version: str) -> str | None:
+    sb = settings.sandbox
+    docker = platform == "ubuntu"
+    body: list[str] = []
+    if sb.runtime == "container":
+        if settings.container_default_runtime != "nvidia" or not docker:
+            return None  # EKS: the AL2023 NVIDIA AMI and the GPU Operator set the runtime
+        body += [
+            "# NVIDIA runtime as Docker's default (bug-19: pods/containers without it see no GPU).",
+            "nvidia-ctk runtime configure --runtime=docker --set-as-default && systemctl restart docker",
+        ]
+    elif sb.runtime == "gvisor":
+        body += [
+            f"URL=https://storage.googleapis.com/gvisor/releases/release/{gvisor_version}/$(uname -m)",
+            "for f in runsc containerd-shim-runsc-v1; do",
+            '  curl -fsSLo "/usr/local/bin/$f" "$URL/$f" && curl -fsSLo "/tmp/$f.sha512" "$URL/$f.sha512"',
+            '  (cd /usr/local/bin && sha512sum -c "/tmp/$f.sha512") && chmod 0755 "/usr/local/bin/$f"',
+            "done",
+            "printf '[runsc_config]\\n  nvproxy = \"true\"\\n' > /etc/containerd/runsc.toml",
+        ]
+        if docker:
+            body.append("runsc install --runtime runsc -- --nvproxy=true && systemctl restart docker")
+    elif sb.runtime == "kata":
+        body += [
+            f"V={kata_version}; A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
+            "B=https://github.com/kata-containers/kata-containers/releases/download/$V",
+            'if [ ! -x /opt/kata/bin/containerd-shim-kata-v2 ]; then',
+            '  for ext in tar.zst tar.xz; do curl -fsSLo /tmp/kata.$ext "$B/kata-static-$V-$A.$ext" && break; done',
+            '  if [ -e /tmp/kata.tar.zst ]; then command -v zstd >/dev/null || pkg_install zstd; tar --zstd -xf /tmp/kata.tar.zst -C /; else tar -xJf /tmp/kata.tar.xz -C /; fi',
+            "fi",
+            "ln -sf /opt/kata/bin/containerd-shim-kata-v2 /usr/local/bin/containerd-shim-kata-v2",
+        ]
+        if docker:
+            body += [
+                "python3 - <<'PY'",
+                "import json, os",
+                "p = '/etc/docker/daemon.json'; d = json.load(open(p)) if os.path.exists(p) else {}",
+                "d.setdefault('runtimes', {})['kata'] = {'runtimeType': 'io.containerd.kata.v2'}",
+                "json.dump(d, open(p, 'w'), indent=2)",
+                "PY",
+                "systemctl restart docker",
+            ]
+    elif sb.runtime == "vm":
+        body += ["pkg_install qemu-kvm libvirt-daemon-system || pkg_install qemu-kvm libvirt",
+                 "systemctl enable --now libvirtd"]
+    if sb.gpu_passthrough:
+        body += ["bind_gpus_vfio"]
+    if not body:
+        return None
+    head = ["#!/bin/bash", f"# clusterforge: sandbox runtime `{sb.runtime}` (rendered from NodeSettings.sandbox).",
+            "set -euo pipefail"]
+    if sb.runtime in ("kata", "vm"):
+        head.append(_PKG.rstrip("\n"))
+    if sb.gpu_passthrough:
+        head.append(_VFIO.rstrip("\n"))
+    return "\n".join(head + body) + "\n"
+
+
+def _cmdline_script(settings: NodeSettings) -> str:
+    args = " ".join(settings.kernel_cmdline)
+    if settings.passthrough_host:  # vfio passthrough needs the IOMMU now: reboot once (cloud-init power_state)
+        tail = 'for a in $ARGS; do grep -qw -- "$a" /proc/cmdline || touch /run/clusterforge-reboot-required; done\n'
+    else:  # EC2 guests expose no IOMMU: the parameters take effect at the next boot, no reboot forced
+        tail = ""
+    return f"""#!/bin/bash
+# clusterforge: kernel command line {args} (NodeSettings.kernel_cmdline).
+set -euo pipefail
+ARGS={shlex.quote(args)}
+if command -v update-grub >/dev/null 2>&1; then
+  printf 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT %s"\\n' "$ARGS" > /etc/default/grub.d/90-clusterforge.cfg
+  update-grub
+else grubby --update-kernel=ALL --args="$ARGS"; fi
+{tail}"""
+
+
+# ---------------------------------------------------------------------------------------------
+# cloud-config
+# ---------------------------------------------------------------------------------------------
+
+def _file(path: str, content: str, mode: str = "0644") -> dict[str, Any]:
+    return {"path": path, "permissions": mode, "owner": "root:root", "content": LiteralScalarString(content)}
+
+
+def render_cloud_config(
+    settings: NodeSettings,
+    lustre: Mapping[str, LustreEndpoint],
+    *,
+    platform: Platform = "ubuntu",
+    kata_version: str = "3.23.0",
+    gvisor_version: str = "latest",
+) -> str:
+    """The ``#cloud-config`` document for one node group.
+
+    ``lustre`` maps each FSx-backed storage name to its endpoint (from the deployed file system,
+    or :func:`placeholder_endpoints`). Returns YAML text starting with ``#cloud-config``.
+    Raises ``KeyError`` when an FSx mount has no endpoint.
+    """
+    files: list[dict[str, Any]] = [
+        _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None) + "\n"),
+        _file("/etc/sysctl.d/90-clusterforge.conf",
+              "".join(f"{k} = {v}\n" for k, v in sorted(settings.sysctls.items()))
+              + (f"vm.nr_hugepages = {settings.hugepages_2m}\n" if settings.hugepages_2m else "")),
+    ]
+    runcmd: list[str] = ["sysctl --system"]
+    if settings.memlock_unlimited:
+        files.append(_file("/etc/security/limits.d/90-clusterforge-memlock.conf",
+                           "* soft memlock unlimited\n* hard memlock unlimited\n"))
+        files.append(_file("/etc/systemd/system.conf.d/90-clusterforge-memlock.conf",
+                           "[Manager]\nDefaultLimitMEMLOCK=infinity\n"))
+        runcmd.append("systemctl daemon-reexec")
+    env = settings.nccl_env
+    if env:
+        nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
+        files.append(_file("/etc/nccl.conf", "".join(f"{k}={v}\n" for k, v in sorted(nccl.items())) or "\n"))
+        exports = "".join(
+            f"export {k}={shlex.quote(v)}\n" if k != "LD_LIBRARY_PATH" else f"export {k}={shlex.quote(v)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
+            for k, v in sorted(env.items())
+        )
+        files.append(_file("/etc/profile.d/clusterforge-nccl.sh", exports))
+        libdirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+        if libdirs:
+            files.append(_file("/etc/ld.so.conf.d/clusterforge-nccl.conf", "".join(d + "\n" for d in libdirs)))
+    if settings.fabric == "efa" and settings.efa_installer:
+        files.append(_file("/usr/local/sbin/clusterforge-efa.sh", _efa_script(settings), "0755"))
+        runcmd.append("/usr/local/sbin/clusterforge-efa.sh")
+    if env.get("LD_LIBRARY_PATH"):
+        runcmd.append("ldconfig")
+    if settings.scratch is not None:
+        # per-boot scripts run on the first boot too (cloud-init final stage, before runcmd)
+        files.append(_file("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
+                           scratch_script(settings.scratch), "0755"))
+    if settings.lustre:
+        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(settings, lustre), "0755"))
+        runcmd.append("/usr/local/sbin/clusterforge-lustre.sh")
+    sandbox = _sandbox_script(settings, platform, kata_version, gvisor_version)
+    if sandbox:
+        files.append(_file("/usr/local/sbin/clusterforge-sandbox.sh", sandbox, "0755"))
+        runcmd.append("/usr/local/sbin/clusterforge-sandbox.sh")
+    doc: dict[str, Any] = {"write_files": files}
+    if settings.kernel_cmdline:
+        files.append(_file("/usr/local/sbin/clusterforge-cmdline.sh", _cmdline_script(settings), "0755"))
+        runcmd.append("/usr/local/sbin/clusterforge-cmdline.sh")
+        if settings.passthrough_host:
+            doc["power_state"] = {"mode": "reboot", "message": "clusterforge: reboot into the IOMMU kernel command line",
+                                  "condition": "test -f /run/clusterforge-reboot-required"}
+    doc["runcmd"] = runcmd
+    yaml = YAML()
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    header = (f"#cloud-config\n# clusterforge: blueprint {settings.blueprint}, node group {settings.group} "
+              f"(role {settings.role}); rendered from blueprints.settings.node_settings\n")
+    return header + buf.getvalue()
+
+
+def _nodeconfig(settings: NodeSettings) -> str | None:
+    """nodeadm NodeConfig merging containerd runtimes for the group's sandbox (EKS AL2023)."""
+    rt = settings.sandbox.runtime
+    if rt == "gvisor":
+        toml = ('[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runsc]\n'
+                'runtime_type = "io.containerd.runsc.v1"\n'
+                '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runsc.options]\n'
+                'TypeUrl = "io.containerd.runsc.v1.options"\nConfigPath = "/etc/containerd/runsc.toml"\n')
+    elif rt == "kata":
+        handler = settings.sandbox.runtime_class or "kata"
+        toml = (f'[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."{handler}"]\n'
+                'runtime_type = "io.containerd.kata.v2"\n')
+    else:
+        return None
+    indented = "".join("      " + line + "\n" for line in toml.splitlines())
+    return ("---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  containerd:\n    config: |\n"
+            + indented)
+
+
+def render_user_data(
+    settings: NodeSettings,
+    lustre: Mapping[str, LustreEndpoint],
+    *,
+    eks: bool = False,
+    kata_version: str = "3.23.0",
+    gvisor_version: str = "latest",
+) -> str:
+    """User data text for a launch template (not yet base64).
+
+    EC2 instances (``eks=False``): the ``#cloud-config`` document for the Ubuntu DLAMI.
+    EKS managed node groups (``eks=True``): a MIME multipart document (EKS merges it with its
+    own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config.
+    """
+    if not eks:
+        return render_cloud_config(settings, lustre, platform="ubuntu", kata_version=kata_version,
+                                   gvisor_version=gvisor_version)
+    cc = render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
+                             gvisor_version=gvisor_version)
+    parts: list[tuple[str, str]] = []
+    nc = _nodeconfig(settings)
+    if nc:
+        parts.append((NODECONFIG_CONTENT_TYPE, nc))
+    parts.append(('text/cloud-config; charset="us-ascii"', cc))
+    out = [f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n']
+    for ctype, body in parts:
+        out.append(f"\n--{MIME_BOUNDARY}\nContent-Type: {ctype}\n\n{body}")
+    out.append(f"\n--{MIME_BOUNDARY}--\n")
+    return "".join(out)
+
+
+def encode_user_data(text: str) -> str:
+    """Base64 of ``text`` (UTF-8), as launch templates want it.
+
+    Raises ``ValueError`` when the raw text exceeds :data:`USER_DATA_LIMIT_BYTES`.
+    """
+    raw = text.encode("utf-8")
+    if len(raw) > USER_DATA_LIMIT_BYTES:
+        raise ValueError(f"user data is {len(raw)} bytes; EC2 allows {USER_DATA_LIMIT_BYTES} — "
+                         "drop stripe settings or sandbox features from this node group")
+    return base64.b64encode(raw).decode("ascii")
+

@@ -1,0 +1,109 @@
+"""``clusterforge:aws:EksCluster``: the EKS control plane, its IAM role, and a kubeconfig.
+
+* control plane in the compute subnet plus one control-plane subnet in a second AZ (EKS needs two);
+* API authentication mode ``API`` with admin access for the identity that creates the cluster;
+* Kubernetes secrets envelope-encrypted with a KMS key of the stack (key rotation on);
+* API server, audit and authenticator logs to CloudWatch;
+* the private endpoint on; the public endpoint restricted to ``target.ssh_ingress_cidrs`` when
+  any are declared (otherwise EKS's default: reachable, IAM-authenticated) — Pulumi itself
+  needs it to install the Kubernetes add-ons.
+
+The kubeconfig authenticates with ``aws eks get-token`` (no static credential is written) and is
+exported as a secret. Managed node groups are created by :mod:`.nodes` (one launch template
+each). Sources: https://docs.aws.amazon.com/eks/latest/userguide/create-cluster.html ,
+https://docs.aws.amazon.com/eks/latest/userguide/create-kubeconfig.html .
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from ..naming import Naming
+from .iam import assume_role_policy
+
+__all__ = ["CLUSTER_POLICY", "EksCluster", "EksClusterArgs", "kubeconfig_json"]
+
+CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
+
+
+def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
+    """A kubeconfig (JSON text) for ``cluster_name`` that gets tokens from ``aws eks get-token``."""
+    return json.dumps({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "current-context": cluster_name,
+        "users": [{"name": cluster_name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "aws",
+            "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
+            "interactiveMode": "Never",
+        }}}],
+    }, indent=2)
+
+
+@dataclass(frozen=True)
+class EksClusterArgs:
+    """Inputs of :class:`EksCluster`: Kubernetes ``version`` (``1.31``), control-plane
+    ``subnet_ids`` (two AZs), ``region``, ``public_access_cidrs`` (empty = EKS default)."""
+
+    naming: Naming
+    version: str
+    subnet_ids: Sequence[pulumi.Input[str]]
+    region: str
+    public_access_cidrs: Sequence[str] = ()
+
+
+class EksCluster(pulumi.ComponentResource):
+    """The EKS cluster. Outputs: ``cluster_name``, ``endpoint``, ``cluster_security_group_id``,
+    ``kubeconfig`` (secret JSON text)."""
+
+    cluster_name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:aws:EksCluster", name, None, opts)
+        n = args.naming
+        child = pulumi.ResourceOptions(parent=self)
+        tags = n.tags(role="control-plane", name=n.name("eks"))
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=assume_role_policy("eks.amazonaws.com"),
+                            description=f"clusterforge {n.blueprint}: EKS control plane", tags=tags, opts=child)
+        attach = aws.iam.RolePolicyAttachment(f"{name}-cluster-policy", role=role.name, policy_arn=CLUSTER_POLICY,
+                                              opts=child)
+        key = aws.kms.Key(f"{name}-secrets-key", description=f"clusterforge {n.blueprint}: EKS secrets encryption",
+                          enable_key_rotation=True, deletion_window_in_days=7, tags=tags, opts=child)
+        cluster = aws.eks.Cluster(
+            f"{name}-cluster",
+            name=n.blueprint,
+            role_arn=role.arn,
+            version=args.version,
+            vpc_config=aws.eks.ClusterVpcConfigArgs(
+                subnet_ids=list(args.subnet_ids),
+                endpoint_private_access=True,
+                endpoint_public_access=True,
+                public_access_cidrs=list(args.public_access_cidrs) or None,
+            ),
+            access_config=aws.eks.ClusterAccessConfigArgs(authentication_mode="API",
+                                                          bootstrap_cluster_creator_admin_permissions=True),
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                resources=["secrets"], provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn)),
+            enabled_cluster_log_types=["api", "audit", "authenticator"],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[attach]),
+        )
+        self.cluster_name = cluster.name
+        self.endpoint = cluster.endpoint
+        self.cluster_security_group_id = cluster.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
+            cluster.name, cluster.endpoint, cluster.certificate_authority.apply(lambda c: str(c.data)),
+        ).apply(lambda xs: kubeconfig_json(str(xs[0]), str(xs[1]), str(xs[2]), args.region)))
+        self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint,
+                               "kubeconfig": self.kubeconfig})

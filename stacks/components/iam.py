@@ -1,0 +1,73 @@
+"""``clusterforge:aws:NodeIam``: the node IAM role and instance profile.
+
+Every node can be reached with SSM Session Manager (``AmazonSSMManagedInstanceCore``), so no
+SSH ingress is needed. EKS node roles add the three policies EKS requires of managed node
+groups (https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html). Policies are
+attached as separate ``RolePolicyAttachment`` resources, never inline.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from ..naming import Naming
+
+__all__ = ["EKS_NODE_POLICIES", "SSM_POLICY", "NodeIam", "NodeIamArgs"]
+
+SSM_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+"""Managed policy for SSM Session Manager (https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html)."""
+
+EKS_NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+
+
+def assume_role_policy(service: str) -> str:
+    """Trust policy JSON letting ``service`` (e.g. ``ec2.amazonaws.com``) assume the role."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+    })
+
+
+@dataclass(frozen=True)
+class NodeIamArgs:
+    """Inputs of :class:`NodeIam`: ``eks`` adds the EKS node policies."""
+
+    naming: Naming
+    eks: bool = False
+
+
+class NodeIam(pulumi.ComponentResource):
+    """Node role and instance profile. Outputs: ``role_name``, ``role_arn``, ``instance_profile_name``."""
+
+    role_name: pulumi.Output[str]
+    role_arn: pulumi.Output[str]
+    instance_profile_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NodeIamArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:aws:NodeIam", name, None, opts)
+        n = args.naming
+        child = pulumi.ResourceOptions(parent=self)
+        tags = n.tags(role="iam", name=n.name("node-role"))
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
+                            description=f"clusterforge {n.blueprint}: GPU nodes", tags=tags, opts=child)
+        attachments = [aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_POLICY, opts=child)]
+        if args.eks:
+            for arn in EKS_NODE_POLICIES:
+                attachments.append(aws.iam.RolePolicyAttachment(
+                    f"{name}-{arn.rsplit('/', 1)[1].lower().replace('_', '-')}", role=role.name, policy_arn=arn,
+                    opts=child))
+        profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=tags,
+                                          opts=pulumi.ResourceOptions(parent=self, depends_on=attachments))
+        self.role_name = role.name
+        # Node groups must not start before the policies are attached (EKS joins fail otherwise).
+        self.role_arn = pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(lambda xs: str(xs[0]))
+        self.instance_profile_name = profile.name
+        self.register_outputs({"roleArn": self.role_arn, "instanceProfileName": self.instance_profile_name})

@@ -1,0 +1,195 @@
+"""``clusterforge:k8s:Addons``: what an EKS GPU cluster needs inside Kubernetes.
+
+* **NVIDIA GPU Operator** (Helm, https://helm.ngc.nvidia.com/nvidia): the EKS AL2023 NVIDIA AMI
+  already ships the driver and container toolkit, so the operator runs with ``driver`` and
+  ``toolkit`` off (device plugin, GPU feature discovery, DCGM exporter on); sandbox workloads
+  (Kata / VM passthrough) are enabled when a node group declares them
+  (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/amazon-eks.html);
+* **AWS EFA device plugin** (Helm, https://aws.github.io/eks-charts) scheduled by the
+  ``clusterforge.io/efa=true`` label that only EFA node groups carry, and limited to their
+  instance types (bug-23);
+* **FSx for Lustre CSI driver** (Helm) with a StorageClass, and for every FSx file system of the
+  stack a statically provisioned PersistentVolume + PersistentVolumeClaim (``volumeHandle`` = the
+  file system id, ``dnsname`` / ``mountname`` attributes)
+  (https://github.com/kubernetes-sigs/aws-fsx-csi-driver/blob/master/docs/static-provisioning.md);
+* a **RuntimeClass** per declared Kata / gVisor sandbox, scheduled onto the node groups that
+  configured that runtime (bug-19: GPU pods need the right runtime);
+* the **Kubeflow MPI operator** (its release manifest, server-side) for the validation jobs;
+* the validation **Namespace**.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..naming import LABEL_EFA, LABEL_SANDBOX, Naming
+
+__all__ = [
+    "EFA_PLUGIN_REPO",
+    "FSX_CSI_CHART_VERSION",
+    "FSX_CSI_REPO",
+    "FSX_STORAGE_CLASS",
+    "GPU_OPERATOR_REPO",
+    "AddonsArgs",
+    "FsxVolume",
+    "KubernetesAddons",
+    "SandboxClass",
+    "mpi_operator_manifest",
+]
+
+GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
+EFA_PLUGIN_REPO = "https://aws.github.io/eks-charts"
+FSX_CSI_REPO = "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
+FSX_CSI_CHART_VERSION = "1.10.0"
+"""aws-fsx-csi-driver chart version (https://github.com/kubernetes-sigs/aws-fsx-csi-driver/releases)."""
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+FSX_STORAGE_CLASS = "fsx-lustre"
+
+
+def mpi_operator_manifest(version: str) -> str:
+    """URL of the Kubeflow MPI operator release manifest (v2beta1 API) for ``version``."""
+    return f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
+
+
+@dataclass(frozen=True)
+class FsxVolume:
+    """An FSx file system to expose as a PV/PVC: storage ``name``, ``capacity_gib`` and the deployed
+    ``file_system_id`` / ``dns_name`` / ``mount_name``."""
+
+    name: str
+    capacity_gib: int
+    file_system_id: pulumi.Input[str]
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]
+    mount_options: Sequence[str] = ("flock",)
+
+
+@dataclass(frozen=True)
+class SandboxClass:
+    """A RuntimeClass to create: its ``name``, the containerd ``handler`` and the sandbox ``runtime``
+    (the ``clusterforge.io/sandbox`` node label value)."""
+
+    name: str
+    handler: str
+    runtime: str
+
+
+@dataclass(frozen=True)
+class AddonsArgs:
+    """Inputs of :class:`KubernetesAddons`.
+
+    ``namespace``: validation namespace; ``gpu_operator_version`` / ``efa_device_plugin_version`` /
+    ``mpi_operator_version``: pinned versions from the blueprint; ``gpu``: any GPU node group;
+    ``efa_instance_types``: instance types of the node groups with EFA attached (empty: no plugin);
+    ``sandbox_workloads``: some node group passes GPUs into Kata / VMs; ``sandboxes``: RuntimeClasses;
+    ``fsx``: file systems for PV/PVCs; ``subnet_id`` / ``security_group_id``: for the StorageClass.
+    """
+
+    naming: Naming
+    namespace: str
+    gpu_operator_version: str
+    efa_device_plugin_version: str
+    mpi_operator_version: str
+    gpu: bool
+    efa_instance_types: Sequence[str] = ()
+    sandbox_workloads: bool = False
+    sandboxes: Sequence[SandboxClass] = ()
+    fsx: Sequence[FsxVolume] = ()
+    subnet_id: pulumi.Input[str] | None = None
+    security_group_id: pulumi.Input[str] | None = None
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class KubernetesAddons(pulumi.ComponentResource):
+    """The add-ons. Pass the EKS cluster's Kubernetes provider in ``opts.providers``."""
+
+    def __init__(self, name: str, args: AddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:k8s:Addons", name, None, opts)
+        n = args.naming
+        labels = n.labels()
+        child = pulumi.ResourceOptions(parent=self)
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+
+        ns = k8s.core.v1.Namespace(f"{name}-namespace",
+                                   metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=labels), opts=child)
+        if args.gpu:
+            k8s.helm.v3.Release(
+                f"{name}-gpu-operator", name="gpu-operator", chart="gpu-operator", version=args.gpu_operator_version,
+                namespace="gpu-operator", create_namespace=True,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=GPU_OPERATOR_REPO),
+                values={
+                    "driver": {"enabled": False},
+                    "toolkit": {"enabled": False},
+                    "dcgmExporter": {"enabled": True},
+                    "sandboxWorkloads": {"enabled": bool(args.sandbox_workloads)},
+                },
+                opts=after_nodes)
+        if args.efa_instance_types:
+            k8s.helm.v3.Release(
+                f"{name}-efa-device-plugin", name="aws-efa-k8s-device-plugin", chart="aws-efa-k8s-device-plugin",
+                version=args.efa_device_plugin_version, namespace="kube-system",
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=EFA_PLUGIN_REPO),
+                values={
+                    "nodeSelector": {LABEL_EFA: "true"},
+                    "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                                "values": sorted(set(args.efa_instance_types))},
+                    "tolerations": [{"operator": "Exists"}],
+                },
+                opts=after_nodes)
+        if args.fsx:
+            csi = k8s.helm.v3.Release(
+                f"{name}-fsx-csi-driver", name="aws-fsx-csi-driver", chart="aws-fsx-csi-driver",
+                version=FSX_CSI_CHART_VERSION, namespace="kube-system",
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=FSX_CSI_REPO),
+                values={"node": {"tolerateAllTaints": True}},
+                opts=after_nodes)
+            params: dict[str, pulumi.Input[str]] = {"deploymentType": "PERSISTENT_2"}
+            if args.subnet_id is not None:
+                params["subnetId"] = args.subnet_id
+            if args.security_group_id is not None:
+                params["securityGroupIds"] = args.security_group_id
+            sc = k8s.storage.v1.StorageClass(
+                f"{name}-fsx-storage-class", metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_STORAGE_CLASS, labels=labels),
+                provisioner=FSX_CSI_DRIVER, reclaim_policy="Retain", volume_binding_mode="Immediate",
+                parameters=params, mount_options=["flock"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[csi]))
+            for v in args.fsx:
+                pv = k8s.core.v1.PersistentVolume(
+                    f"{name}-{v.name}-pv",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=n.name(v.name), labels={**labels, "clusterforge.io/storage": v.name}),
+                    spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                        capacity={"storage": f"{v.capacity_gib}Gi"},
+                        volume_mode="Filesystem",
+                        access_modes=["ReadWriteMany"],
+                        persistent_volume_reclaim_policy="Retain",
+                        storage_class_name=FSX_STORAGE_CLASS,
+                        mount_options=list(v.mount_options),
+                        csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                            driver=FSX_CSI_DRIVER, volume_handle=v.file_system_id,
+                            volume_attributes={"dnsname": v.dns_name, "mountname": v.mount_name}),
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[sc]))
+                k8s.core.v1.PersistentVolumeClaim(
+                    f"{name}-{v.name}-pvc",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=v.name, namespace=args.namespace, labels=labels),
+                    spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                        access_modes=["ReadWriteMany"],
+                        storage_class_name=FSX_STORAGE_CLASS,
+                        volume_name=pv.metadata.apply(lambda m: str(m.name)),
+                        resources=k8s.core.v1.VolumeResourceRequirementsArgs(
+                            requests={"storage": f"{v.capacity_gib}Gi"}),
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]))
+        for sb in args.sandboxes:
+            k8s.node.v1.RuntimeClass(
+                f"{name}-runtimeclass-{sb.name}", metadata=k8s.meta.v1.ObjectMetaArgs(name=sb.name, labels=labels),
+                handler=sb.handler, scheduling=k8s.node.v1.SchedulingArgs(node_selector={LABEL_SANDBOX: sb.runtime}),
+                opts=child)
+        k8s.yaml.v2.ConfigFile(f"{name}-mpi-operator", file=mpi_operator_manifest(args.mpi_operator_version),
+                               opts=after_nodes)
+        self.register_outputs({"namespace": args.namespace})

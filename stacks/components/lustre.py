@@ -1,0 +1,104 @@
+"""``clusterforge:aws:LustreFileSystem``: FSx for Lustre with every validated argument.
+
+Arguments map one to one from :class:`blueprints.models.FsxLustre` (pulumi_aws 7.x names,
+``../shared/reference/cloud.md`` section (c)); combinations are checked before deploy by the
+blueprint rules. Notable facts:
+
+* ``subnet_ids`` is ONE subnet id as a string (pulumi_aws 7.51 rejects a list; cloud.md rule 14) —
+  the nodes' compute subnet, so the file system sits in the nodes' AZ (bug-06);
+* every FSx for Lustre file system is encrypted at rest; PERSISTENT_* file systems use a KMS key
+  (``kms_key_id`` or the AWS managed ``aws/fsx`` key)
+  (https://docs.aws.amazon.com/fsx/latest/LustreGuide/encryption-at-rest.html);
+* ``per_unit_storage_throughput``, ``kms_key_id``, backups and ``metadata_configuration`` are only
+  sent for the deployment types that accept them;
+* an S3 bucket is linked with a data repository association (auto import / export policies);
+* the file system depends on the Lustre security-group rules (bug-05).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from blueprints.models import FsxLustre
+
+from ..naming import Naming
+
+__all__ = ["LustreFileSystem", "LustreFileSystemArgs"]
+
+_EVENTS = ["NEW", "CHANGED", "DELETED"]
+
+
+@dataclass(frozen=True)
+class LustreFileSystemArgs:
+    """Inputs of :class:`LustreFileSystem`: the blueprint's ``fsx`` settings, the storage ``name``,
+    the compute ``subnet_id`` and the FSx ``security_group_id``; ``depends_on`` are the SG rules."""
+
+    naming: Naming
+    storage_name: str
+    fsx: FsxLustre
+    subnet_id: pulumi.Input[str]
+    security_group_id: pulumi.Input[str]
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class LustreFileSystem(pulumi.ComponentResource):
+    """One FSx for Lustre file system. Outputs: ``file_system_id``, ``dns_name``, ``mount_name``."""
+
+    file_system_id: pulumi.Output[str]
+    dns_name: pulumi.Output[str]
+    mount_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: LustreFileSystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:aws:LustreFileSystem", name, None, opts)
+        f = args.fsx
+        n = args.naming
+        persistent = f.deployment_type.startswith("PERSISTENT")
+        metadata = None
+        if f.deployment_type == "PERSISTENT_2" and f.metadata is not None:
+            metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
+                mode=f.metadata.mode, iops=f.metadata.iops if f.metadata.mode == "USER_PROVISIONED" else None)
+        tags = n.tags(role="storage", name=n.name(args.storage_name))
+        fs = aws.fsx.LustreFileSystem(
+            f"{name}-fs",
+            deployment_type=f.deployment_type,
+            storage_capacity=f.storage_capacity_gib,
+            storage_type=f.storage_type,
+            per_unit_storage_throughput=f.throughput_per_tib_mbps if persistent else None,
+            drive_cache_type=f.drive_cache_type if f.storage_type == "HDD" else None,
+            data_compression_type=f.data_compression_type,
+            file_system_type_version=f.file_system_type_version,
+            metadata_configuration=metadata,
+            efa_enabled=True if f.efa_enabled else None,
+            kms_key_id=f.kms_key_id if persistent else None,
+            automatic_backup_retention_days=f.automatic_backup_retention_days if persistent else None,
+            copy_tags_to_backups=True if persistent else None,
+            subnet_ids=args.subnet_id,
+            security_group_ids=[args.security_group_id],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+        if f.s3 is not None:
+            s3 = f.s3
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-s3",
+                file_system_id=fs.id,
+                data_repository_path=s3.data_repository_path,
+                file_system_path=s3.file_system_path,
+                batch_import_meta_data_on_create=True,
+                s3=aws.fsx.DataRepositoryAssociationS3Args(
+                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=_EVENTS)
+                    if s3.auto_import else None,
+                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=_EVENTS)
+                    if s3.auto_export else None,
+                ),
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        self.file_system_id = fs.id
+        self.dns_name = fs.dns_name
+        self.mount_name = fs.mount_name
+        self.register_outputs({"fileSystemId": fs.id, "dnsName": fs.dns_name, "mountName": fs.mount_name})

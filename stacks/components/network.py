@@ -1,0 +1,235 @@
+"""``clusterforge:aws:Network``: VPC, subnets, gateways and the node / FSx security groups.
+
+Security groups follow the rules AWS documents for EFA and FSx for Lustre:
+
+* node SG: all traffic **in from** and **out to** itself (EFA OS-bypass traffic needs both; a
+  ``0.0.0.0/0`` egress does not cover it — field failure bug-01,
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security);
+  SSH (TCP 22) only from ``target.ssh_ingress_cidrs`` (none by default: use SSM Session
+  Manager); egress to the internet (through the NAT gateway) for packages;
+* FSx SG: Lustre TCP 988 and 1018-1023 from the node SG and from itself
+  (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html,
+  bug-05); the node SG allows the same ports out to it. The file system depends on these rule
+  resources so it is never created before them.
+
+New VPCs get one private compute subnet in ``target.availability_zone`` (every EFA peer must be
+in one subnet, bug-02), a public subnet with the NAT gateway when ``vpc.nat_gateway`` is on,
+and, for EKS, one small control-plane subnet in a second AZ (EKS requires subnets in two AZs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from ..naming import Naming
+
+__all__ = ["LUSTRE_PORTS", "Network", "NetworkArgs"]
+
+LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+"""TCP port ranges Lustre (LNET) uses between FSx servers and clients."""
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """Inputs of :class:`Network`.
+
+    ``availability_zone``: the AZ of every node and file system; ``cidr_block`` /
+    ``subnet_cidr_block`` / ``public_subnet_cidr_block`` / ``control_plane_subnet_cidr_block``:
+    CIDRs of a new VPC; ``vpc_id`` / ``subnet_id``: use existing ones instead;
+    ``control_plane_subnet_ids``: existing subnets for the EKS control plane;
+    ``nat_gateway``: create internet + NAT gateways; ``public_subnet_for_nodes``: some node group
+    wants public IPs; ``ssh_ingress_cidrs``: who may reach port 22; ``lustre``: create the FSx
+    SG; ``lustre_efa``: the file system uses EFA, so nodes and file servers exchange all traffic
+    (https://docs.aws.amazon.com/fsx/latest/LustreGuide/efa-file-systems.html); ``eks``: create /
+    require the control-plane subnets.
+    """
+
+    naming: Naming
+    availability_zone: str
+    cidr_block: str = "10.0.0.0/16"
+    subnet_cidr_block: str = "10.0.0.0/20"
+    public_subnet_cidr_block: str = "10.0.16.0/24"
+    control_plane_subnet_cidr_block: str = "10.0.24.0/24"
+    vpc_id: str | None = None
+    subnet_id: str | None = None
+    control_plane_subnet_ids: tuple[str, ...] = ()
+    nat_gateway: bool = True
+    public_subnet_for_nodes: bool = False
+    ssh_ingress_cidrs: tuple[str, ...] = field(default_factory=tuple)
+    lustre: bool = False
+    lustre_efa: bool = False
+    eks: bool = False
+
+
+class Network(pulumi.ComponentResource):
+    """The cluster's network. Outputs: ``vpc_id``, ``subnet_id`` (private compute subnet),
+    ``public_subnet_id`` (or ``None``), ``control_plane_subnet_ids`` (EKS), ``node_security_group_id``,
+    ``fsx_security_group_id`` (or ``None``) and ``lustre_rules`` (the SG rule resources the file
+    system must depend on)."""
+
+    vpc_id: pulumi.Output[str]
+    subnet_id: pulumi.Output[str]
+    public_subnet_id: pulumi.Output[str] | None
+    control_plane_subnet_ids: list[pulumi.Output[str]]
+    node_security_group_id: pulumi.Output[str]
+    fsx_security_group_id: pulumi.Output[str] | None
+    lustre_rules: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:aws:Network", name, None, opts)
+        n = args.naming
+        child = pulumi.ResourceOptions(parent=self)
+        self.public_subnet_id = None
+        self.control_plane_subnet_ids = []
+
+        def tags(what: str) -> dict[str, str]:
+            return n.tags(role="network", name=n.name(what))
+
+        if args.subnet_id:
+            self._existing(name, args)
+        else:
+            vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr_block, enable_dns_support=True,
+                              enable_dns_hostnames=True, tags=tags("vpc"), opts=child)
+            self.vpc_id = vpc.id
+            # Private compute subnet: never maps public IPs (multi-NIC EFA instances cannot get one, bug-04).
+            subnet = aws.ec2.Subnet(f"{name}-compute", vpc_id=vpc.id, cidr_block=args.subnet_cidr_block,
+                                    availability_zone=args.availability_zone, map_public_ip_on_launch=False,
+                                    tags=tags("compute"), opts=child)
+            self.subnet_id = subnet.id
+            private_rt = aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, tags=tags("private"), opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-compute-rta", subnet_id=subnet.id, route_table_id=private_rt.id,
+                                          opts=child)
+            if args.nat_gateway or args.public_subnet_for_nodes:
+                igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags("igw"), opts=child)
+                public = aws.ec2.Subnet(f"{name}-public", vpc_id=vpc.id, cidr_block=args.public_subnet_cidr_block,
+                                        availability_zone=args.availability_zone, map_public_ip_on_launch=False,
+                                        tags=tags("public"), opts=child)
+                self.public_subnet_id = public.id
+                public_rt = aws.ec2.RouteTable(f"{name}-public-rt", vpc_id=vpc.id, tags=tags("public"), opts=child)
+                aws.ec2.Route(f"{name}-public-default", route_table_id=public_rt.id,
+                              destination_cidr_block="0.0.0.0/0", gateway_id=igw.id, opts=child)
+                aws.ec2.RouteTableAssociation(f"{name}-public-rta", subnet_id=public.id,
+                                              route_table_id=public_rt.id, opts=child)
+                if args.nat_gateway:
+                    eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags("nat"), opts=child)
+                    nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=eip.id, subnet_id=public.id,
+                                             tags=tags("nat"), opts=pulumi.ResourceOptions(parent=self,
+                                                                                           depends_on=[igw]))
+                    aws.ec2.Route(f"{name}-private-default", route_table_id=private_rt.id,
+                                  destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.id, opts=child)
+            if args.eks:
+                zones = aws.get_availability_zones_output(state="available",
+                                                          opts=pulumi.InvokeOutputOptions(parent=self))
+                other = zones.names.apply(lambda names: _other_zone(names, args.availability_zone))
+                cp = aws.ec2.Subnet(f"{name}-control-plane", vpc_id=vpc.id,
+                                    cidr_block=args.control_plane_subnet_cidr_block, availability_zone=other,
+                                    map_public_ip_on_launch=False, tags=tags("control-plane"), opts=child)
+                aws.ec2.RouteTableAssociation(f"{name}-control-plane-rta", subnet_id=cp.id,
+                                              route_table_id=private_rt.id, opts=child)
+                self.control_plane_subnet_ids = [subnet.id, cp.id]
+
+        self._security_groups(name, args)
+        self.register_outputs({
+            "vpcId": self.vpc_id,
+            "subnetId": self.subnet_id,
+            "nodeSecurityGroupId": self.node_security_group_id,
+            "fsxSecurityGroupId": self.fsx_security_group_id,
+        })
+
+    # ---- existing VPC / subnet ----------------------------------------------------------------
+    def _existing(self, name: str, args: NetworkArgs) -> None:
+        assert args.subnet_id is not None
+        self.subnet_id = pulumi.Output.from_input(args.subnet_id)
+        if args.vpc_id:
+            self.vpc_id = pulumi.Output.from_input(args.vpc_id)
+        else:
+            found = aws.ec2.get_subnet_output(id=args.subnet_id, opts=pulumi.InvokeOutputOptions(parent=self))
+            self.vpc_id = found.vpc_id
+        if args.eks:
+            if not args.control_plane_subnet_ids:
+                raise pulumi.RunError(
+                    "EKS needs control-plane subnets in two availability zones: set "
+                    "`target.vpc.control_plane_subnet_ids` when `target.vpc.subnet_id` is an existing subnet"
+                )
+            self.control_plane_subnet_ids = [pulumi.Output.from_input(s) for s in args.control_plane_subnet_ids]
+
+    # ---- security groups ----------------------------------------------------------------------
+    def _security_groups(self, name: str, args: NetworkArgs) -> None:
+        n = args.naming
+        child = pulumi.ResourceOptions(parent=self)
+        node_sg = aws.ec2.SecurityGroup(
+            f"{name}-nodes", vpc_id=self.vpc_id,
+            description=f"clusterforge {n.blueprint}: nodes (EFA self-reference, Lustre client, SSH from declared CIDRs)",
+            revoke_rules_on_delete=True, tags=n.tags(role="network", name=n.name("nodes")), opts=child)
+        self.node_security_group_id = node_sg.id
+        rule_tags = n.tags(role="network", name=n.name("nodes"))
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-nodes-self-ingress", security_group_id=node_sg.id, referenced_security_group_id=node_sg.id,
+            ip_protocol="-1", description="all traffic from the node SG itself (EFA, NCCL bootstrap, MPI)",
+            tags=rule_tags, opts=child)
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-nodes-self-egress", security_group_id=node_sg.id, referenced_security_group_id=node_sg.id,
+            ip_protocol="-1", description="all traffic to the node SG itself (EFA needs the explicit egress, bug-01)",
+            tags=rule_tags, opts=child)
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-nodes-internet-egress", security_group_id=node_sg.id, cidr_ipv4="0.0.0.0/0", ip_protocol="-1",
+            description="outbound to the internet through the NAT gateway (packages, SSM, ECR)",
+            tags=rule_tags, opts=child)
+        for i, cidr in enumerate(args.ssh_ingress_cidrs):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-nodes-ssh-{i}", security_group_id=node_sg.id, cidr_ipv4=cidr, ip_protocol="tcp",
+                from_port=22, to_port=22, description=f"SSH from declared CIDR {cidr}", tags=rule_tags, opts=child)
+        self.fsx_security_group_id = None
+        self.lustre_rules = []
+        if not args.lustre:
+            return
+        fsx_sg = aws.ec2.SecurityGroup(
+            f"{name}-fsx", vpc_id=self.vpc_id,
+            description=f"clusterforge {n.blueprint}: FSx for Lustre (LNET 988, 1018-1023 from nodes)",
+            revoke_rules_on_delete=True, tags=n.tags(role="storage", name=n.name("fsx")), opts=child)
+        self.fsx_security_group_id = fsx_sg.id
+        fsx_tags = n.tags(role="storage", name=n.name("fsx"))
+        for lo, hi in LUSTRE_PORTS:
+            ports = f"{lo}" if lo == hi else f"{lo}-{hi}"
+            self.lustre_rules += [
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-fsx-lustre-{ports}-from-nodes", security_group_id=fsx_sg.id,
+                    referenced_security_group_id=node_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"Lustre TCP {ports} from the nodes", tags=fsx_tags, opts=child),
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-fsx-lustre-{ports}-from-self", security_group_id=fsx_sg.id,
+                    referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"Lustre TCP {ports} between file servers", tags=fsx_tags, opts=child),
+                aws.vpc.SecurityGroupEgressRule(
+                    f"{name}-fsx-lustre-{ports}-to-self", security_group_id=fsx_sg.id,
+                    referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"Lustre TCP {ports} between file servers", tags=fsx_tags, opts=child),
+                aws.vpc.SecurityGroupEgressRule(
+                    f"{name}-nodes-lustre-{ports}-to-fsx", security_group_id=node_sg.id,
+                    referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"Lustre TCP {ports} to the file system", tags=rule_tags, opts=child),
+            ]
+        if args.lustre_efa:
+            for src, dst, what in ((node_sg, fsx_sg, "nodes-to-fsx"), (fsx_sg, node_sg, "fsx-to-nodes"),
+                                   (fsx_sg, fsx_sg, "fsx-self")):
+                self.lustre_rules += [
+                    aws.vpc.SecurityGroupEgressRule(
+                        f"{name}-efa-{what}-egress", security_group_id=src.id, referenced_security_group_id=dst.id,
+                        ip_protocol="-1", description="all traffic (EFA-enabled FSx for Lustre)",
+                        tags=fsx_tags, opts=child),
+                    aws.vpc.SecurityGroupIngressRule(
+                        f"{name}-efa-{what}-ingress", security_group_id=dst.id, referenced_security_group_id=src.id,
+                        ip_protocol="-1", description="all traffic (EFA-enabled FSx for Lustre)",
+                        tags=fsx_tags, opts=child),
+                ]
+
+
+def _other_zone(names: list[str], zone: str) -> str:
+    """The first available zone of the region other than ``zone`` (EKS control-plane subnet)."""
+    for z in sorted(names):
+        if z != zone:
+            return z
+    raise pulumi.RunError(f"EKS needs a second availability zone besides {zone}; the region reports {names}")

@@ -1,0 +1,338 @@
+"""``clusterforge:aws:NodeGroup``: launch template, EFA layout and the instances of one node group.
+
+One launch template per node group carries everything about a node:
+
+* **network interfaces** — the multi-card layout AWS documents today
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html, cloud.md rule 24,
+  catalog ``efa.interfaces``), pinned by :func:`efa_layout`: the primary interface is an ENA
+  (``interface``) at network card 0 / device 0; card 0 also gets an ``efa-only`` interface at
+  device 1; every further card ``k`` gets one ``efa-only`` interface at device 0 — so the node has
+  exactly the catalog's maximum of EFA interfaces, one per network card, on distinct
+  ``network_card_index`` values (bug-04). Only the ENA interface takes an IP address;
+* **IMDSv2 required** (``http_tokens: required``; hop limit 2 so containers reach it);
+* an **encrypted gp3 root volume**;
+* **market options**: spot (``max_price``), ``capacity-block`` with the reservation id, or a
+  targeted capacity reservation (no ``capacity_reservation_preference`` when a target is set,
+  cloud.md rule 33);
+* the placement group from :mod:`.placement`;
+* **user data** from :mod:`stacks.cloud_init`, rendered from the group's ``NodeSettings``.
+
+EC2 node groups then launch ``count`` ``aws.ec2.Instance`` resources from the template (their
+private IPs feed the Ansible inventory). EKS node groups hand the template to an
+``aws.eks.NodeGroup`` (managed node group; the template then carries neither subnet, instance
+profile nor spot request, which EKS forbids:
+https://docs.aws.amazon.com/eks/latest/APIReference/API_LaunchTemplateSpecification.html).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pulumi
+import pulumi_aws as aws
+
+from blueprints.catalog import InstanceTypeSpec
+from blueprints.models import Capacity as CapacityModel
+from blueprints.models import (
+    CapacityBlockCapacity,
+    NodeGroup,
+    ReservationCapacity,
+    SpotCapacity,
+)
+from blueprints.settings import NodeSettings
+
+from .. import cloud_init
+from ..naming import LABEL_EFA, LABEL_NODE_GROUP, LABEL_SANDBOX, Naming
+
+__all__ = [
+    "DLAMI_SSM_PARAMETER",
+    "UBUNTU_SSM_PARAMETER",
+    "EksAttachment",
+    "NicSlot",
+    "NodeGroupArgs",
+    "NodeGroupComponent",
+    "ami_parameter",
+    "efa_layout",
+]
+
+DLAMI_SSM_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+"""SSM parameter of the latest AWS Deep Learning Base OSS NVIDIA Driver GPU AMI (Ubuntu 22.04):
+driver, CUDA, EFA and aws-ofi-nccl preinstalled (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html)."""
+
+UBUNTU_SSM_PARAMETER = "/aws/service/canonical/ubuntu/server/22.04/stable/current/{arch}/hvm/ebs-gp2/ami-id"
+"""SSM parameter of Canonical's Ubuntu 22.04 AMI, for node groups without GPUs
+(https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/)."""
+
+EKS_ROOT_DEVICE = "/dev/xvda"
+"""Root device name of the EKS-optimized Amazon Linux 2023 AMIs."""
+
+_ARM_FAMILY = re.compile(r"^[a-z]+\d+g[a-z]*\.")
+
+
+@dataclass(frozen=True)
+class NicSlot:
+    """One launch-template network interface: ``network_card_index``, ``device_index`` and the
+    EC2 ``interface_type`` (``interface`` = ENA, ``efa`` = EFA with ENA, ``efa-only``)."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: Literal["interface", "efa", "efa-only"]
+
+
+def efa_layout(instance: InstanceTypeSpec | None, requested: int | Literal["max"], efa_fabric: bool) -> list[NicSlot]:
+    """The pinned NIC layout for an instance type.
+
+    Without EFA (another fabric, a type without EFA or unknown to the catalog, or 0 requested)
+    a single ENA primary interface. With ``n`` EFA interfaces (``max`` = the catalog's
+    ``max_efa_interfaces``): ENA at card 0 / device 0, ``efa-only`` at card 0 / device 1 and at
+    device 0 of cards 1..n-1. Raises ``ValueError`` when ``n`` exceeds the type's maximum or its
+    network cards.
+    """
+    primary = NicSlot(0, 0, "interface")
+    if not efa_fabric or instance is None or not instance.efa_supported:
+        return [primary]
+    maximum = int(instance.max_efa_interfaces or 0)
+    n = maximum if requested == "max" else int(requested)
+    if n <= 0:
+        return [primary]
+    if n > maximum or n > max(instance.network_cards, 1):
+        raise ValueError(f"{instance.name} supports at most {maximum} EFA interfaces on "
+                         f"{instance.network_cards} network cards; {n} requested")
+    return [primary, NicSlot(0, 1, "efa-only")] + [NicSlot(k, 0, "efa-only") for k in range(1, n)]
+
+
+def _arch(instance_type: str, spec: InstanceTypeSpec | None) -> str:
+    cpu = str(spec.raw.get("cpu", "")) if spec else ""
+    if "arm64" in cpu or "Grace" in cpu or "Graviton" in cpu or _ARM_FAMILY.match(instance_type):
+        return "arm64"
+    return "x86_64"
+
+
+def ami_parameter(instance_type: str, spec: InstanceTypeSpec | None) -> str:
+    """SSM parameter naming the default AMI for ``instance_type``: the DLAMI for GPU types, else Ubuntu."""
+    arch = _arch(instance_type, spec)
+    if spec is not None and spec.gpu_count > 0:
+        return DLAMI_SSM_PARAMETER.format(arch=arch)
+    return UBUNTU_SSM_PARAMETER.format(arch="arm64" if arch == "arm64" else "amd64")
+
+
+@dataclass(frozen=True)
+class EksAttachment:
+    """Where an EKS managed node group joins: ``cluster_name`` and the Kubernetes ``version``.
+    (The cluster security group goes into ``NodeGroupArgs.security_group_ids``: with interfaces
+    in the launch template EKS does not add it by itself.)"""
+
+    cluster_name: pulumi.Input[str]
+    version: str
+
+
+@dataclass(frozen=True)
+class NodeGroupArgs:
+    """Inputs of :class:`NodeGroupComponent`.
+
+    ``group`` / ``settings``: the blueprint node group and its ``NodeSettings``; ``instance``: its
+    catalog entry (``None`` for types the catalog lacks: no EFA then); ``efa_fabric`` /
+    ``efa_interfaces``: ``network.fabric == efa`` and ``network.efa.interfaces``; ``capacity``:
+    ``target.capacity``; ``subnet_id``: the subnet every interface goes in; ``security_group_ids``:
+    node SGs; ``placement_group``: group name or ``None``; ``instance_profile_name`` /
+    ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``: ``target.ami_id`` (``None`` = SSM
+    lookup); ``root_volume_gib``; ``key_name``; ``lustre``: FSx storage name -> (DNS name, mount
+    name) outputs; ``eks``: set for EKS managed node groups.
+    """
+
+    naming: Naming
+    group: NodeGroup
+    settings: NodeSettings
+    instance: InstanceTypeSpec | None
+    efa_fabric: bool
+    efa_interfaces: int | Literal["max"]
+    capacity: CapacityModel
+    availability_zone: str
+    subnet_id: pulumi.Input[str]
+    security_group_ids: Sequence[pulumi.Input[str]]
+    placement_group: pulumi.Input[str] | None
+    instance_profile_name: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    ami_id: str | None = None
+    root_volume_gib: int = 200
+    key_name: str | None = None
+    lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = field(default_factory=dict)
+    eks: EksAttachment | None = None
+    kata_version: str = "3.23.0"
+    gvisor_version: str = "latest"
+
+
+class NodeGroupComponent(pulumi.ComponentResource):
+    """One node group. Outputs: ``launch_template_id``, ``private_ips`` (EC2 node groups; empty for
+    EKS), ``instance_names`` (EC2), ``eks_node_group_name`` (EKS) and ``nic_layout``."""
+
+    launch_template_id: pulumi.Output[str]
+    private_ips: pulumi.Output[list[str]]
+    instance_names: list[str]
+    eks_node_group_name: pulumi.Output[str] | None
+    nic_layout: list[NicSlot]
+
+    def __init__(self, name: str, args: NodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:aws:NodeGroup", name, None, opts)
+        g = args.group
+        n = args.naming
+        assert g.instance_type is not None, "AWS node groups have an instance_type (model rule)"
+        eks = args.eks
+        try:
+            self.nic_layout = efa_layout(args.instance, args.efa_interfaces, args.efa_fabric)
+        except ValueError as e:
+            raise pulumi.RunError(f"node group `{g.name}`: {e} — lower `network.efa.interfaces`") from None
+        tags = n.tags(role=g.role, group=g.name, name=n.name(g.name))
+
+        # ---- AMI and root device -------------------------------------------------------------
+        image_id: pulumi.Input[str] | None
+        root_device: pulumi.Input[str]
+        if eks is not None:
+            if args.ami_id:
+                raise pulumi.RunError("`target.ami_id` is not supported with EKS managed node groups: unset it "
+                                      "(EKS launches its Amazon Linux 2023 NVIDIA AMI)")
+            image_id, root_device = None, EKS_ROOT_DEVICE
+        else:
+            if args.ami_id:
+                image_id = args.ami_id
+            else:
+                param = aws.ssm.get_parameter_output(name=ami_parameter(g.instance_type, args.instance),
+                                                     opts=pulumi.InvokeOutputOptions(parent=self))
+                image_id = param.value
+            filters = pulumi.Output.from_input(image_id).apply(
+                lambda ami_id: [aws.ec2.GetAmiFilterArgs(name="image-id", values=[ami_id])])
+            ami = aws.ec2.get_ami_output(filters=filters, most_recent=True,
+                                         opts=pulumi.InvokeOutputOptions(parent=self))
+            root_device = ami.root_device_name
+
+        # ---- interfaces ----------------------------------------------------------------------
+        single = len(self.nic_layout) == 1
+        interfaces = [
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=s.network_card_index,
+                device_index=s.device_index,
+                interface_type=s.interface_type,
+                subnet_id=None if eks is not None else args.subnet_id,
+                security_groups=list(args.security_group_ids),
+                delete_on_termination="true",
+                associate_public_ip_address=(("true" if g.public_ip and single else "false")
+                                             if s.device_index == 0 and s.network_card_index == 0 else None),
+            )
+            for s in self.nic_layout
+        ]
+
+        # ---- market options / reservations ---------------------------------------------------
+        cap = args.capacity
+        market = None
+        reservation = None
+        if isinstance(cap, SpotCapacity) and eks is None:
+            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="spot",
+                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                    max_price=str(cap.max_price) if cap.max_price else None,
+                    spot_instance_type="one-time", instance_interruption_behavior="terminate"))
+        if isinstance(cap, CapacityBlockCapacity):
+            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+        if isinstance(cap, (CapacityBlockCapacity, ReservationCapacity)):
+            reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=cap.reservation_id))
+
+        # ---- user data -----------------------------------------------------------------------
+        names = sorted(args.lustre)
+        endpoint_outputs: list[pulumi.Output[str]] = []
+        for k in names:
+            endpoint_outputs += [args.lustre[k][0], args.lustre[k][1]]
+        settings = args.settings
+
+        def render(values: list[str]) -> str:
+            endpoints = {k: cloud_init.LustreEndpoint(values[2 * i], values[2 * i + 1]) for i, k in enumerate(names)}
+            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None,
+                                               kata_version=args.kata_version, gvisor_version=args.gvisor_version)
+            return cloud_init.encode_user_data(text)
+
+        user_data = pulumi.Output.all(*endpoint_outputs).apply(lambda xs: render([str(x) for x in xs]))
+
+        spec_tags = [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=rt, tags=tags)
+                     for rt in ("instance", "volume", "network-interface")]
+        lt = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"clusterforge {n.blueprint}: node group {g.name} ({g.instance_type})",
+            image_id=image_id,
+            instance_type=None if eks is not None else g.instance_type,
+            key_name=args.key_name,
+            iam_instance_profile=None if eks is not None else aws.ec2.LaunchTemplateIamInstanceProfileArgs(
+                name=args.instance_profile_name),
+            network_interfaces=interfaces,
+            placement=aws.ec2.LaunchTemplatePlacementArgs(
+                group_name=args.placement_group,
+                availability_zone=None if eks is not None else args.availability_zone)
+            if (args.placement_group is not None or eks is None) else None,
+            instance_market_options=market,
+            capacity_reservation_specification=reservation,
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
+                instance_metadata_tags="disabled"),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=root_device,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_type="gp3", volume_size=args.root_volume_gib, encrypted="true",
+                    delete_on_termination="true"))],
+            ebs_optimized="true",
+            update_default_version=True,
+            user_data=user_data,
+            tag_specifications=spec_tags,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.launch_template_id = lt.id
+        self.instance_names = []
+        self.eks_node_group_name = None
+        count = int(g.count or 0)
+        if eks is None:
+            ips: list[pulumi.Output[str]] = []
+            for i in range(count):
+                host = n.name(g.name, str(i))
+                inst = aws.ec2.Instance(
+                    host,
+                    launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
+                    tags={**tags, "Name": host},
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                self.instance_names.append(host)
+                ips.append(inst.private_ip)
+            self.private_ips = pulumi.Output.all(*ips).apply(lambda xs: [str(x) for x in xs])
+        else:
+            labels = {**g.labels, LABEL_NODE_GROUP: g.name, LABEL_SANDBOX: settings.sandbox.runtime}
+            if len(self.nic_layout) > 1:
+                labels[LABEL_EFA] = "true"
+            capacity_type = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK",
+                             "reservation": "ON_DEMAND"}[cap.type]
+            arch = "ARM_64" if _arch(g.instance_type, args.instance) == "arm64" else "x86_64"
+            ng = aws.eks.NodeGroup(
+                f"{name}-mng",
+                cluster_name=eks.cluster_name,
+                node_role_arn=args.node_role_arn,
+                subnet_ids=[args.subnet_id],
+                instance_types=[g.instance_type],
+                ami_type=f"AL2023_{arch}_NVIDIA" if settings.gpu_count else f"AL2023_{arch}_STANDARD",
+                capacity_type=capacity_type,
+                version=eks.version,
+                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count,
+                                                                  max_size=max(count, 1)),
+                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+                labels=labels,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.eks_node_group_name = ng.node_group_name
+            self.private_ips = pulumi.Output.from_input([])
+        self.register_outputs({
+            "launchTemplateId": lt.id,
+            "privateIps": self.private_ips,
+            "nicLayout": [[s.network_card_index, s.device_index, s.interface_type] for s in self.nic_layout],
+        })

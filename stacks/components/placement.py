@@ -1,0 +1,89 @@
+"""``clusterforge:aws:Placement``: the EC2 placement group decision and, when needed, the group.
+
+The rules (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html,
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html, field failure bug-03):
+
+* ``network.placement`` ``cluster`` / ``partition`` / ``spread``: one group of that strategy,
+  shared by every node group;
+* ``none`` or unset: no group;
+* a **Capacity Block** never gets one: its instances are already placed in an EC2 UltraCluster and
+  a placement-group constraint makes launches fail with InsufficientInstanceCapacity;
+* an **On-Demand Capacity Reservation** gets no *new* group: if the reservation was created in a
+  placement group (``capacity.placement_group``) the nodes use that group by name, otherwise none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from blueprints.models import AwsTarget, Blueprint, CapacityBlockCapacity, ReservationCapacity
+
+from ..naming import Naming
+
+__all__ = ["Placement", "PlacementArgs", "PlacementDecision", "decide_placement"]
+
+
+@dataclass(frozen=True)
+class PlacementDecision:
+    """What the nodes do: ``create`` a group of ``strategy``, ``use_existing`` (a group name), or
+    nothing; ``reason`` says why in one line (shown by ``clusterforge plan``)."""
+
+    create: bool
+    strategy: str | None
+    use_existing: str | None
+    reason: str
+
+
+def decide_placement(bp: Blueprint) -> PlacementDecision:
+    """The placement decision for an AWS blueprint (pure function; no cloud calls)."""
+    target = bp.target
+    assert isinstance(target, AwsTarget)
+    strategy = bp.network.placement
+    cap = target.capacity
+    if isinstance(cap, CapacityBlockCapacity):
+        return PlacementDecision(False, None, None,
+                                 "capacity block: instances are already placed in an UltraCluster; no placement group")
+    if isinstance(cap, ReservationCapacity):
+        if cap.placement_group:
+            return PlacementDecision(False, None, cap.placement_group,
+                                     f"capacity reservation created in placement group {cap.placement_group}: use it")
+        return PlacementDecision(False, None, None,
+                                 "capacity reservation without a placement group: a new group would block it (bug-03)")
+    if strategy in (None, "none"):
+        return PlacementDecision(False, None, None, "network.placement is none")
+    return PlacementDecision(True, strategy, None, f"network.placement is {strategy}")
+
+
+@dataclass(frozen=True)
+class PlacementArgs:
+    """Inputs of :class:`Placement`: ``decision`` from :func:`decide_placement`; ``partition_count``
+    for the ``partition`` strategy (EC2 allows up to 7 per AZ)."""
+
+    naming: Naming
+    decision: PlacementDecision
+    partition_count: int = 2
+
+
+class Placement(pulumi.ComponentResource):
+    """The placement group (if any). Output: ``group_name`` — the name launch templates reference,
+    or ``None`` when nodes launch without a placement group."""
+
+    group_name: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: PlacementArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterforge:aws:Placement", name, None, opts)
+        d = args.decision
+        self.group_name = None
+        if d.create and d.strategy:
+            pg = aws.ec2.PlacementGroup(
+                f"{name}-pg", strategy=d.strategy,
+                partition_count=args.partition_count if d.strategy == "partition" else None,
+                tags=args.naming.tags(role="compute", name=args.naming.name("pg")),
+                opts=pulumi.ResourceOptions(parent=self))
+            self.group_name = pg.name
+        elif d.use_existing:
+            self.group_name = pulumi.Output.from_input(d.use_existing)
+        self.register_outputs({"groupName": self.group_name, "reason": d.reason})

@@ -1,0 +1,509 @@
+"""Pre-deploy rules: for every registered rule, one blueprint that trips it and one that does not.
+
+Each case starts from an example blueprint, mutates it as plain data, writes it back as YAML
+(``rule_cases.emit``, which records the line of every key) and runs the loader and all rules.
+A failing case asserts the rule id, the line of the reported position, the severity and the
+exact fix text; a passing case (usually a near miss) asserts the rule stays silent.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blueprints import BlueprintInvalid, all_rules, catalog, check, load_blueprint, parse_blueprint
+from blueprints.catalog import Catalog
+from clusterforge.cli import main
+
+from .rule_cases.emit import emit
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "blueprints" / "examples"
+BASES = {
+    "p5": "aws-p5-efa-lustre",
+    "cb": "aws-p5-capacity-block",
+    "eks": "aws-eks-p4d",
+    "ws": "local-workstation",
+    "dgx": "onprem-dgx-h100-ib",
+    "roce": "onprem-l40s-roce",
+    "kata": "onprem-sandbox-kata",
+}
+
+
+@pytest.fixture(scope="module")
+def base_docs() -> dict[str, dict[str, Any]]:
+    return {k: load_blueprint(EXAMPLES / f"{v}.yaml").data for k, v in BASES.items()}
+
+
+# --- mutation helpers ----------------------------------------------------------------------------
+
+Op = Callable[[dict[str, Any]], None]
+
+
+def _path(dotted: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in dotted.split(".")]
+
+
+def _walk(doc: Any, parts: list[Any]) -> Any:
+    for p in parts:
+        if isinstance(doc, dict) and p not in doc:
+            doc[p] = {}
+        doc = doc[p]
+    return doc
+
+
+def S(dotted: str, value: Any) -> Op:
+    """Set the value at a dotted path (intermediate mappings are created)."""
+    parts = _path(dotted)
+
+    def op(doc: dict[str, Any]) -> None:
+        _walk(doc, parts[:-1])[parts[-1]] = copy.deepcopy(value)
+
+    return op
+
+
+def D(dotted: str) -> Op:
+    """Delete the key (or list item) at a dotted path."""
+    parts = _path(dotted)
+
+    def op(doc: dict[str, Any]) -> None:
+        del _walk(doc, parts[:-1])[parts[-1]]
+
+    return op
+
+
+def A(dotted: str, value: Any) -> Op:
+    """Append to the list at a dotted path."""
+    parts = _path(dotted)
+
+    def op(doc: dict[str, Any]) -> None:
+        _walk(doc, parts).append(copy.deepcopy(value))
+
+    return op
+
+
+def _catalog_with_instance(name: str, **changes: Any) -> Callable[[], Catalog]:
+    """A catalog with one extra instance type: a copy of g6e.48xlarge with ``changes``."""
+
+    def make() -> Catalog:
+        c = catalog()
+        data = copy.deepcopy(c.data)
+        entry = copy.deepcopy(data["aws_instance_types"]["g6e.48xlarge"])
+        entry.update(changes)
+        data["aws_instance_types"][name] = entry
+        return Catalog(data, c.extras)
+
+    return make
+
+
+@dataclass
+class Case:
+    """``bad`` ops on ``base`` trip ``rule`` at the key ``at`` with fix ``fix``; ``good`` ops
+    (on ``good_base``, default ``base``) keep it silent. ``patch`` swaps in another catalog."""
+
+    rule: str
+    base: str
+    bad: list[Op]
+    at: str
+    fix: str | Callable[[Catalog], str] | None = None
+    good: list[Op] = field(default_factory=list)
+    good_base: str | None = None
+    patch: Callable[[], Catalog] | None = None
+
+    def __str__(self) -> str:
+        return self.rule
+
+
+FSX = "storage.0.fsx"
+MOE = {"parameters_b": 47, "architecture": "moe", "experts": 8, "active_parameters_b": 13}
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
+DGX_NICS = [{"device": f"mlx5_{k}", "netdev": f"ib{k}", "speed_gbps": 400, "numa_node": k // 4} for k in range(4)]
+
+CASES: list[Case] = [
+    Case("accelerator-not-nvidia", "dgx", [S("node_groups.1.hardware.gpu", "mi300x:8")], "node_groups.1.hardware.gpu"),
+    Case("amp-model-shape", "p5", [S("validation.amp", {"model": {"hidden": 1000, "heads": 16}})],
+         "validation.amp.model.heads", good=[S("validation.amp", {"model": {"hidden": 1024, "heads": 16}})]),
+    Case("aws-az-in-region", "p5", [S("target.availability_zone", "us-west-2a")], "target.availability_zone",
+         "use a zone of us-east-1, e.g. `us-east-1a`", good=[S("target.availability_zone", "us-east-1f")]),
+    Case("aws-node-group-fields", "p5", [D("node_groups.0.instance_type")], "node_groups.0.name",
+         "add `instance_type:` (e.g. `p5.48xlarge`)"),
+    Case("aws-tags", "p5", [S("target.tags", {"aws:owner": "me"})], "target.tags.aws:owner",
+         good=[S("target.tags", {"owner": "me", "project": "llm"})]),
+    Case("capacity-block-instance-type", "cb", [S("node_groups.0.instance_type", "g6e.48xlarge")],
+         "node_groups.0.instance_type", good=[S("node_groups.0.instance_type", "p5e.48xlarge")]),
+    Case("capacity-block-placement-group", "cb", [S("network.placement", "cluster")], "network.placement",
+         "set `network.placement: none`"),
+    Case("capacity-block-size", "cb", [S("target.capacity.instance_count", 1)], "target.capacity.instance_count",
+         "lower the compute `count` to 1 or buy a larger block"),
+    Case("capacity-block-unused", "cb", [S("target.capacity.instance_count", 4)], "target.capacity.instance_count"),
+    Case("capacity-single-instance-type", "cb",
+         [A("node_groups", {"name": "gpu2", "count": 1, "instance_type": "p5e.48xlarge"})], "node_groups.1.instance_type",
+         good=[S("node_groups.0.count", 1), A("node_groups", {"name": "gpu2", "count": 1, "instance_type": "p5.48xlarge"})]),
+    Case("cuda-driver-compat", "p5", [S("software", {"driver_branch": "470", "cuda": "12.4"})], "software.driver_branch",
+         'set `software.driver_branch: "525"` or newer', good=[S("software", {"driver_branch": "525", "cuda": "12.0"})]),
+    Case("cuda-driver-minor", "p5", [S("software", {"driver_branch": "535", "cuda": "12.4"})], "software.driver_branch",
+         'set `software.driver_branch: "550"`', good=[S("software", {"driver_branch": "560", "cuda": "12.4"})]),
+    Case("efa-capable-not-used", "p5", [S("network", {"fabric": "ethernet", "placement": "cluster"})], "network.fabric",
+         "set `network.fabric: efa`", good=[S("node_groups.0.count", 1), S("network", {"fabric": "ethernet"})]),
+    Case("efa-device-plugin-version", "eks",
+         [S("node_groups.1.instance_type", "p6-b200.48xlarge"), S("orchestrator.efa_device_plugin_version", "v0.4.4")],
+         "orchestrator.efa_device_plugin_version", "set `efa_device_plugin_version: v0.5.6`",
+         good=[S("node_groups.1.instance_type", "p6-b200.48xlarge"), S("orchestrator.efa_device_plugin_version", "v0.5.6")]),
+    Case("efa-instance-support", "p5", [S("node_groups.0.instance_type", "g6.12xlarge")], "node_groups.0.instance_type",
+         patch=_catalog_with_instance("g6.12xlarge", max_efa_interfaces=0, network_cards=1)),
+    Case("efa-interfaces-below-max", "p5", [S("network.efa.interfaces", 16)], "network.efa.interfaces",
+         good=[S("network.efa.interfaces", 32)]),
+    Case("efa-interfaces-max", "p5", [S("network.efa.interfaces", 64)], "network.efa.interfaces",
+         "use `interfaces: max` (32 on p5.48xlarge)", good=[S("network.efa.interfaces", 32)]),
+    Case("efa-placement-decision", "p5", [D("network.placement")], "network.fabric",
+         "set `network.placement: cluster` (`none` with a Capacity Block)", good=[S("node_groups.0.count", 1), D("network.placement")]),
+    Case("efa-placement-none", "p5", [S("network.placement", "none")], "network.placement", good_base="cb"),
+    Case("efa-placement-strategy", "p5", [S("network.placement", "spread")], "network.placement"),
+    Case("efa-software-versions", "p5", [S("software", {"nccl": "2.17.1"})], "software.nccl",
+         "set `software.nccl` to 2.18.0 or newer", good=[S("software", {"nccl": "2.18.0"})]),
+    Case("eks-system-node-group", "eks", [D("node_groups.0")], "orchestrator.kind"),
+    Case("ethernet-multi-node-training", "roce", [S("network", {"fabric": "ethernet", "speed_gbps": 100})], "network.fabric",
+         good=[D("node_groups.0.hosts.1"), S("network", {"fabric": "ethernet"})]),
+    Case("fabric-provider", "p5", [S("network", {"fabric": "infiniband"})], "network.fabric",
+         "use `fabric: efa` (EFA-capable instance types) or `fabric: ethernet`"),
+    Case("fio-targets-mounted", "p5", [S("validation.fio", {"targets": ["/data"]})], "validation.fio.targets.0",
+         good=[S("validation.fio", {"targets": ["/fsx/bench", "/scratch"]})]),
+    Case("fsx-availability-zone", "p5", [S(f"{FSX}.availability_zone", "us-east-1b")], f"{FSX}.availability_zone",
+         good=[S(f"{FSX}.availability_zone", "us-east-1a")]),
+    Case("fsx-backup-scratch", "p5",
+         [S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400, "automatic_backup_retention_days": 7})],
+         f"{FSX}.automatic_backup_retention_days",
+         good=[S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400, "automatic_backup_retention_days": 0})]),
+    Case("fsx-drive-cache", "p5", [S(f"{FSX}.drive_cache_type", "READ")], f"{FSX}.drive_cache_type",
+         "remove `drive_cache_type`"),
+    Case("fsx-efa-clients", "p5", [S("network", {"fabric": "ethernet", "placement": "cluster"}), S(f"{FSX}.efa_enabled", True)],
+         f"{FSX}.efa_enabled", good=[S(f"{FSX}.efa_enabled", True)]),
+    Case("fsx-efa-requirements", "p5", [D(f"{FSX}.metadata"), S(f"{FSX}.efa_enabled", True)], f"{FSX}.efa_enabled",
+         "add `metadata: {mode: AUTOMATIC}`", good=[S(f"{FSX}.efa_enabled", True)]),
+    Case("fsx-hdd-persistent1", "p5", [S(f"{FSX}.storage_type", "HDD")], f"{FSX}.storage_type",
+         good=[S(FSX, {"deployment_type": "PERSISTENT_1", "storage_type": "HDD", "storage_capacity_gib": 6000,
+                       "throughput_per_tib_mbps": 12, "drive_cache_type": "READ"})]),
+    Case("fsx-kms-persistent", "p5",
+         [S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400, "kms_key_id": "alias/fsx"})],
+         f"{FSX}.kms_key_id", good=[S(f"{FSX}.kms_key_id", "alias/fsx")]),
+    Case("fsx-lustre-version", "p5", [S(f"{FSX}.file_system_type_version", "2.12")], f"{FSX}.file_system_type_version",
+         good=[D(f"{FSX}.metadata"), S(f"{FSX}.file_system_type_version", "2.12")]),
+    Case("fsx-metadata-iops", "p5", [S(f"{FSX}.metadata", {"mode": "USER_PROVISIONED", "iops": 5000})],
+         f"{FSX}.metadata.iops", "use 1500, 3000, 6000 or a multiple of 12000 up to 192000",
+         good=[S(f"{FSX}.metadata", {"mode": "USER_PROVISIONED", "iops": 24000})]),
+    Case("fsx-metadata-persistent2", "p5",
+         [S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400, "metadata": {"mode": "AUTOMATIC"}})],
+         f"{FSX}.metadata"),
+    Case("fsx-only-on-aws", "dgx", [A("storage", {"kind": "lustre", "name": "fsx", "mount": "/fsx",
+                                                  "fsx": {"storage_capacity_gib": 1200, "throughput_per_tib_mbps": 125}})],
+         "storage.1.fsx"),
+    Case("fsx-storage-capacity-step", "p5", [S(f"{FSX}.storage_capacity_gib", 3000)], f"{FSX}.storage_capacity_gib",
+         "use 2400 or 4800 GiB", good=[S(f"{FSX}.storage_capacity_gib", 4800)]),
+    Case("fsx-throughput-required", "p5", [D(f"{FSX}.throughput_per_tib_mbps")], f"{FSX}.deployment_type",
+         "add `throughput_per_tib_mbps:` (125, 250, 500, 1000)"),
+    Case("fsx-throughput-scratch", "p5",
+         [S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400, "throughput_per_tib_mbps": 200})],
+         f"{FSX}.throughput_per_tib_mbps", good=[S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400})]),
+    Case("fsx-throughput-value", "p5", [S(f"{FSX}.throughput_per_tib_mbps", 200)], f"{FSX}.throughput_per_tib_mbps",
+         "use one of 125, 250, 500, 1000", good=[S(f"{FSX}.throughput_per_tib_mbps", 1000)]),
+    Case("gpu-model-known", "dgx", [S("node_groups.1.hardware.gpu", "h100-sxn:8")], "node_groups.1.hardware.gpu",
+         lambda c: f"use one of {', '.join(c.gpu_keys)}",
+         good=[S("node_groups.1.hardware.gpu", {"model": "NVIDIA H100 80GB HBM3", "count": 8})]),
+    Case("gpudirect-dmabuf-open-modules", "roce", [S("software.driver_open_kernel_modules", False)],
+         "network.gpudirect_rdma.method"),
+    Case("gpudirect-efa-unsupported", "p5", [S("node_groups.0.instance_type", "g5.48xlarge")],
+         "node_groups.0.instance_type", good=[S("node_groups.0.instance_type", "p4d.24xlarge")]),
+    Case("gpudirect-peermem-driver", "dgx", [S("software", {"driver_branch": "460", "cuda": "11.0"})],
+         "software.driver_branch", good=[S("software", {"driver_branch": "470", "cuda": "11.4"})]),
+    Case("gvisor-gpu-support", "roce", [S("node_groups.0.sandbox", "gvisor")], "node_groups.0.sandbox",
+         good_base="dgx", good=[S("node_groups.1.sandbox", "gvisor")]),
+    Case("gvisor-rdma", "dgx", [S("node_groups.1.sandbox", "gvisor")], "node_groups.1.sandbox",
+         good_base="kata", good=[S("node_groups.0.sandbox", "gvisor")]),
+    Case("hardware-system-mismatch", "dgx", [S("node_groups.1.hardware.gpu", "h100-sxm:4")], "node_groups.1.hardware.system",
+         "set `gpu: h100-sxm:8` or drop `system`"),
+    Case("host-address-valid", "dgx", [S("node_groups.1.hosts.0.address", "10.0.0.300")], "node_groups.1.hosts.0.address",
+         good=[S("node_groups.1.hosts.0.address", "dgx-01.example.com")]),
+    Case("host-unique", "dgx", [S("node_groups.1.hosts.1.name", "dgx-01")], "node_groups.1.hosts.1.name",
+         "list each server in one node group only"),
+    Case("ib-generation-nic-speed", "dgx", [S("network.infiniband.generation", "HDR")],
+         "node_groups.1.hardware.nics.0.speed_gbps", good=[S("network.infiniband.generation", "NDR")]),
+    Case("ib-opensm-host", "dgx", [S("network.infiniband.subnet_manager.host", "mgmt-02")],
+         "network.infiniband.subnet_manager.host", "use one of mgmt-01, dgx-01, dgx-02, dgx-03, dgx-04"),
+    Case("ib-subnet-manager", "dgx", [S("network.infiniband.subnet_manager", {})], "network.infiniband.subnet_manager",
+         good=[S("network.infiniband.subnet_manager", {"kind": "switch"})]),
+    Case("inference-memory-fit", "roce", [S("workload", {"purpose": "inference", "parameters_b": 405})], "workload.parameters_b",
+         good=[S("workload", {"purpose": "inference", "parameters_b": 405, "quantization": "int4"})]),
+    Case("inference-memory-per-node", "roce", [S("workload", {"purpose": "inference", "parameters_b": 120})],
+         "workload.parameters_b", good=[S("workload", {"purpose": "inference", "parameters_b": 70})]),
+    Case("instance-type-format", "p5", [S("node_groups.0.instance_type", "p5-48xlarge")], "node_groups.0.instance_type"),
+    Case("instance-type-not-in-catalog", "eks", [S("node_groups.0.instance_type", "g6.xlarge")], "node_groups.0.instance_type",
+         good=[S("node_groups.0.instance_type", "m7i.2xlarge")]),
+    Case("instance-type-unknown", "p5", [S("node_groups.0.instance_type", "p5.24xlarge")], "node_groups.0.instance_type",
+         lambda c: f"use one of {', '.join(c.instance_type_names)}"),
+    Case("ipoib-cidr", "dgx", [S("network.infiniband.ipoib.cidr", "192.168.100.0/30")], "network.infiniband.ipoib.cidr",
+         "use a larger subnet (at least /29)", good=[S("network.infiniband.ipoib.cidr", "192.168.100.0/29")]),
+    Case("kata-version-gpu-passthrough", "kata", [S("software", {"kata": "3.10.0"})], "software.kata",
+         good=[S("software", {"kata": "3.23.0"})]),
+    Case("local-connection-single", "ws",
+         [A("node_groups.0.hosts", {"name": "other", "address": "127.0.0.2", "connection": "local"})],
+         "node_groups.0.hosts.1.connection"),
+    Case("local-nvme-drives", "dgx", [D("node_groups.1.hardware.nvme")], "node_groups.1.local_nvme",
+         "declare the drives (`hardware: {nvme: {count: N}}`) or remove `local_nvme`"),
+    Case("local-nvme-raid-single", "p5", [S("node_groups.0.local_nvme.raid", "none")], "node_groups.0.local_nvme.raid"),
+    Case("lustre-nid-network", "p5",
+         [A("storage", {"kind": "lustre", "name": "ext", "mount": "/ext", "server": {"mgs_nids": ["10.0.0.5@o2ib"], "fsname": "ext"}})],
+         "storage.1.server.mgs_nids",
+         good=[A("storage", {"kind": "lustre", "name": "ext", "mount": "/ext", "server": {"mgs_nids": ["10.0.0.5@tcp"], "fsname": "ext"}})]),
+    Case("lustre-o2ib-ipoib", "dgx", [S("network.infiniband.ipoib.enabled", False)], "network.infiniband.ipoib.enabled"),
+    Case("lustre-stripe-path", "dgx", [S("storage.0.stripes.0.path", "/lustre/checkpoints")], "storage.0.stripes.0.path",
+         "use a relative path such as `checkpoints`", good=[S("storage.0.stripes.0.path", "runs/checkpoints")]),
+    Case("moe-alltoall", "p5", [S("workload", MOE), S("validation.nccl.collectives", ["all_reduce"])],
+         "validation.nccl.collectives", good=[S("workload", MOE), S("validation.nccl.collectives", ["all_reduce", "alltoall"])]),
+    Case("moe-fabric-bandwidth", "eks", [S("workload", MOE)], "node_groups.1", good_base="p5", good=[S("workload", MOE)]),
+    Case("mount-dir-duplicate", "p5", [S("node_groups.0.local_nvme.mount", "/fsx")], "storage.0.mount",
+         "give each file system its own mount point"),
+    Case("mount-dir-overlap", "p5", [S("node_groups.0.local_nvme.mount", "/fsx/scratch")], "node_groups.0.local_nvme.mount",
+         good=[S("node_groups.0.local_nvme.mount", "/fsx-scratch")]),
+    Case("mount-dir-reserved", "p5", [S("storage.0.mount", "/home")], "storage.0.mount",
+         good=[S("storage.0.mount", "/home/shared")]),
+    Case("nccl-bytes-range", "ws", [S("validation.nccl.max_bytes", 512)], "validation.nccl.max_bytes",
+         good=[S("validation.nccl.max_bytes", 1024)]),
+    Case("nccl-check-off", "ws", [S("validation.nccl.check", False)], "validation.nccl.check",
+         "set `validation.nccl.check: true`"),
+    Case("nccl-env-disables-fabric", "dgx", [S("network.nccl", {"env": {"NCCL_IB_DISABLE": "1"}})],
+         "network.nccl.env.NCCL_IB_DISABLE", good=[S("network.nccl", {"env": {"NCCL_IB_TIMEOUT": "22"}})]),
+    Case("nccl-env-legacy", "p5", [S("network.nccl", {"env": {"NCCL_PROTO": "simple"}})], "network.nccl.env.NCCL_PROTO",
+         good=[S("network.nccl", {"env": {"NCCL_PROTO": "LL,LL128,Simple"}})]),
+    Case("nccl-suite-single-gpu", "ws", [S("node_groups.0.hardware", {"gpu": "l4:1"})], "validation.suites",
+         good=[S("node_groups.0.hardware", {"gpu": "l4:2"})]),
+    Case("nic-link-layer", "roce", [S("node_groups.0.hardware.nics.0.link_layer", "infiniband")],
+         "node_groups.0.hardware.nics.0", "set `link_layer: ethernet`"),
+    Case("node-group-names-unique", "kata", [S("node_groups.1.name", "kata")], "node_groups.1.name", "rename one of the node groups"),
+    Case("nvme-by-id-paths", "roce", [S("node_groups.0.hardware.nvme.by_id", ["/dev/disk/by-id/nvme-MTFDKCC3T8TFS_1", "/dev/nvme1n1"])],
+         "node_groups.0.hardware.nvme.by_id.1",
+         good=[S("node_groups.0.hardware.nvme.by_id", ["/dev/disk/by-id/nvme-MTFDKCC3T8TFS_1", "/dev/disk/by-id/nvme-MTFDKCC3T8TFS_2"])]),
+    Case("nvswitch-needs-sxm", "roce", [S("node_groups.0.hardware.gpu", {"model": "l40s", "count": 4, "nvswitch": True})],
+         "node_groups.0.hardware.gpu", good=[S("node_groups.0.hardware.gpu", {"model": "l40s", "count": 4, "nvswitch": False})]),
+    Case("onprem-node-group-fields", "dgx", [S("node_groups.0.instance_type", "m6i.xlarge")], "node_groups.0.instance_type",
+         "remove `instance_type` and describe `hardware` (gpu, nics, nvme)"),
+    Case("open-kernel-modules-required", "dgx",
+         [S("node_groups.1.hardware.gpu", "b200:8"), S("software", {"driver_open_kernel_modules": False})],
+         "software.driver_open_kernel_modules", good=[S("node_groups.1.hardware.gpu", "b200:8")]),
+    Case("passthrough-gpudirect-rdma", "dgx", [S("node_groups.1.sandbox", "kata")], "node_groups.1.sandbox", good_base="kata"),
+    Case("passthrough-needs-gpu", "dgx", [S("node_groups.0.sandbox", {"runtime": "kata", "gpu_passthrough": True})],
+         "node_groups.0.sandbox.gpu_passthrough", good=[S("node_groups.0.sandbox", "kata")]),
+    Case("passthrough-on-aws", "p5", [S("node_groups.0.sandbox", "kata")], "node_groups.0.sandbox",
+         good=[S("node_groups.0.sandbox", {"runtime": "kata", "gpu_passthrough": False})]),
+    Case("passthrough-runtime", "kata", [S("node_groups.0.sandbox", {"runtime": "container", "gpu_passthrough": True})],
+         "node_groups.0.sandbox.gpu_passthrough"),
+    Case("placement-spread-limit", "eks", [S("network.placement", "spread"), S("node_groups.1.count", 8)], "network.placement",
+         good=[S("network.placement", "spread"), S("node_groups.1.count", 5)]),
+    Case("public-ip-multi-card", "p5", [S("node_groups.0.public_ip", True)], "node_groups.0.public_ip",
+         good=[S("node_groups.0.instance_type", "g5.48xlarge"), S("node_groups.0.public_ip", True)]),
+    Case("rail-nic-count", "dgx", [S("node_groups.1.hardware.nics", DGX_NICS)], "node_groups.1.hardware.nics",
+         good=[S("network.infiniband.rail_optimized", False), S("node_groups.1.hardware.nics", DGX_NICS)]),
+    Case("rdma-nics-declared", "dgx", [D("node_groups.1.hardware.nics")], "node_groups.1.hardware"),
+    Case("reservation-count", "p5", [S("target.capacity", {"type": "reservation", "reservation_id": "cr-0abc",
+                                                           "instance_count": 1, "placement_group": "pg-train"})],
+         "target.capacity.instance_count",
+         good=[S("target.capacity", {"type": "reservation", "reservation_id": "cr-0abc", "instance_count": 2,
+                                     "placement_group": "pg-train"})]),
+    Case("reservation-vs-placement-group", "p5",
+         [S("target.capacity", {"type": "reservation", "reservation_id": "cr-0abc", "instance_count": 2})], "network.placement",
+         "set `target.capacity.placement_group` to the reservation's cluster placement group, or `network.placement: none`",
+         good=[S("target.capacity", {"type": "reservation", "reservation_id": "cr-0abc", "placement_group": "pg-train"})]),
+    Case("roce-dscp-priority", "roce", [S("network.roce.dscp", 46)], "network.roce.dscp", good=[S("network.roce.dscp", 24)]),
+    Case("roce-flow-control", "roce", [D("network.roce.flow_control")], "network.roce"),
+    Case("roce-lossy-no-ecn", "roce", [S("network.roce.flow_control", "none"), S("network.roce.ecn", False)], "network.roce.ecn",
+         good=[S("network.roce.flow_control", "none")]),
+    Case("roce-netdev-declared", "roce", [D("node_groups.0.hardware.nics.0.netdev")], "node_groups.0.hardware.nics.0"),
+    Case("roce-traffic-class", "roce", [S("network.roce.traffic_class", 96)], "network.roce.traffic_class",
+         "set `traffic_class: 104` or remove it", good=[S("network.roce.traffic_class", 106)]),
+    Case("secret-in-blueprint", "p5", [S("description", "key AKIAABCDEFGHIJKLMNOP for the bucket")], "description"),
+    Case("shared-mount-netdev", "roce", [S("storage.0.mount_options", ["nconnect=8"])], "storage.0.mount_options",
+         good=[S("storage.0.mount_options", ["_netdev", "nconnect=16"])]),
+    Case("slurm-partition-name", "dgx", [S("orchestrator.partition", "gpu,debug")], "orchestrator.partition",
+         good=[S("orchestrator.partition", "gpu-h100")]),
+    Case("spot-multi-node", "p5", [S("target.capacity", "spot")], "target.capacity",
+         good=[S("target.capacity", "spot"), S("node_groups.0.count", 1)]),
+    Case("spot-supported", "p5", [S("node_groups.0.instance_type", "p6e-gb200.36xlarge"), S("target.capacity", "spot")],
+         "node_groups.0.instance_type", good=[S("target.capacity", "spot")]),
+    Case("ssh-ingress-open", "p5", [S("target.ssh_ingress_cidrs", ["10.1.0.0/16", "0.0.0.0/0"])], "target.ssh_ingress_cidrs.1",
+         good=[S("target.ssh_ingress_cidrs", ["203.0.113.0/24"])]),
+    Case("ssh-key-material", "dgx", [S("target.ssh.private_key_file", KEY)], "target.ssh.private_key_file",
+         "store the key in a file (mode 0600) and set `private_key_file: ~/.ssh/id_ed25519`"),
+    Case("subnet-ip-capacity", "p5", [S("node_groups.0.count", 300), S("target.vpc", {"subnet_cidr_block": "10.0.0.0/24"})],
+         "target.vpc.subnet_cidr_block",
+         good=[S("node_groups.0.count", 200), S("target.vpc", {"subnet_cidr_block": "10.0.0.0/24"})]),
+    Case("training-memory-fit", "p5", [S("workload", {"parameters_b": 175})], "workload.parameters_b",
+         "use at least 2.0x the GPU memory (more nodes or larger GPUs), or a smaller model",
+         good=[S("workload", {"parameters_b": 60})]),
+    Case("training-memory-headroom", "p5", [S("workload", {"parameters_b": 80})], "workload.parameters_b",
+         good=[S("workload", {"parameters_b": 60})]),
+    Case("vm-gpus-idle", "kata", [S("node_groups.1.sandbox.vm.gpus_per_vm", 3)], "node_groups.1.sandbox.vm.gpus_per_vm",
+         good=[S("node_groups.1.sandbox.vm.gpus_per_vm", 4)]),
+    Case("vm-gpus-per-vm", "kata", [S("node_groups.1.sandbox.vm.gpus_per_vm", 8)], "node_groups.1.sandbox.vm.gpus_per_vm",
+         "use `gpus_per_vm: 4` or fewer", good=[S("node_groups.1.sandbox.vm.gpus_per_vm", 4)]),
+    Case("vm-settings-runtime", "kata", [S("node_groups.0.sandbox.vm", {"vcpus": 8})], "node_groups.0.sandbox.vm"),
+    Case("vpc-cidr-layout", "p5", [S("target.vpc", {"cidr_block": "10.0.0.0/16", "subnet_cidr_block": "10.1.0.0/20"})],
+         "target.vpc.subnet_cidr_block", good=[S("target.vpc", {"subnet_cidr_block": "10.0.32.0/20"})]),
+    Case("vpc-no-egress", "p5", [S("target.vpc", {"nat_gateway": False})], "target.vpc.nat_gateway",
+         good=[S("target.vpc", {"nat_gateway": False, "vpc_id": "vpc-0123456789abcdef0"})]),
+    Case("workload-fp8-support", "eks", [S("workload", {"parameters_b": 1, "precision": "fp8"})], "workload.precision",
+         good_base="p5", good=[S("workload", {"parameters_b": 1, "precision": "fp8"})]),
+    Case("workload-moe-fields", "p5", [S("workload", {"parameters_b": 47, "architecture": "moe", "experts": 8})],
+         "workload.architecture", "add `active_parameters_b:` (parameters used per token, billions)", good=[S("workload", MOE)]),
+]
+
+RULES = {r.id: r for r in all_rules()}
+
+
+def _build(base_docs: dict[str, dict[str, Any]], base: str, ops: list[Op]) -> tuple[str, dict[tuple[Any, ...], int]]:
+    doc = copy.deepcopy(base_docs[base])
+    for op in ops:
+        op(doc)
+    return emit(doc)
+
+
+def _check(text: str, case: Case, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    if case.patch is not None:
+        patched = case.patch()
+        monkeypatch.setattr("blueprints.rules.registry.catalog", lambda: patched)
+    try:
+        loaded = parse_blueprint(text, "case.yaml")
+    except BlueprintInvalid as e:  # the case itself must be a valid blueprint
+        pytest.fail(f"{case.rule}: mutated blueprint does not load:\n{e}\n{text}")
+    findings = check(loaded)
+    internal = [f.format() for f in findings if f.rule_id == "internal-rule-error"]
+    assert not internal, internal
+    return findings
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_rule_fires(case: Case, base_docs: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    text, lines = _build(base_docs, case.base, case.bad)
+    findings = [f for f in _check(text, case, monkeypatch) if f.rule_id == case.rule]
+    assert findings, f"{case.rule} did not fire on:\n{text}"
+    rule = RULES[case.rule]
+    at = tuple(int(p) if p.isdigit() else p for p in case.at.split("."))
+    want_line = lines[at]
+    here = [f for f in findings if f.line == want_line]
+    assert here, f"{case.rule} reported lines {[f.line for f in findings]}, expected {want_line} (`{case.at}`)"
+    f = here[0]
+    assert f.severity == rule.severity
+    assert f.file == "case.yaml" and f.col >= 1
+    expected_fix = case.fix(catalog()) if callable(case.fix) else case.fix or rule.fix
+    assert f.fix == expected_fix
+    assert "`" in f.message, "messages name the fields in backticks"
+    assert f.format() == f"case.yaml:{f.line}:{f.col}: {'warning: ' if f.severity == 'warning' else ''}{case.rule}: {f.message} — {f.fix}"
+    assert "\n" not in f.format()
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_rule_passes(case: Case, base_docs: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    text, _ = _build(base_docs, case.good_base or case.base, case.good)
+    hits = [f.format() for f in _check(text, case, monkeypatch) if f.rule_id == case.rule]
+    assert not hits, f"{case.rule} fired on its passing blueprint: {hits}\n{text}"
+
+
+def test_every_rule_has_a_case() -> None:
+    covered = {c.rule for c in CASES}
+    assert len(covered) == len(CASES), "one case per rule (duplicates hide a missing one)"
+    assert covered == set(RULES), f"rules without a case: {sorted(set(RULES) - covered)}; unknown: {sorted(covered - set(RULES))}"
+
+
+def test_rule_metadata() -> None:
+    assert len(RULES) >= 40
+    for r in RULES.values():
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", r.id), r.id
+        assert r.severity in ("error", "warning")
+        assert r.source.startswith("https://"), r.id
+        assert r.fix and "\n" not in r.fix and r.summary and "\n" not in r.summary, r.id
+
+
+@pytest.mark.parametrize("name", sorted(BASES.values()))
+def test_examples_pass_check(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(EXAMPLES / f"{name}.yaml")]) == 0
+    out = capsys.readouterr()
+    assert "ok (" in out.out
+
+
+def test_rules_json_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["rules"]
+    assert len(listed) >= 40
+    assert {r["id"] for r in listed} == set(RULES)
+    assert all(set(r) == {"id", "severity", "summary", "fix", "source"} for r in listed)
+
+
+def test_check_cli_error_warning_and_strict(tmp_path: Path, base_docs: dict[str, dict[str, Any]],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    bad, lines = _build(base_docs, "p5", [S("storage.0.fsx.storage_capacity_gib", 3000)])
+    f = tmp_path / "bad.yaml"
+    f.write_text(bad)
+    assert main(["check", str(f)]) == 1
+    err = capsys.readouterr().err
+    line = lines[("storage", 0, "fsx", "storage_capacity_gib")]
+    assert re.search(rf"{re.escape(str(f))}:{line}:\d+: fsx-storage-capacity-step: .* — use 2400 or 4800 GiB", err), err
+
+    assert main(["check", "--json", str(f)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False
+    hit = next(x for x in doc["findings"] if x["rule_id"] == "fsx-storage-capacity-step")
+    assert hit["line"] == line and hit["severity"] == "error" and hit["source"].startswith("https://")
+    assert hit["path"] == "storage.0.fsx.storage_capacity_gib"
+
+    warn, _ = _build(base_docs, "p5", [S("network.placement", "none")])
+    w = tmp_path / "warn.yaml"
+    w.write_text(warn)
+    assert main(["check", str(w)]) == 0
+    assert "warning: efa-placement-none" in capsys.readouterr().err
+    assert main(["check", "--strict", str(w)]) == 1
+
+
+def test_every_rule_module_is_loaded() -> None:
+    """``_load_all`` imports every rule module of the folder (a forgotten module would silently drop rules)."""
+    import blueprints.rules as pkg
+
+    folder = Path(pkg.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem != "registry"}
+    text = (folder / "_load_all.py").read_text()
+    assert all(re.search(rf"\b{m}\b", text) for m in modules), modules
+
+
+def test_local_nvme_without_instance_store(base_docs: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The AWS branch of `local-nvme-drives`: an EBS-only instance type has no drives for the scratch RAID."""
+    case = Case("local-nvme-drives", "p5", [S("node_groups.0.instance_type", "g6.12xlarge")], "node_groups.0.local_nvme",
+                patch=_catalog_with_instance("g6.12xlarge", instance_store=None))
+    text, lines = _build(base_docs, case.base, case.bad)
+    hits = [f for f in _check(text, case, monkeypatch) if f.rule_id == "local-nvme-drives"]
+    assert [(f.line, f.fix) for f in hits] == [(lines[("node_groups", 0, "local_nvme")], RULES["local-nvme-drives"].fix)]
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0", "0.0.0.0/0 "])
+def test_ssh_open_to_the_world_in_any_spelling(cidr: str, base_docs: dict[str, dict[str, Any]],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    case = Case("ssh-ingress-open", "p5", [S("target.ssh_ingress_cidrs", [cidr])], "target.ssh_ingress_cidrs.0")
+    text, _ = _build(base_docs, case.base, case.bad)
+    assert [f.rule_id for f in _check(text, case, monkeypatch) if f.rule_id == "ssh-ingress-open"] == ["ssh-ingress-open"]
+
+
+def test_a_crashing_rule_becomes_a_finding(base_docs: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug inside one rule is reported as `internal-rule-error`; the other rules still report."""
+    from blueprints.rules import registry
+
+    def broken(ctx: Any) -> Any:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setitem(registry._RULES, "zz-broken", registry.Rule("zz-broken", "warning", "s", "f", "https://x", broken))
+    text, _ = _build(base_docs, "p5", [S("network.placement", "none")])
+    findings = check(parse_blueprint(text, "c.yaml"))
+    assert {f.rule_id for f in findings} >= {"internal-rule-error", "efa-placement-none"}
+    crash = next(f for f in findings if f.rule_id == "internal-rule-error")
+    assert crash.severity == "error" and "zz-broken failed: ZeroDivisionError: boom" in crash.message

@@ -1,0 +1,95 @@
+"""Helpers for the Pulumi stack tests: plans of the AWS examples (computed once per worker),
+blueprint variants written to temp files, and lookups that read like policies."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from blueprints import load_blueprint
+from clusterforge.plan import PlannedResource, PlanResult, plan_aws
+from tests.conftest import EXAMPLES
+
+AWS_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if load_blueprint(p).blueprint.is_aws)
+"""Every example blueprint that targets AWS (new examples are picked up automatically)."""
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+INSTANCE = "aws:ec2/instance:Instance"
+NODEGROUP = "aws:eks/nodeGroup:NodeGroup"
+PG = "aws:ec2/placementGroup:PlacementGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+
+_PLANS: dict[str, PlanResult] = {}
+
+
+def plan_example(name: str) -> PlanResult:
+    """The plan of ``blueprints/examples/<name>.yaml`` (cached for the worker)."""
+    if name not in _PLANS:
+        _PLANS[name] = plan_aws(load_blueprint(EXAMPLES / f"{name}.yaml"))
+    return _PLANS[name]
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = _merge(base.get(k), v)
+        return out
+    return copy.deepcopy(patch)
+
+
+def variant_yaml(example: str, patch: dict[str, Any]) -> str:
+    """The example's YAML with ``patch`` deep-merged in (``None`` deletes a key; lists replace)."""
+    yaml = YAML(typ="safe", pure=True)
+    data = yaml.load((EXAMPLES / f"{example}.yaml").read_text())
+    buf = io.StringIO()
+    YAML().dump(_merge(data, patch), buf)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def plan_variant(tmp_path: Path) -> Callable[..., PlanResult]:
+    """``plan_variant(example, patch)`` -> the plan of the patched example (written to a temp file)."""
+
+    def run(example: str, patch: dict[str, Any]) -> PlanResult:
+        path = tmp_path / f"{example}-variant.yaml"
+        path.write_text(variant_yaml(example, patch))
+        return plan_aws(load_blueprint(path))
+
+    return run
+
+
+def user_data(lt: PlannedResource) -> str:
+    """The decoded user data of a launch template."""
+    return base64.b64decode(lt.inputs["userData"]).decode("utf-8")
+
+
+def by_id(plan: PlanResult) -> dict[str, PlannedResource]:
+    """Resources keyed by their (mock) id."""
+    return {r.id: r for r in plan.resources if r.id}
+
+
+def sg_named(plan: PlanResult, suffix: str) -> PlannedResource:
+    """The security group whose logical name ends with ``suffix`` (``-nodes``, ``-fsx``)."""
+    found = [r for r in plan.of_type(SG) if r.name.endswith(suffix)]
+    assert len(found) == 1, f"expected one security group *{suffix}, got {[r.name for r in found]}"
+    return found[0]
+
+
+def rules_of(plan: PlanResult, sg: PlannedResource, kind: str) -> list[PlannedResource]:
+    """Ingress (``kind=INGRESS``) or egress rules attached to ``sg``."""
+    return [r for r in plan.of_type(kind) if r.inputs.get("securityGroupId") == sg.id]

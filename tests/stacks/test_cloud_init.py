@@ -1,0 +1,185 @@
+"""Cloud-init user data: rendered from the shared NodeSettings, valid cloud-config / MIME, shell
+scripts that parse, instance-store discovery by model, and the EC2 size limit."""
+
+from __future__ import annotations
+
+import email
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from blueprints import load_blueprint
+from blueprints.settings import node_settings
+from stacks.cloud_init import (
+    USER_DATA_LIMIT_BYTES,
+    LustreEndpoint,
+    encode_user_data,
+    placeholder_endpoints,
+    render_cloud_config,
+    render_user_data,
+    scratch_script,
+)
+from tests.conftest import EXAMPLES
+
+from .conftest import AWS_EXAMPLES, variant_yaml
+
+BASH = shutil.which("bash")
+
+
+def cloud_config(text: str) -> dict:
+    assert text.startswith("#cloud-config\n")
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def settings_of(example: str, group: str):
+    bp = load_blueprint(EXAMPLES / f"{example}.yaml").blueprint
+    return node_settings(bp, group)
+
+
+def all_groups() -> list[tuple[str, str]]:
+    out = []
+    for ex in AWS_EXAMPLES:
+        bp = load_blueprint(EXAMPLES / f"{ex}.yaml").blueprint
+        out += [(ex, g.name) for g in bp.node_groups]
+    return out
+
+
+@pytest.mark.parametrize(("example", "group"), all_groups())
+def test_user_data_is_the_shared_node_settings(example: str, group: str) -> None:
+    s = settings_of(example, group)
+    doc = cloud_config(render_cloud_config(s, placeholder_endpoints(s)))
+    files = {f["path"]: f for f in doc["write_files"]}
+    recorded = json.loads(files["/etc/clusterforge/node-settings.json"]["content"])
+    assert recorded == json.loads(s.model_dump_json()), "user data must carry exactly the shared NodeSettings"
+    sysctl = files["/etc/sysctl.d/90-clusterforge.conf"]["content"]
+    for k, v in s.sysctls.items():
+        assert f"{k} = {v}\n" in sysctl
+    nccl = files.get("/etc/nccl.conf", {}).get("content", "")
+    for k, v in s.nccl_env.items():
+        if k.startswith("NCCL_"):
+            assert f"{k}={v}\n" in nccl
+    assert doc["runcmd"][0] == "sysctl --system"
+
+
+@pytest.mark.parametrize(("example", "group"), all_groups())
+def test_every_embedded_script_parses(example: str, group: str, tmp_path: Path) -> None:
+    if BASH is None:
+        pytest.fail("bash is required")
+    s = settings_of(example, group)
+    doc = cloud_config(render_cloud_config(s, placeholder_endpoints(s)))
+    scripts = [f for f in doc["write_files"] if f["content"].startswith("#!/bin/bash")]
+    assert scripts, "no scripts rendered"
+    for f in scripts:
+        path = tmp_path / Path(f["path"]).name
+        path.write_text(f["content"])
+        res = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True, check=False)
+        assert res.returncode == 0, f"{f['path']}: {res.stderr}"
+        assert f["permissions"] == "0755"
+
+
+def test_instance_store_discovery_by_model_not_by_name(tmp_path: Path) -> None:
+    """The scratch script's discover() finds instance-store drives by their NVMe model (by-id links,
+    then the sysfs controller model), skips partitions and EBS volumes."""
+    dev, byid, sysblock = tmp_path / "dev", tmp_path / "by-id", tmp_path / "block"
+    for d in (dev, byid, sysblock):
+        d.mkdir()
+    for name in ("nvme0n1", "nvme1n1", "nvme1n1p1", "nvme3n1"):
+        (dev / name).touch()
+    links = {
+        "nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1F2A": "nvme1n1",
+        "nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1F2A_1": "nvme1n1",
+        "nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1F2A-part1": "nvme1n1p1",
+        "nvme-Amazon_EC2_NVMe_Instance_Storage_AWS9B7C": "nvme3n1",
+        "nvme-Amazon_Elastic_Block_Store_vol0123456789": "nvme0n1",
+    }
+    for link, target in links.items():
+        (byid / link).symlink_to(dev / target)
+    for name, model in (("nvme0n1", "Amazon Elastic Block Store"), ("nvme2n1", "Amazon EC2 NVMe Instance Storage")):
+        (sysblock / name / "device").mkdir(parents=True)
+        (sysblock / name / "device" / "model").write_text(model.ljust(40) + "\n")
+    s = settings_of("aws-p5-efa-lustre", "gpu")
+    assert s.scratch is not None
+    script = scratch_script(s.scratch)
+    func = re.search(r"^discover\(\) \{.*?^\}$", script, re.DOTALL | re.MULTILINE)
+    assert func, "discover() not found"
+    prog = f"RESTRICT=(); BYID={byid}; SYSBLOCK={sysblock}\n{func.group(0)}\ndiscover | sort -u\n"
+    res = subprocess.run([BASH or "bash", "-c", prog], capture_output=True, text=True, check=True)
+    assert res.stdout.split() == sorted([str(dev / "nvme1n1"), str(dev / "nvme3n1"), "/dev/nvme2n1"])
+
+
+def test_scratch_script_settings_come_from_the_blueprint() -> None:
+    s = settings_of("aws-p5-efa-lustre", "gpu")
+    assert s.scratch is not None
+    script = scratch_script(s.scratch)
+    assert "MOUNT=/scratch; MD=/dev/md/scratch; RAID=raid0; CHUNK=512" in script
+    assert "EXPECTED=8;" in script, "p5.48xlarge has 8 instance-store drives (catalog)"
+    assert 'mkfs.xfs -q -K "$target"' in script
+    assert "OPTS=defaults,noatime,nofail" in script
+
+
+def test_eks_user_data_is_mime_multipart_with_cloud_config_and_nodeconfig(tmp_path: Path) -> None:
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-eks-p4d", {"node_groups": [
+        {"name": "gpu", "role": "compute", "count": 1, "instance_type": "p4d.24xlarge", "sandbox": "gvisor"}]}))
+    bp = load_blueprint(path).blueprint
+    s = node_settings(bp, "gpu")
+    text = render_user_data(s, {"datasets": LustreEndpoint("fs-1.fsx.us-west-2.amazonaws.com", "abcd1234")}, eks=True)
+    msg = email.message_from_string(text)
+    assert msg.is_multipart()
+    parts = {p.get_content_type(): p.get_payload() for p in msg.get_payload()}
+    assert set(parts) == {"application/node.eks.aws", "text/cloud-config"}
+    nodeconfig = YAML(typ="safe", pure=True).load(parts["application/node.eks.aws"])
+    assert nodeconfig["kind"] == "NodeConfig" and "io.containerd.runsc.v1" in nodeconfig["spec"]["containerd"]["config"]
+    doc = cloud_config(parts["text/cloud-config"])
+    lustre = next(f for f in doc["write_files"] if f["path"].endswith("clusterforge-lustre.sh"))["content"]
+    assert "mount_lustre /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in lustre
+
+
+def test_container_runtime_on_ec2_sets_nvidia_default_runtime() -> None:
+    s = settings_of("aws-p5-efa-lustre", "gpu")
+    doc = cloud_config(render_cloud_config(s, placeholder_endpoints(s)))
+    sandbox = next(f for f in doc["write_files"] if f["path"].endswith("clusterforge-sandbox.sh"))["content"]
+    assert "nvidia-ctk runtime configure --runtime=docker --set-as-default" in sandbox
+
+
+def test_fsx_mount_needs_its_endpoint() -> None:
+    s = settings_of("aws-p5-efa-lustre", "gpu")
+    with pytest.raises(KeyError):
+        render_cloud_config(s, {})
+
+
+def test_user_data_limit_is_enforced() -> None:
+    assert encode_user_data("x" * USER_DATA_LIMIT_BYTES)
+    with pytest.raises(ValueError, match="16384"):
+        encode_user_data("x" * (USER_DATA_LIMIT_BYTES + 1))
+
+
+@pytest.mark.parametrize("runtime", ["container", "gvisor", "kata", "vm"])
+@pytest.mark.parametrize("eks", [False, True])
+def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: str, eks: bool, tmp_path: Path) -> None:
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-p5-efa-lustre", {"node_groups": [
+        {"name": "gpu", "role": "compute", "count": 2, "instance_type": "p5.48xlarge",
+         "local_nvme": {"mount": "/scratch"}, "sandbox": runtime}]}))
+    s = node_settings(load_blueprint(path).blueprint, "gpu")
+    text = render_user_data(s, placeholder_endpoints(s), eks=eks)
+    assert len(text.encode()) <= USER_DATA_LIMIT_BYTES, f"{runtime}: {len(text.encode())} bytes"
+    body = email.message_from_string(text).get_payload()[-1].get_payload() if eks else text
+    doc = cloud_config(body)
+    for f in doc["write_files"]:
+        if f["content"].startswith("#!/bin/bash"):
+            script = tmp_path / Path(f["path"]).name
+            script.write_text(f["content"])
+            res = subprocess.run([BASH or "bash", "-n", str(script)], capture_output=True, text=True, check=False)
+            assert res.returncode == 0, f"{runtime} {f['path']}: {res.stderr}"
+    sandbox = next((f["content"] for f in doc["write_files"] if f["path"].endswith("sandbox.sh")), "")
+    if s.sandbox.gpu_passthrough:
+        assert "bind_gpus_vfio" in sandbox and "vfio-pci" in sandbox
+        assert doc["power_state"]["condition"] == "test -f /run/clusterforge-reboot-required"
+    if runtime == "gvisor":
+        assert "sha512sum -c" in sandbox, "runsc must be verified against its published checksum"

@@ -1,0 +1,70 @@
+"""Golden files of the planned resources of every AWS example.
+
+A change to what ``pulumi up`` would create shows up as a diff of ``tests/stacks/golden/<example>.json``.
+After checking that the change is intended, regenerate with::
+
+    CLUSTERFORGE_UPDATE_GOLDEN=1 .venv/bin/pytest tests/stacks/test_golden.py
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterforge.plan import PlanResult
+
+from .conftest import AWS_EXAMPLES, plan_example
+
+pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN", "") not in ("", "0")
+PROVIDER_KEYS = {"region", "kubeconfig", "enableServerSideApply"}
+"""Provider inputs kept in golden files (the others are SDK defaults that follow the environment)."""
+
+
+def normalized(plan: PlanResult) -> dict[str, Any]:
+    """The plan as stable JSON: user data decoded to text, provider inputs reduced to what the program sets."""
+    resources = []
+    for r in plan.resources:
+        inputs = dict(r.inputs)
+        if r.type.startswith("pulumi:providers:"):
+            inputs = {k: v for k, v in inputs.items() if k in PROVIDER_KEYS}
+        if "userData" in inputs:
+            inputs["userData"] = base64.b64decode(inputs["userData"]).decode("utf-8").splitlines()
+        resources.append({"type": r.type, "name": r.name, "parent": r.parent, "inputs": inputs})
+    invokes = sorted(([t, a] for t, a in plan.invokes), key=lambda x: json.dumps(x, sort_keys=True))
+    return {"resources": resources, "outputs": plan.outputs, "invokes": invokes}
+
+
+@pytest.mark.parametrize("example", AWS_EXAMPLES)
+def test_plan_matches_golden(example: str) -> None:
+    got = json.dumps(normalized(plan_example(example)), indent=1, sort_keys=True) + "\n"
+    path = GOLDEN / f"{example}.json"
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(got)
+        return
+    if not path.exists():
+        pytest.fail(f"{path} missing: run CLUSTERFORGE_UPDATE_GOLDEN=1 pytest {__file__}")
+    want = path.read_text()
+    if got != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(path), "planned", n=2))
+        pytest.fail(f"plan of {example} differs from {path} (CLUSTERFORGE_UPDATE_GOLDEN=1 to accept):\n{diff[:6000]}")
+
+
+def test_plans_are_deterministic() -> None:
+    """Two runs of the program give the same plan (golden files would be meaningless otherwise)."""
+    from blueprints import load_blueprint
+    from clusterforge.plan import plan_aws
+    from tests.conftest import EXAMPLES
+
+    a = normalized(plan_aws(load_blueprint(EXAMPLES / "aws-eks-p4d.yaml")))
+    b = normalized(plan_example("aws-eks-p4d"))
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

@@ -1,0 +1,431 @@
+"""Parsers read every real output in shared/fixtures and the format variations launchers and
+nccl-tests versions produce (prefixes, header lines without '#', NCCL INFO inside the table,
+exponent numbers, several runs, -J JSON), fio JSON/text with its quirks, and the AMP JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from validate.parsers.amp import parse_amp
+from validate.parsers.detect import detect_kind
+from validate.parsers.fio import parse_fio, parse_fio_json, parse_fio_text, parse_size
+from validate.parsers.nccl import (
+    bus_factor,
+    normalize_collective,
+    parse_nccl,
+    parse_nccl_json,
+)
+
+
+def _nccl(fixtures_dir, name: str) -> str:
+    return (fixtures_dir / "nccl-tests" / name).read_text()
+
+
+# ---- nccl-tests text: the fixtures as they are ----------------------------------------------
+
+FIXTURE_FACTS = {
+    # name: (collective, ranks from header, ranks inferred, nodes, gpu, rows, peak busbw, size at peak, checked)
+    "nccl-01.txt": ("all_reduce", None, 16, None, None, 29, 78.33, 2**31, True),
+    "nccl-02.txt": ("all_reduce", None, 16, None, None, 32, 487.26, 2**34, True),
+    "nccl-04.txt": ("all_reduce", 8, 8, 1, "A100-SXM4-40GB", 34, 235.26, 2**33, False),
+    "nccl-05.txt": ("all_gather", 8, 8, 1, "A100-SXM4-40GB", 34, 230.07, 2**33, False),
+    "nccl-07.txt": ("alltoall", 8, 8, 1, "A100-SXM4-40GB", 34, 226.16, 2**33, False),
+    "nccl-09.txt": ("all_reduce", 16, 16, 2, "NVIDIA A100-SXM4-40GB", 31, 237.94, 2**33, True),
+    "nccl-11.txt": ("all_reduce", 2, 2, 2, "NVIDIA GH200 120GB", 25, 22.87, 2**27, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_FACTS))
+def test_fixture_tables_parse_completely(fixtures_dir, name):
+    coll, ranks, inferred, nodes, gpu, nrows, peak, at, checked = FIXTURE_FACTS[name]
+    runs = parse_nccl(_nccl(fixtures_dir, name), name)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.collective == coll
+    assert run.ranks == ranks and run.inferred_ranks() == inferred and run.nodes == nodes
+    assert run.device_name == gpu
+    assert len(run.rows) == nrows
+    assert run.peak()[:2] == (peak, at)
+    assert run.checked is checked
+    # every row has both placements with numbers
+    assert all(r.out_of_place and r.in_place and r.out_of_place.busbw_gbps is not None for r in run.rows)
+
+
+def test_old_format_columns_and_quirks(fixtures_dir):
+    ag = parse_nccl(_nccl(fixtures_dir, "nccl-05.txt"))[0]
+    assert ag.collective_from == "columns" and all(r.redop is None and r.root is None for r in ag.rows)
+    a2a = parse_nccl(_nccl(fixtures_dir, "nccl-07.txt"))[0]
+    assert all(r.redop == "" for r in a2a.rows), "old alltoall prints a blank redop field"
+    assert any("blank redop" in n for n in a2a.format_notes)
+    ar = parse_nccl(_nccl(fixtures_dir, "nccl-04.txt"))[0]
+    assert ar.rows[0].size_bytes == 0 and ar.rows[0].out_of_place.wrong is None  # N/A = unchecked
+    assert ar.avg_busbw_gbps == pytest.approx(68.4048) and ar.out_of_bounds == 0 and ar.out_of_bounds_ok
+    assert ar.config["validation"] == 0 and ar.config["nGpus"] == 8
+
+
+def test_avg_bus_bandwidth_is_the_mean_of_every_row(fixtures_dir):
+    """validation.md: the Avg line is the arithmetic mean over every row and both placements."""
+    run = parse_nccl(_nccl(fixtures_dir, "nccl-09.txt"))[0]
+    vals = [p.busbw_gbps for r in run.rows for _, p in r.placements]
+    assert len(vals) == 62
+    assert sum(vals) / len(vals) == pytest.approx(run.avg_busbw_gbps, abs=0.01)
+
+
+def test_wrong_counts_and_crash_lines(fixtures_dir):
+    run = parse_nccl(_nccl(fixtures_dir, "nccl-11.txt"))[0]
+    bad = [(r.size_bytes, r.out_of_place.wrong, r.in_place.wrong) for r in run.rows if r.wrong]
+    assert bad == [(1048576, 96, 32)]
+    assert run.out_of_bounds == 4 and run.out_of_bounds_ok is False and run.wrong_total == 128
+    assert run.version == "2.17.8" and run.concluded
+    assert any("Test failure common.cu:1189" in e for e in run.errors)
+    crash = parse_nccl(_nccl(fixtures_dir, "nccl-12.txt"))[0]
+    assert crash.rows == [] and crash.ranks == 8 and crash.nodes == 2
+    assert any("CUDA-capable device(s) is/are busy or unavailable" in e for e in crash.errors)
+
+
+def test_command_line_names_the_collective_and_one_rank(fixtures_dir):
+    run = parse_nccl(_nccl(fixtures_dir, "nccl-13.txt"))[0]
+    assert run.collective == "alltoall" and run.collective_from == "command line"
+    assert run.ranks == 1 and run.rows[0].in_place.wrong is None  # in-place #wrong printed N/A
+
+
+# ---- variations produced by launchers and versions -----------------------------------------
+
+
+def test_launcher_prefixes_are_stripped(fixtures_dir):
+    text = _nccl(fixtures_dir, "nccl-09.txt")
+    base = parse_nccl(text)[0]
+    for prefix in ("0: ", "[1,0]<stdout>: ", "[0] ", "[pod/mpijob-launcher-abc/launcher] ",
+                   "2025-01-02T03:04:05.123456Z "):
+        run = parse_nccl("".join(prefix + ln + "\n" for ln in text.splitlines()))[0]
+        assert (run.ranks, run.nodes, len(run.rows), run.peak()) == (base.ranks, base.nodes, len(base.rows), base.peak())
+
+
+def test_header_lines_without_hash(fixtures_dir):
+    text = "\n".join(re.sub(r"^#\s?", "", ln) for ln in _nccl(fixtures_dir, "nccl-11.txt").splitlines())
+    run = parse_nccl(text)[0]
+    assert run.ranks == 2 and run.collective == "all_reduce" and run.out_of_bounds == 4 and len(run.rows) == 25
+
+
+def test_nccl_info_lines_inside_the_table_and_transport(fixtures_dir):
+    lines = _nccl(fixtures_dir, "nccl-09.txt").splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("1048576"))
+    lines[at:at] = [
+        "node-1:43:120 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/Socket/0",
+        "node-1:43:120 [0] NCCL INFO NET/Plugin: no plugin library found, using internal implementation",
+        "node-2:44:121 [1] NCCL WARN NET/Socket : message truncated",
+    ]
+    run = parse_nccl("\n".join(lines))[0]
+    assert len(run.rows) == 31 and "Socket" in run.networks and run.net_plugin_missing
+    assert run.warnings == ["NET/Socket : message truncated"]
+
+
+def test_exponent_numbers_and_large_wrong_counts():
+    text = """# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   1 on     node-a device  0 [0000:1b:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   2 on     node-a device  1 [0000:2b:00] NVIDIA H100 80GB HBM3
+#
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1  1.2e+04    0.00    0.00 1.04858e+06  1.1e+04    0.00    0.00      0
+          16             4     float     sum      -1    12.00  1.0e+03 1.0e+03      0    11.00  1.0e+03 1.0e+03      0
+# Out of bounds values : 1 FAILED
+# Avg bus bandwidth    : 500
+"""
+    run = parse_nccl(text)[0]
+    assert run.rows[0].out_of_place.time_us == 12000 and run.rows[0].out_of_place.wrong == 1048580
+    assert run.rows[1].out_of_place.busbw_gbps == 1000.0 and run.ranks == 2
+
+
+def test_several_runs_in_one_file(fixtures_dir):
+    text = _nccl(fixtures_dir, "nccl-11.txt") + "\n" + _nccl(fixtures_dir, "nccl-13.txt") + _nccl(fixtures_dir, "nccl-04.txt")
+    runs = parse_nccl(text)
+    assert [r.collective for r in runs] == ["all_reduce", "alltoall", "all_reduce"]
+    assert [r.ranks for r in runs] == [2, 1, 8]
+    assert [len(r.rows) for r in runs] == [25, 1, 34]
+    assert [r.index for r in runs] == [0, 1, 2]
+
+
+def test_two_tables_without_headers_are_two_runs(fixtures_dir):
+    text = _nccl(fixtures_dir, "nccl-01.txt") + _nccl(fixtures_dir, "nccl-02.txt")
+    runs = parse_nccl(text)
+    assert [len(r.rows) for r in runs] == [29, 32]
+
+
+def test_per_iteration_columns_and_timestamps():
+    text = """# nThread 1 nGpus 2 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0
+# Using devices
+#  Rank  0 Group  0 Pid   1 on     node-a device  0 [0000:1b:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   1 on     node-a device  1 [0000:2b:00] NVIDIA H100 80GB HBM3
+#
+#                                                   out-of-place (+ per-iteration)                                in-place (+ per-iteration)
+#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%           timestamp
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%) %Y-%m-%d %H:%M:%S
+     1048576        262144     float     sum      -1    20.10   52.17   52.17       0    19.00    22.00    21.90     2.10    20.00   52.43   52.43       0    19.10    21.00    20.90     1.90  2025-10-01 12:00:01
+     2097152        524288     float     sum      -1    30.00   69.91   69.91       0    29.00    33.00    32.90     2.00    29.80   70.37   70.37       0    29.10    31.00    30.90     1.50  2025-10-01 12:00:02
+"""
+    run = parse_nccl(text)[0]
+    assert len(run.rows) == 2
+    r = run.rows[1]
+    assert (r.out_of_place.time_us, r.out_of_place.busbw_gbps, r.in_place.busbw_gbps) == (30.0, 69.91, 70.37)
+    assert r.out_of_place.wrong == 0 and r.redop == "sum" and r.root == -1
+
+
+def test_torch_benchmark_output_reads_as_a_cpu_run():
+    """The built-in torch benchmark (validate/payloads/collectives.py) prints nccl-tests' table."""
+    text = """# clusterforge torch.distributed collective benchmark version 1 (nccl-tests table format) torch 2.13.0 backend gloo
+# Collective test starting: all_gather_perf
+# nThread 1 nGpus 1 minBytes 1024 maxBytes 4096 step: 2(factor) warmup iters: 1 iters: 5 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  41001 on  workstation device  0 [cpu] cpu (gloo)
+#  Rank  1 Group  0 Pid  41002 on  workstation device  1 [cpu] cpu (gloo)
+#  Rank  2 Group  0 Pid  41003 on  workstation device  2 [cpu] cpu (gloo)
+#
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+        1536           128     float    none      -1   210.50    0.01    0.00      0   205.10    0.01    0.00      0
+        3072           256     float    none      -1   220.00    0.01    0.01      0   230.00    0.01    0.01      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0.005
+#
+# Collective test concluded: all_gather_perf
+#
+"""
+    run = parse_nccl(text)[0]
+    assert run.tool == "torch" and run.backend == "gloo" and run.is_cpu
+    assert run.collective == "all_gather" and run.ranks == 3 and run.nodes == 1 and run.concluded
+
+
+def test_non_mpi_build_duplicates_rank0_per_launcher_stream(fixtures_dir):
+    one = _nccl(fixtures_dir, "nccl-13.txt")
+    text = "".join(f"{i}: {ln}\n" for i in (0, 1) for ln in one.splitlines())
+    runs = parse_nccl(text)
+    assert len(runs) == 2 and all(r.duplicated_rank0 and r.duplicate_streams == 2 for r in runs)
+
+
+def test_non_mpi_build_sequential_rank0_headers(fixtures_dir):
+    one = _nccl(fixtures_dir, "nccl-13.txt")
+    runs = parse_nccl(one + one)
+    assert len(runs) == 2 and all(r.duplicated_rank0 for r in runs)
+
+
+def test_unrecognisable_text_gives_no_runs():
+    assert parse_nccl("") == []
+    assert parse_nccl("apiVersion: v1\nkind: Pod\n") == []
+
+
+def test_collective_helpers():
+    assert normalize_collective("./build/all_reduce_perf") == "all_reduce"
+    assert normalize_collective("allgather") == "all_gather"
+    assert normalize_collective("frobnicate") is None
+    assert bus_factor("all_reduce", 16) == pytest.approx(1.875)
+    assert bus_factor("alltoall", 8) == pytest.approx(0.875)
+    assert bus_factor("sendrecv", 8) == 1.0 and bus_factor("all_reduce", 1) == 0.0
+    with pytest.raises(ValueError):
+        bus_factor("nope", 2)
+
+
+# ---- nccl-tests -J JSON ---------------------------------------------------------------------
+
+def _json_doc() -> dict:
+    dev = [{"rank": i, "group": 0, "pid": 100 + i, "hostname": f"node-{1 + i // 8}", "device": i % 8,
+            "device_hex": "0000:1b:00", "device_info": "NVIDIA H100 80GB HBM3"} for i in range(16)]
+    res = []
+    for k, (t, alg) in enumerate([(400.0, 2.6), (1200.0, 111.8), (33600.0, 255.6)]):
+        size = 2 ** (20 + 6 * k)
+        res.append({"size": size, "count": size // 4, "type": "float", "redop": "sum", "root": "    -1",
+                    "out_of_place": {"time": t, "alg_bw": alg, "bus_bw": alg * 1.875, "nwrong": 0.0},
+                    "in_place": {"time": t, "alg_bw": alg, "bus_bw": "nan", "nwrong": None},
+                    "actual_iterations": 20, "experiment_name": ""})
+    return {"version": 3, "start_time": "2025-10-01 12:00:00", "args": ["./build/all_reduce_perf", "-b", "1M"],
+            "env": [], "nccl_version": 22703,
+            "config": {"nthreads": 1, "ngpus": 1, "minimum_bytes": 1048576, "maximum_bytes": 17179869184,
+                       "step_factor": 64, "warmup_iters": 1, "iterations": 20, "aggregated_iterations": 1,
+                       "validation": 1, "graph": 0, "blocking_collectives": "false", "per_iter_timing": "false",
+                       "parallel_init": "false", "devices": dev},
+            "results": res, "out_of_bounds": {"count": 0, "okay": "true"},
+            "average_bus_bandwidth": {"bandwidth": 231.2, "okay": "unchecked"}, "errors": [],
+            "end_time": "2025-10-01 12:01:00"}
+
+
+def test_nccl_json():
+    run = parse_nccl(json.dumps(_json_doc()))[0]
+    assert run.fmt == "json" and run.collective == "all_reduce" and run.collective_from == "json args"
+    assert run.ranks == 16 and run.nodes == 2 and run.device_name == "NVIDIA H100 80GB HBM3"
+    assert run.rows[0].root == -1 and run.rows[2].in_place.busbw_gbps is None  # "nan"
+    assert run.peak()[0] == pytest.approx(255.6 * 1.875)
+    assert run.out_of_bounds == 0 and run.out_of_bounds_ok is True and run.avg_busbw_check is None
+    assert run.concluded and not run.errors
+
+
+def test_nccl_json_cut_short_by_a_crash_is_repaired():
+    text = json.dumps(_json_doc())
+    cut = text[: text.index('"out_of_bounds"') - 40]
+    run = parse_nccl_json(cut)[0]
+    assert run.truncated and run.rows and any("cut short" in e for e in run.errors)
+    with pytest.raises(ValueError):
+        parse_nccl_json('{"jobs": []}')
+
+
+# ---- fio ------------------------------------------------------------------------------------
+
+
+def test_fio_json_fixture_with_lat_percentiles_and_group_reporting(fixtures_dir):
+    rep = parse_fio((fixtures_dir / "fio" / "fio-01.json").read_text())
+    assert rep.fmt == "json" and rep.version == "fio-3.16" and rep.group_reporting
+    (job,) = rep.jobs
+    assert job.name == "rand_read_write" and job.rw == "randrw" and job.block_size == 4096 and job.random
+    assert job.option("numjobs") == "4" and job.direct is True and job.paths == ["/dev/nvme0n1"]
+    assert job.read.bw_bytes_per_s == 348743777 and job.read.iops == pytest.approx(85138.890741)
+    assert job.read.p99_ns == 2244608 and job.read.p99_source == "lat_ns"
+
+
+def test_fio_json_duplicate_keys_kept(fixtures_dir):
+    rep = parse_fio((fixtures_dir / "fio" / "fio-02.json").read_text())
+    (job,) = rep.jobs
+    assert job.paths == ["/home/user/VirtualClient/linux-x64/remote_disk_1_0/fio-test.dat",
+                         "/home/user/VirtualClient/linux-x64/remote_disk_1_1/fio-test.dat"]
+    assert job.option("filename").endswith("remote_disk_1_1/fio-test.dat")  # fio: the last one wins
+    assert job.write.bw_bytes_per_s == 192599430 and job.write.p99_source == "clat_ns" and not job.read.active
+    assert [d["name"] for d in rep.disk_util] == ["sdd", "sdc"]
+
+
+def test_fio_text_before_json_and_clones_merged(fixtures_dir):
+    doc = json.loads((fixtures_dir / "fio" / "fio-02.json").read_text())
+    clone = json.loads(json.dumps(doc["jobs"][0]))
+    doc["jobs"].append(clone)  # numjobs=2 without group_reporting: two entries, same name
+    text = ("seq-write: (g=0): rw=write, bs=(R) 256KiB-256KiB, (W) 256KiB-256KiB, ioengine=libaio, iodepth=64\n"
+            "fio-3.26\nStarting 2 processes\n" + json.dumps(doc, indent=1) + "\n")
+    rep = parse_fio_json(text)
+    (job,) = rep.jobs
+    assert job.clones == 2 and job.write.bw_bytes_per_s == 2 * 192599430
+    assert job.write.iops == pytest.approx(2 * 734.70852)
+
+
+def test_fio_verify_failure_text(fixtures_dir):
+    rep = parse_fio((fixtures_dir / "fio" / "fio-04.txt").read_text())
+    assert rep.fmt == "text" and not rep.jobs
+    (v,) = rep.verify_failures
+    assert (v.kind, v.file, v.offset, v.length) == ("sha256", "fio_randwrite_1GB_32k_d1_th1_direct.0.0", 668565504, 32768)
+
+
+FIO_TEXT = """seq-read: (g=0): rw=read, bs=(R) 1024KiB-1024KiB, (W) 1024KiB-1024KiB, (T) 1024KiB-1024KiB, ioengine=libaio, iodepth=32
+fio-3.33
+Starting 1 process
+seq-read: Laying out IO file (1 file / 4096MiB)
+
+seq-read: (groupid=0, jobs=1): err= 0: pid=4242: Mon Jan  6 10:00:00 2025
+  read: IOPS=2694, BW=2694MiB/s (2825MB/s)(15.8GiB/6001msec)
+    slat (usec): min=10, max=200, avg=20.50, stdev=5.10
+    clat (usec): min=900, max=25000, avg=11850.00, stdev=800.00
+     lat (usec): min=920, max=25010, avg=11870.40, stdev=801.00
+  cpu          : usr=0.50%, sys=10.00%, ctx=16000, majf=0, minf=8200
+
+Run status group 0 (all jobs):
+   READ: bw=2694MiB/s (2825MB/s), 2694MiB/s-2694MiB/s (2825MB/s-2825MB/s), io=15.8GiB (16.9GB), run=6001-6001msec
+
+Disk stats (read/write):
+  nvme0n1: ios=16100/0, sectors=32972800/0, merge=0/0, ticks=190000/0, in_queue=190000, util=99.50%
+"""
+
+
+def test_fio_normal_text_output():
+    rep = parse_fio_text(FIO_TEXT)
+    (job,) = rep.jobs
+    assert job.name == "seq-read" and job.rw == "read" and job.block_size == 1024**2
+    assert job.read.bw_bytes_per_s == 2825e6 and job.read.iops == 2694
+    assert job.read.lat_mean_ns == pytest.approx(11870.4e3) and not job.write.active
+    assert parse_fio(FIO_TEXT).jobs[0].read.bw_bytes_per_s == 2825e6
+
+
+def test_fio_group_status_only_and_units():
+    text = "Run status group 0 (all jobs):\n  WRITE: bw=1953MiB/s (2048MB/s), io=10GiB, run=5000-5000msec\n"
+    (job,) = parse_fio_text(text).jobs
+    assert job.write.bw_bytes_per_s == 2048e6
+    assert parse_size("4k") == 4096 and parse_size("1M") == 1024**2 and parse_size("256KiB") == 262144
+    assert parse_size("4k,1m") == 4096 and parse_size("junk") is None
+
+
+# ---- AMP ------------------------------------------------------------------------------------
+
+AMP_DOC = {
+    "kind": "amp", "version": 1, "device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 1,
+    "precision": "bf16", "compile": True,
+    "model": {"layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 50304, "parameters": 1313873920},
+    "batch_size": 8, "steps": 30, "tokens_per_s": 63900.0, "step_time_s": 0.2564, "model_tflops": 580.0,
+    "peak_tflops": 989.0, "mfu": 0.586, "peak_memory_bytes": 54 * 10**9, "loss_start": 10.9, "loss_end": 7.2,
+    "losses": [10.9, 9.1, 8.0, 7.2], "fp32_baseline": {"tokens_per_s": 9000.0, "step_time_s": 1.8,
+                                                       "loss_start": 10.9, "loss_end": 7.3}, "error": None,
+}
+
+
+def test_amp_json_with_text_around_and_non_finite_values():
+    doc = dict(AMP_DOC, losses=[10.9, float("nan")], loss_end="nan")
+    text = "UserWarning: something\n" + json.dumps(doc) + "\n" + json.dumps(dict(AMP_DOC, host="node-2")) + "\n"
+    a, b = parse_amp(text)
+    assert a.precision == "bf16" and a.model.parameters == 1313873920 and math.isnan(a.losses[1])
+    assert math.isnan(a.loss_end) and b.host == "node-2"
+    assert a.speedup_vs_fp32 == pytest.approx(63900 / 9000)
+    assert a.model.flops_per_token == 6 * 1313873920 + 12 * 24 * 2048 * 2048
+    with pytest.raises(ValueError):
+        parse_amp('{"kind": "other"}')
+
+
+# ---- detection ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("nccl-tests/nccl-01.txt", "nccl"), ("nccl-tests/nccl-04.txt", "nccl"), ("nccl-tests/nccl-12.txt", "nccl"),
+    ("nccl-tests/nccl-13.txt", "nccl"), ("fio/fio-01.json", "fio"), ("fio/fio-02.json", "fio"),
+    ("fio/fio-04.txt", "fio"),
+])
+def test_detect_fixture_kinds(fixtures_dir, name, kind):
+    assert detect_kind((fixtures_dir / name).read_text(), name) == kind
+
+
+def test_detect_other_kinds():
+    assert detect_kind(json.dumps(AMP_DOC)) == "amp"
+    assert detect_kind(json.dumps(_json_doc())) == "nccl"
+    assert detect_kind(FIO_TEXT) == "fio"
+    assert detect_kind("apiVersion: apps/v1\nkind: Deployment\n") is None
+    assert detect_kind("") is None
+
+
+# ---- robustness: odd input never raises -----------------------------------------------------
+
+_FRAGMENTS = [
+    "# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 validation: 1",
+    "# Using devices", "#  Rank  0 Group  0 Pid 1 on node-1 device  0 [0x0f] NVIDIA A100-SXM4-40GB",
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+    "           8             2     float     sum      -1    36.47    0.00    0.00      0    34.74    0.00    0.00      0",
+    "     1048576        262144     float     sum      -1   1.0e+04   N/A    nan   1.04858e+06    99.1  12.41  23.27    N/A",
+    "# Out of bounds values : 4 FAILED", "# Avg bus bandwidth    : nan", "# Collective test concluded: all_reduce_perf",
+    " .. node-1 pid 1: Test failure common.cu:1189", "0: ", "[1,0]<stdout>: ", "{", '"jobs": [', "}",
+    "sha256: verify failed at file f.0.0 offset 12, length 4096", "read: IOPS=1.2k, BW=4MiB/s (4.2MB/s)",
+    "seq: (groupid=0, jobs=1): err= 0: pid=1", "Run status group 0 (all jobs):",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=40)), max_size=30),
+       st.sampled_from(["", "0: ", "[0] "]))
+def test_parsers_never_raise_on_odd_text(lines, prefix):
+    from validate.expectations import JudgeContext
+    from validate.judge import judge_text
+
+    text = "\n".join(prefix + ln for ln in lines)
+    parse_nccl(text)
+    parse_fio(text)
+    detect_kind(text)
+    for kind in ("nccl", "fio", "amp"):
+        for r in judge_text(text, JudgeContext(), source="fuzz.txt", kind=kind):
+            assert r.verdict in ("pass", "warn", "fail", "invalid")
+            json.dumps(r.to_json())

@@ -1,0 +1,643 @@
+"""What the declared hardware should deliver: :class:`JudgeContext` and the expectation formulas.
+
+A :class:`JudgeContext` describes the cluster a raw output came from (nodes, GPUs, fabric,
+NICs, NVLink, storage, thresholds). Build it from a blueprint (:func:`context_from_blueprint`)
+and/or from command-line flags (:func:`context_from_flags`). Precedence when the judge reads a
+value: **flags (``explicit``) > what the log says > the blueprint**.
+
+Expectations (every number from the catalog in ``blueprints/data``, which carries its source):
+
+* NCCL within a node: NVLink per-GPU unidirectional GB/s (PCIe x16 rate for PCIe parts) x the
+  catalog's achievable fraction (0.8).
+* NCCL across ``k`` nodes, ``n`` ranks, per-GPU NIC rate ``B`` GB/s (NICs x Gbit/s / 8 / GPUs):
+  all_reduce ``B x 0.8 x (n-1)/(k-1)`` (stas00/ml-engineering network/README.md "So what should you
+  expect?": per-GPU NIC rate = busbw x (k-1)/(n-1)); ring collectives (all_gather,
+  reduce_scatter, broadcast, reduce) ``g x B x 0.8`` (one NIC per ring, ``g`` GPUs per node);
+  alltoall ``B x 0.8 x (n-1)/(n-g)`` (the share of each rank's data that leaves the node);
+  sendrecv ``B x 0.8``. The expectation is the smaller of the intra- and inter-node figures.
+* fio: NVMe RAID0 = drives x per-drive MB/s (catalog ``storage_devices`` or the blueprint's
+  ``seq_read_mb_s``/``seq_write_mb_s``); AWS instance store: 4 KiB random IOPS totals from the
+  instance type; FSx for Lustre = capacity (TiB) x MB/s per TiB.
+* AMP: GPU dense peak TFLOP/s for the precision; MFU floor (see :func:`mfu_floor`).
+* Blueprint ``validation.*.thresholds`` override any of these.
+
+Units: GB/s = 1e9 bytes/s, Gbit/s = 1e9 bits/s, MB/s = 1e6 bytes/s, TiB = 2**40 bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from blueprints.catalog import GpuSpec, UnknownHardwareError, catalog
+from blueprints.models import (
+    Blueprint,
+    EfaNetwork,
+    EthernetNetwork,
+    InfinibandNetwork,
+    LustreStorage,
+    NodeGroup,
+)
+from blueprints.settings import node_settings
+from clusterforge.errors import UsageError
+
+__all__ = [
+    "RDMA_FABRICS",
+    "AmpThresholds",
+    "BusbwExpectation",
+    "ContextError",
+    "FioThresholds",
+    "JudgeContext",
+    "NcclThresholds",
+    "StorageExpectation",
+    "apply_overrides",
+    "context_from_blueprint",
+    "context_from_flags",
+    "expected_busbw",
+    "mfu_floor",
+]
+
+RDMA_FABRICS = ("efa", "infiniband", "roce")
+"""Fabrics on which NCCL should use RDMA (a net plugin or IB verbs), never TCP sockets."""
+
+FABRICS = ("efa", "infiniband", "roce", "ethernet")
+
+ML_NETWORK = "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/network/README.md"
+"""Source of the multi-node formula and the 0.8 achievable fraction."""
+
+TORCHTITAN_H100 = "https://github.com/pytorch/torchtitan/blob/main/benchmarks/llama3_h100_202412_torchtitan.md"
+"""Source of the 33-39% MFU reference (Llama 3.1 8B, bf16 FSDP, 8-128 H100)."""
+
+MFU_FLOOR_HOPPER = 0.30
+"""Default MFU floor (warn below, fail below half) for an H100-class GPU running the bf16 GPT
+step: just under torchtitan's 33-39% MFU on H100 (:data:`TORCHTITAN_H100`); our own H200
+measurements (``shared/reference/gpu-measurements.md``) reach 31.8% (GPT-124M, eager) to 59%
+(GPT-1.3B+, compiled). Scaled for other GPUs by their measured matmul efficiency (MAMF)."""
+
+_MAMF_KEYS = {
+    "a100-40gb-sxm": "a100-sxm", "a100-80gb-sxm": "a100-sxm", "h100-sxm": "h100-sxm", "h200-sxm": "h100-sxm",
+    "b200": "b200", "gb200-per-gpu": "gb200", "mi300x": "mi300x",
+}
+"""Catalog GPU key -> key of ``reference_benchmarks.max_achievable_matmul_tflops.bf16`` (H200 uses
+H100's: same GH100 compute die, only memory differs)."""
+
+
+class ContextError(UsageError):
+    """A flag or blueprint value the judge cannot use (unknown GPU, instance type, node group)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# thresholds and storage expectations
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NcclThresholds:
+    """NCCL judge thresholds: ``min_busbw_gbps`` (GB/s) overrides the derived expectation; peak
+    busbw below ``warn_ratio`` x expected is warn, below ``fail_ratio`` x expected is fail."""
+
+    min_busbw_gbps: float | None = None
+    warn_ratio: float = 0.8
+    fail_ratio: float = 0.5
+
+
+@dataclass(frozen=True)
+class FioThresholds:
+    """fio judge thresholds: ``min_read_mb_s``/``min_write_mb_s`` (MB/s) override the derived
+    expectation of every target; ratios as for NCCL."""
+
+    min_read_mb_s: float | None = None
+    min_write_mb_s: float | None = None
+    warn_ratio: float = 0.7
+    fail_ratio: float = 0.4
+
+
+@dataclass(frozen=True)
+class AmpThresholds:
+    """AMP judge thresholds: ``min_mfu`` (0-1) overrides the GPU's floor; AMP must be at least
+    ``min_speedup_vs_fp32`` times faster than the fp32 baseline on a GPU."""
+
+    min_mfu: float | None = None
+    min_speedup_vs_fp32: float = 1.1
+
+
+@dataclass(frozen=True)
+class StorageExpectation:
+    """What one storage target should deliver to fio.
+
+    ``mount`` is the mount point (``None``: the local NVMe scratch wherever it is mounted);
+    ``kind`` one of ``nvme-raid0``, ``nvme``, ``instance-store``, ``fsx-lustre``, ``lustre``, ``nfs``;
+    ``read_mb_s``/``write_mb_s`` sequential MB/s (1e6 bytes/s); ``read_iops_4k``/``write_iops_4k``
+    4 KiB random IOPS; ``None`` where no source gives a number. ``derivation`` says how the
+    numbers were computed, ``source`` where the per-unit figures come from.
+    """
+
+    mount: str | None
+    kind: str
+    name: str
+    read_mb_s: float | None = None
+    write_mb_s: float | None = None
+    read_iops_4k: float | None = None
+    write_iops_4k: float | None = None
+    drives: int | None = None
+    derivation: str = ""
+    source: str = ""
+
+    @property
+    def has_numbers(self) -> bool:
+        """True when at least one expected figure is known."""
+        return any(v is not None for v in (self.read_mb_s, self.write_mb_s, self.read_iops_4k, self.write_iops_4k))
+
+
+# ---------------------------------------------------------------------------------------------
+# the context
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeContext:
+    """The cluster a raw output is judged against. Every field may be ``None`` (unknown).
+
+    Fields: ``nodes`` and ``gpus_per_node``; ``gpu_model`` (catalog key); ``fabric`` (``efa``,
+    ``infiniband``, ``roce``, ``ethernet``); ``instance_type`` (AWS); ``nic_gbps`` (line rate of one
+    fabric NIC, Gbit/s) and ``nics_per_node``; ``nvlink_gbytes_s`` (NVLink per GPU per direction,
+    GB/s, ``None`` for PCIe parts); ``storage`` (one :class:`StorageExpectation` per mount);
+    ``fio_target`` (the mount fio jobs are judged against when their paths do not say);
+    ``nccl``/``fio``/``amp`` thresholds; ``blueprint``/``group`` names for the report;
+    ``explicit``: the fields given as flags/overrides (they win over what a log says);
+    ``provenance``: ``(field, where it came from)`` pairs.
+    """
+
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    gpu_model: str | None = None
+    fabric: str | None = None
+    instance_type: str | None = None
+    nic_gbps: float | None = None
+    nics_per_node: int | None = None
+    nvlink_gbytes_s: float | None = None
+    storage: tuple[StorageExpectation, ...] = ()
+    fio_target: str | None = None
+    nccl: NcclThresholds = NcclThresholds()
+    fio: FioThresholds = FioThresholds()
+    amp: AmpThresholds = AmpThresholds()
+    blueprint: str | None = None
+    group: str | None = None
+    explicit: frozenset[str] = frozenset()
+    provenance: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def gpu(self) -> GpuSpec | None:
+        """The catalog :class:`GpuSpec` of ``gpu_model`` (``None`` when unknown)."""
+        if not self.gpu_model:
+            return None
+        try:
+            return catalog().gpu(self.gpu_model)
+        except UnknownHardwareError:
+            return None
+
+    @property
+    def node_network_gbps(self) -> float | None:
+        """Fabric line rate per node in Gbit/s (NICs x rate), ``None`` when the rate is unknown."""
+        if self.nic_gbps is None:
+            return None
+        nics = self.nics_per_node if self.nics_per_node is not None else (self.gpus_per_node or 1)
+        return self.nic_gbps * nics
+
+    def is_explicit(self, name: str) -> bool:
+        """True when ``name`` was given as a flag/override (it wins over the log)."""
+        return name in self.explicit
+
+    def describe(self) -> str:
+        """One line for humans: ``2 node(s) x 8 h100-sxm, efa 32 x 100 Gbit/s per node (p5.48xlarge)``."""
+        parts = []
+        if self.nodes or self.gpus_per_node or self.gpu_model:
+            parts.append(f"{self.nodes or '?'} node(s) x {self.gpus_per_node or '?'} {self.gpu_model or 'GPU'}")
+        if self.fabric:
+            net = self.fabric
+            if self.nic_gbps:
+                net += f" {self.nics_per_node or '?'} x {self.nic_gbps:g} Gbit/s per node"
+            parts.append(net)
+        text = ", ".join(parts)
+        if self.instance_type:
+            text += f" ({self.instance_type})"
+        if self.blueprint:
+            text += f" [blueprint {self.blueprint}{'/' + self.group if self.group else ''}]"
+        return text.strip() or "no context (pass --blueprint or hardware flags)"
+
+    def to_json(self) -> dict[str, Any]:
+        """The context as a JSON-able dict (for report headers)."""
+        d = dataclasses.asdict(self)
+        d["explicit"] = sorted(self.explicit)
+        d["provenance"] = [list(p) for p in self.provenance]
+        return d
+
+
+# ---------------------------------------------------------------------------------------------
+# building contexts
+# ---------------------------------------------------------------------------------------------
+
+
+def _pick_group(bp: Blueprint, group: str | None) -> NodeGroup:
+    if group:
+        try:
+            return bp.group(group)
+        except KeyError:
+            names = ", ".join(g.name for g in bp.node_groups)
+            raise ContextError(f"blueprint {bp.name} has no node group {group!r}; groups: {names}") from None
+    for g in bp.gpu_groups:
+        if node_settings(bp, g).gpu_count:
+            return g
+    return bp.gpu_groups[0] if bp.gpu_groups else bp.node_groups[0]
+
+
+def _nvme_expectations(bp: Blueprint, g: NodeGroup) -> list[StorageExpectation]:
+    ns = node_settings(bp, g)
+    if ns.scratch is None:
+        return []
+    sc = ns.scratch
+    cat = catalog()
+    if bp.is_aws and g.instance_type:
+        try:
+            store = cat.instance_type(g.instance_type).instance_store
+            src = cat.instance_type(g.instance_type).source
+        except UnknownHardwareError:
+            store, src = None, ""
+        if store is None:
+            return []
+        return [StorageExpectation(
+            mount=sc.mount, kind="instance-store", name=f"{g.name} NVMe instance store {sc.mount}",
+            read_iops_4k=store.random_read_iops_4k, write_iops_4k=store.write_iops_4k, drives=store.count,
+            derivation=(f"{g.instance_type} instance store, {store.count} drives: AWS's 4 KiB random IOPS for all "
+                        "volumes together (AWS publishes no per-drive MB/s, so sequential rates are not judged)"),
+            source=src,
+        )]
+    hw = g.hardware.nvme if g.hardware else None
+    if hw is None:
+        return [StorageExpectation(mount=sc.mount, kind="nvme", name=f"{g.name} NVMe scratch {sc.mount}",
+                                   derivation="no `hardware.nvme` declared: no expectation")]
+    drive: dict[str, Any] = {}
+    src = ""
+    if hw.model:
+        drive = cat.storage_devices.get(hw.model) or {}
+        src = str(drive.get("source", ""))
+    rd = hw.seq_read_mb_s or drive.get("seq_read_mb_s")
+    wr = hw.seq_write_mb_s or drive.get("seq_write_mb_s") or drive.get("seq_write_mb_s_max")
+    rio = drive.get("rand_read_4k_iops")
+    wio = drive.get("rand_write_4k_iops")
+    n = hw.count if sc.raid == "raid0" else 1
+    what = hw.model or "drive"
+    from_bp = "blueprint" if (hw.seq_read_mb_s or hw.seq_write_mb_s) else (f"catalog {hw.model}" if hw.model else "")
+    kind = "nvme-raid0" if sc.raid == "raid0" and hw.count > 1 else "nvme"
+
+    def times(v: Any) -> float | None:
+        return float(v) * n if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    deriv = (f"{n} x {what} ({from_bp or 'no per-drive rate known'}: read {rd or '?'} MB/s, write {wr or '?'} MB/s per drive)"
+             + (" in RAID0" if kind == "nvme-raid0" else "")
+             + " = N x per-drive rate (upper bound; the host PCIe/controller limit may be lower)")
+    return [StorageExpectation(
+        mount=sc.mount, kind=kind, name=f"{g.name} NVMe {'RAID0 ' if kind == 'nvme-raid0' else ''}scratch {sc.mount}",
+        read_mb_s=times(rd), write_mb_s=times(wr), read_iops_4k=times(rio), write_iops_4k=times(wio),
+        drives=hw.count, derivation=deriv, source=src or "blueprint hardware.nvme",
+    )]
+
+
+def _shared_expectations(bp: Blueprint) -> list[StorageExpectation]:
+    out: list[StorageExpectation] = []
+    cat = catalog()
+    for s in bp.storage:
+        if isinstance(s, LustreStorage) and s.fsx is not None:
+            fx = s.fsx
+            tib = fx.storage_capacity_gib / 1024.0
+            perf = cat.fsx.get("performance_ssd", {})
+            src = str(perf.get("source", cat.fsx.get("per_unit_storage_throughput_mb_s_per_tib", {}).get("source", "")))
+            rd = wr = None
+            deriv = ""
+            if fx.deployment_type.startswith("PERSISTENT") and fx.throughput_per_tib_mbps:
+                rd = wr = tib * fx.throughput_per_tib_mbps
+                deriv = (f"FSx {fx.deployment_type}: {fx.storage_capacity_gib} GiB = {tib:.3g} TiB x "
+                         f"{fx.throughput_per_tib_mbps} MB/s/TiB = {rd:.0f} MB/s (file-system total, baseline)")
+                src = str(cat.fsx["per_unit_storage_throughput_mb_s_per_tib"].get("source", src))
+            elif fx.deployment_type == "SCRATCH_2":
+                row = perf.get("SCRATCH_2", {})
+                if row.get("disk_read_mb_s_per_tib"):
+                    rd = tib * float(row["disk_read_mb_s_per_tib"])
+                if row.get("disk_write_mb_s_per_tib"):
+                    wr = tib * float(row["disk_write_mb_s_per_tib"])
+                deriv = (f"FSx SCRATCH_2: {tib:.3g} TiB x {row.get('disk_read_mb_s_per_tib')} MB/s/TiB read, "
+                         f"{row.get('disk_write_mb_s_per_tib')} MB/s/TiB write (disk baseline)")
+            else:
+                deriv = f"FSx {fx.deployment_type}: no per-unit throughput in the catalog"
+            out.append(StorageExpectation(mount=s.mount, kind="fsx-lustre", name=f"FSx for Lustre {s.name} {s.mount}",
+                                          read_mb_s=rd, write_mb_s=wr, derivation=deriv, source=src))
+        else:
+            kind = "lustre" if isinstance(s, LustreStorage) else "nfs"
+            out.append(StorageExpectation(mount=s.mount, kind=kind, name=f"{kind} {s.name} {s.mount}",
+                                          derivation=f"{kind} server throughput is not declared: no expectation"))
+    return out
+
+
+def _apply_fio_thresholds(storage: list[StorageExpectation], th: FioThresholds) -> list[StorageExpectation]:
+    if th.min_read_mb_s is None and th.min_write_mb_s is None:
+        return storage
+    out = []
+    for s in storage:
+        changes: dict[str, Any] = {}
+        if th.min_read_mb_s is not None:
+            changes["read_mb_s"] = th.min_read_mb_s
+        if th.min_write_mb_s is not None:
+            changes["write_mb_s"] = th.min_write_mb_s
+        out.append(dataclasses.replace(
+            s, **changes, derivation=s.derivation + "; blueprint validation.fio.thresholds override the MB/s"))
+    return out
+
+
+def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides: Any) -> JudgeContext:
+    """The :class:`JudgeContext` of node group ``group`` of ``bp`` (default: the first compute
+    group with GPUs), then ``overrides`` applied as explicit values (see :func:`apply_overrides`).
+
+    Raises :class:`ContextError` for an unknown group or override.
+    """
+    g = _pick_group(bp, group)
+    ns = node_settings(bp, g)
+    cat = catalog()
+    prov: list[tuple[str, str]] = []
+    where = f"blueprint {bp.name}, node group {g.name}"
+    nic_gbps: float | None = None
+    nics: int | None = None
+    net = bp.network
+    if bp.is_aws and g.instance_type:
+        try:
+            it = cat.instance_type(g.instance_type)
+        except UnknownHardwareError:
+            it = None
+        if it is not None:
+            nic_gbps, nics = it.per_nic_gbps, it.network_cards
+            if isinstance(net, EfaNetwork) and isinstance(net.efa.interfaces, int):
+                nics = min(net.efa.interfaces, it.network_cards)
+            prov.append(("nic_gbps", f"instance type {it.name}: {it.network_gbps:g} Gbit/s over {it.network_cards} network cards"))
+    elif g.hardware and g.hardware.nics:
+        speeds = [n.speed_gbps for n in g.hardware.nics]
+        nic_gbps, nics = sum(speeds) / len(speeds), len(speeds)
+        prov.append(("nic_gbps", f"{where}: hardware.nics"))
+    elif isinstance(net, InfinibandNetwork) and net.infiniband.generation:
+        nic_gbps = cat.infiniband_port_gbps(net.infiniband.generation)
+        prov.append(("nic_gbps", f"InfiniBand {net.infiniband.generation} port rate (NIC count not declared)"))
+    elif isinstance(net, EthernetNetwork) and net.speed_gbps:
+        nic_gbps, nics = net.speed_gbps, 1
+        prov.append(("nic_gbps", f"{where}: network.speed_gbps"))
+    spec = None
+    if ns.gpu_model:
+        try:
+            spec = cat.gpu(ns.gpu_model)
+        except UnknownHardwareError:
+            spec = None
+    storage = _nvme_expectations(bp, g) + _shared_expectations(bp)
+    v = bp.validation
+    fio_th = FioThresholds(v.fio.thresholds.min_read_mb_s, v.fio.thresholds.min_write_mb_s,
+                           v.fio.thresholds.warn_ratio, v.fio.thresholds.fail_ratio)
+    ctx = JudgeContext(
+        nodes=g.size or None,
+        gpus_per_node=ns.gpu_count or None,
+        gpu_model=spec.key if spec else ns.gpu_model,
+        fabric=net.fabric,
+        instance_type=g.instance_type if bp.is_aws else None,
+        nic_gbps=nic_gbps,
+        nics_per_node=nics,
+        nvlink_gbytes_s=spec.nvlink_unidir_gbytes_s if spec and spec.has_nvlink else None,
+        storage=tuple(_apply_fio_thresholds(storage, fio_th)),
+        nccl=NcclThresholds(v.nccl.thresholds.min_busbw_gbps, v.nccl.thresholds.warn_ratio, v.nccl.thresholds.fail_ratio),
+        fio=fio_th,
+        amp=AmpThresholds(v.amp.thresholds.min_mfu, v.amp.thresholds.min_speedup_vs_fp32),
+        blueprint=bp.name,
+        group=g.name,
+        provenance=tuple([("nodes", where), ("gpu_model", where), ("fabric", f"blueprint {bp.name}")] + prov),
+    )
+    return apply_overrides(ctx, **overrides) if overrides else ctx
+
+
+_FIELDS = {f.name for f in dataclasses.fields(JudgeContext)} - {"explicit", "provenance"}
+_ALIASES = {"gpu": "gpu_model", "target": "fio_target", "nvlink": "nvlink_gbytes_s"}
+
+
+def apply_overrides(ctx: JudgeContext, **overrides: Any) -> JudgeContext:
+    """``ctx`` with ``overrides`` set and marked explicit (they win over what a log says).
+
+    ``instance_type`` also fills gpu_model, gpus_per_node, nic_gbps, nics_per_node, fabric,
+    nvlink and the instance-store expectation unless those are given too; ``gpu`` (alias of
+    ``gpu_model``: a key, short name or nvidia-smi name) is resolved to its catalog key and
+    fills ``nvlink_gbytes_s``. ``None`` values are ignored. Raises :class:`ContextError` for an
+    unknown field, GPU, instance type or fabric.
+    """
+    ov = {_ALIASES.get(k, k): v for k, v in overrides.items() if v is not None}
+    unknown = set(ov) - _FIELDS
+    if unknown:
+        raise ContextError(f"unknown judge context field(s): {', '.join(sorted(unknown))}")
+    cat = catalog()
+    changes: dict[str, Any] = dict(ov)
+    prov = list(ctx.provenance)
+    if "fabric" in ov and ov["fabric"] not in FABRICS:
+        raise ContextError(f"unknown fabric {ov['fabric']!r}; known: {', '.join(FABRICS)}")
+    if "instance_type" in ov:
+        try:
+            it = cat.instance_type(str(ov["instance_type"]))
+        except UnknownHardwareError as e:
+            raise ContextError(str(e)) from None
+        derived: dict[str, Any] = {"nic_gbps": it.per_nic_gbps, "nics_per_node": it.network_cards,
+                                   "fabric": "efa" if it.efa_supported else "ethernet"}
+        if it.gpu_count and it.gpu_key not in ("trainium", "trainium2"):
+            derived.update(gpus_per_node=it.gpu_count, gpu_model=cat.resolve_gpu_key(it.gpu_key) or it.gpu_key)
+        for k, v in derived.items():
+            if k not in ov:
+                changes[k] = v
+                prov.append((k, f"instance type {it.name} (catalog)"))
+        if it.instance_store and not any(s.kind in ("instance-store", "nvme", "nvme-raid0") for s in ctx.storage):
+            st = it.instance_store
+            changes["storage"] = ctx.storage + (StorageExpectation(
+                mount=None, kind="instance-store", name=f"{it.name} NVMe instance store",
+                read_iops_4k=st.random_read_iops_4k, write_iops_4k=st.write_iops_4k, drives=st.count,
+                derivation=(f"{it.name} instance store, {st.count} drives: AWS's 4 KiB random IOPS for all volumes "
+                            "together (no per-drive MB/s is published)"),
+                source=it.source),)
+    if "gpu_model" in changes:
+        key = cat.resolve_gpu_key(str(changes["gpu_model"]))
+        if key is None:
+            raise ContextError(f"unknown GPU model {changes['gpu_model']!r}; known: {', '.join(sorted(cat.gpu_keys))}")
+        changes["gpu_model"] = key
+        if "nvlink_gbytes_s" not in ov:
+            spec = cat.gpu(key)
+            changes["nvlink_gbytes_s"] = spec.nvlink_unidir_gbytes_s if spec.has_nvlink else None
+    for k in ("nodes", "gpus_per_node", "nics_per_node"):
+        if k in ov and (not isinstance(ov[k], int) or ov[k] < 1):
+            raise ContextError(f"{k.replace('_', '-')} must be a positive integer, got {ov[k]!r}")
+    if "nic_gbps" in ov and (not isinstance(ov["nic_gbps"], (int, float)) or ov["nic_gbps"] <= 0):
+        raise ContextError(f"nic-gbps must be a positive number (Gbit/s), got {ov['nic_gbps']!r}")
+    for k in ov:
+        prov.append((k, "flag"))
+    return dataclasses.replace(ctx, **changes, explicit=ctx.explicit | frozenset(ov), provenance=tuple(prov))
+
+
+def context_from_flags(
+    blueprint: Blueprint | None = None,
+    group: str | None = None,
+    *,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    gpu: str | None = None,
+    instance_type: str | None = None,
+    fabric: str | None = None,
+    nic_gbps: float | None = None,
+    nics_per_node: int | None = None,
+    target: str | None = None,
+) -> JudgeContext:
+    """The context of the ``judge`` command: the blueprint's (if any), then each flag that is not
+    ``None`` applied as an explicit override. Raises :class:`ContextError` (a usage error, exit 2)
+    for an unknown GPU, instance type, fabric or node group."""
+    base = context_from_blueprint(blueprint, group) if blueprint is not None else JudgeContext()
+    if blueprint is None and group:
+        raise ContextError("--group needs --blueprint")
+    return apply_overrides(base, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu, instance_type=instance_type,
+                           fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, fio_target=target)
+
+
+# ---------------------------------------------------------------------------------------------
+# formulas
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BusbwExpectation:
+    """Expected peak busbw (GB/s) of one collective run, with how it was derived.
+
+    ``basis``: ``threshold`` (blueprint/flag), ``nvlink``, ``pcie`` or ``network`` (whichever
+    bound is lower); ``intra_gbps``/``inter_gbps`` the two bounds (``None`` when not applicable
+    or unknown); ``derivation`` a sentence with the arithmetic; ``source`` the URL of the formula.
+    """
+
+    busbw_gbps: float
+    basis: str
+    derivation: str
+    source: str
+    intra_gbps: float | None = None
+    inter_gbps: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
+    """Per-GPU unidirectional GB/s inside a node: NVLink when the part has it, else the PCIe x16
+    rate of its generation. Returns ``(GB/s, "nvlink"|"pcie", source)`` or ``None``."""
+    if not gpu_key:
+        return None
+    cat = catalog()
+    try:
+        spec = cat.gpu(gpu_key)
+    except UnknownHardwareError:
+        return None
+    if spec.has_nvlink:
+        return float(spec.nvlink_unidir_gbytes_s or 0), "nvlink", spec.raw.get("field_sources", {}).get("nvlink_gen", spec.source)
+    pcie = str(spec.raw.get("pcie") or "")
+    gen = pcie.split("_")[0] if pcie else ""
+    rates = cat.fabrics.get("pcie_x16_unidir_gbytes_s", {})
+    if gen in rates:
+        return float(rates[gen]), "pcie", str(cat.fabrics.get("pcie_source", ""))
+    return None
+
+
+def expected_busbw(
+    ctx: JudgeContext,
+    *,
+    collective: str | None,
+    ranks: int,
+    nodes: int,
+    gpu_key: str | None,
+    candidates: tuple[str, ...] = (),
+) -> BusbwExpectation | None:
+    """Expected peak busbw for ``collective`` over ``ranks`` ranks on ``nodes`` nodes of ``gpu_key``.
+
+    See the module docstring for the formulas. ``collective`` ``None`` with ``candidates`` uses the
+    lowest candidate expectation. Returns ``None`` when neither an intra-node nor an inter-node
+    bound can be computed (unknown GPU and unknown NIC rate) and no threshold is set.
+    """
+    cat = catalog()
+    frac = cat.achievable_fraction
+    th = ctx.nccl.min_busbw_gbps
+    if th is not None:
+        return BusbwExpectation(th, "threshold", f"validation.nccl.thresholds.min_busbw_gbps = {th:g} GB/s", "blueprint")
+    ranks = max(ranks, 1)
+    nodes = max(min(nodes, ranks), 1)
+    g = max(ranks // nodes, 1)
+    intra = None
+    intra_text = ""
+    intra_src = ""
+    notes: list[str] = []
+    if g >= 2:
+        got = intra_node_gbytes_s(gpu_key)
+        if got is not None:
+            rate, kind, intra_src = got
+            intra = rate * frac
+            intra_text = f"{kind} {rate:g} GB/s per GPU x {frac:g} = {intra:.1f} GB/s"
+    inter = None
+    inter_text = ""
+    colls = [collective] if collective else list(candidates)
+    if nodes >= 2:
+        node_gbps = None
+        if ctx.nic_gbps is not None:
+            nics = ctx.nics_per_node
+            if nics is None:
+                nics = g
+                notes.append(f"NIC count unknown: assumed one {ctx.nic_gbps:g} Gbit/s NIC per GPU (pass --nics-per-node)")
+            node_gbps = ctx.nic_gbps * nics
+            gpus = max(ctx.gpus_per_node or g, g)  # the node's NICs are shared by all its GPUs (rails)
+            b = node_gbps / 8.0 / gpus  # per-GPU NIC rate, GB/s
+            best: tuple[float, str] | None = None
+            for c in colls or ["all_reduce"]:
+                if c == "all_reduce":
+                    v = b * frac * (ranks - 1) / (nodes - 1)
+                    t = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU x {frac:g}"
+                         f" x (n-1)/(k-1) = {ranks - 1}/{nodes - 1} = {v:.1f} GB/s")
+                elif c == "alltoall":
+                    v = b * frac * (ranks - 1) / max(ranks - g, 1)
+                    t = (f"network {b:.3g} GB/s per GPU x {frac:g} x (n-1)/(n-g) = {ranks - 1}/{ranks - g}"
+                         f" = {v:.1f} GB/s (alltoall: the off-node share crosses the NICs)")
+                elif c == "sendrecv":
+                    v = b * frac
+                    t = f"network {b:.3g} GB/s per GPU x {frac:g} = {v:.1f} GB/s"
+                else:
+                    v = b * frac * g
+                    t = (f"network {b:.3g} GB/s per GPU x {g} GPUs per node (ring: one NIC rail per ring) x {frac:g}"
+                         f" = {v:.1f} GB/s")
+                if best is None or v < best[0]:
+                    best = (v, t)
+            if best:
+                inter, inter_text = best
+    if intra is None and inter is None:
+        return None
+    if inter is not None and (intra is None or inter < intra):
+        return BusbwExpectation(inter, "network", inter_text, ML_NETWORK, intra, inter, tuple(notes))
+    assert intra is not None
+    basis = "nvlink" if "nvlink" in intra_text else "pcie"
+    return BusbwExpectation(intra, basis, intra_text, intra_src or ML_NETWORK, intra, inter, tuple(notes))
+
+
+def mfu_floor(gpu_key: str | None) -> tuple[float, str, str]:
+    """The MFU floor of a GPU: ``(floor 0-1, derivation, source)``.
+
+    :data:`MFU_FLOOR_HOPPER` scaled by the GPU's measured bf16 matmul efficiency (MAMF / peak,
+    catalog ``reference_benchmarks.max_achievable_matmul_tflops``) relative to H100's; GPUs without
+    a MAMF figure get the Hopper floor.
+    """
+    cat = catalog()
+    table = cat.reference_benchmarks.get("max_achievable_matmul_tflops", {})
+    bf16 = table.get("bf16", {})
+    src = str(table.get("source", ""))
+    ref = bf16.get("h100-sxm", {}).get("efficiency")
+    key = _MAMF_KEYS.get(gpu_key or "")
+    eff = bf16.get(key, {}).get("efficiency") if key else None
+    if eff and ref:
+        floor = MFU_FLOOR_HOPPER * float(eff) / float(ref)
+        deriv = (f"{MFU_FLOOR_HOPPER:.0%} (H100-class floor) x matmul efficiency {float(eff):.3f} / "
+                 f"{float(ref):.3f} (H100) = {floor:.1%}")
+        return floor, deriv, f"{TORCHTITAN_H100}; {src}"
+    return MFU_FLOOR_HOPPER, f"{MFU_FLOOR_HOPPER:.0%} (H100-class floor; no matmul efficiency known for this GPU)", TORCHTITAN_H100

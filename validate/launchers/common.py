@@ -1,0 +1,251 @@
+"""What every launcher shares: the planned test, the launch result, payload command lines.
+
+A :class:`PlannedTest` is one validation test (one collective, one fio target, one AMP run) with
+everything its payload needs; :mod:`validate.runner` plans them from the blueprint, a launcher
+(:mod:`.local`, :mod:`.ssh`, :mod:`.slurm`, :mod:`.kubernetes`) runs them and writes the raw
+output to ``DIR/raw/<test-id>.txt`` (collectives) or ``.json`` (fio, AMP).
+
+The payload argument builders here are the single place that turns a planned test into payload
+flags, so the four launchers and the rendered artefacts can never disagree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+
+TestKind = Literal["nccl", "fio", "amp"]
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One validation test.
+
+    ``id``: stable test id (``nccl-all_reduce``, ``fio-scratch``, ``amp``; the node group is added
+    when a blueprint has several compute groups), used for ``raw/<id>.*`` and ``--resume``.
+    ``kind``: ``nccl`` | ``fio`` | ``amp`` (the judge's kind). ``group``: node group name.
+    ``nodes``: nodes the test spans; ``ranks_per_node``: GPUs per node (or gloo processes on a
+    CPU-only machine); ``device``: ``cuda`` or ``cpu``. ``params``: payload settings (see
+    :func:`collectives_args`, :func:`fio_args`, :func:`amp_args`). ``notes``: facts the report
+    should show (e.g. "temp directory instead of /scratch").
+    """
+
+    id: str
+    kind: TestKind
+    group: str
+    nodes: int
+    ranks_per_node: int
+    device: Literal["cuda", "cpu"]
+    params: dict[str, Any]
+    description: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def raw_suffix(self) -> str:
+        """``.txt`` for collective tables, ``.json`` for fio and AMP documents."""
+        return ".txt" if self.kind == "nccl" else ".json"
+
+    @property
+    def ranks(self) -> int:
+        """Total ranks of a collective test (nodes x ranks per node)."""
+        return self.nodes * self.ranks_per_node
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (for ``run.json``)."""
+        return {"id": self.id, "kind": self.kind, "group": self.group, "nodes": self.nodes,
+                "ranks_per_node": self.ranks_per_node, "device": self.device, "params": self.params,
+                "description": self.description, "notes": list(self.notes)}
+
+
+@dataclass
+class LaunchResult:
+    """What a launcher did for one test.
+
+    ``raw``: the raw output file (may be missing or empty when the payload crashed early);
+    ``returncode``: the payload's exit status (124 on timeout); ``log``: stdout+stderr of the
+    launch; ``command``: the command line as a user would type it; ``notes``: launcher facts
+    (e.g. "nccl-tests not installed: torch benchmark used").
+    """
+
+    raw: Path
+    returncode: int
+    log: Path
+    command: str
+    duration_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Launcher(ABC):
+    """Base class. Subclasses set ``name`` and implement :meth:`run`.
+
+    ``out_dir`` is the validation run's directory; every launcher writes its runnable artefacts
+    (scripts, manifests, the payload copies) under it and the raw output to ``out_dir/raw``.
+    ``timeout_s`` bounds one test (``None``: no bound).
+    """
+
+    name: str = ""
+
+    def __init__(self, out_dir: Path, *, timeout_s: float | None = None):
+        self.out_dir = Path(out_dir)
+        self.timeout_s = timeout_s
+        self.raw_dir = self.out_dir / "raw"
+        self.log_dir = self.out_dir / "logs"
+
+    def prepare(self) -> None:
+        """Create the output folders and copy the payloads; raise ToolMissingError when a tool is absent."""
+        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stage_payloads(self.out_dir / "payloads")
+
+    def raw_path(self, test: PlannedTest) -> Path:
+        """``out_dir/raw/<id>.txt|.json``."""
+        return self.raw_dir / f"{test.id}{test.raw_suffix}"
+
+    def log_path(self, test: PlannedTest) -> Path:
+        """``out_dir/logs/<id>.log``."""
+        return self.log_dir / f"{test.id}.log"
+
+    @abstractmethod
+    def run(self, test: PlannedTest) -> LaunchResult:
+        """Run ``test`` to completion and return where its raw output is."""
+
+
+def stage_payloads(dest: Path) -> list[Path]:
+    """Copy the standalone payload files into ``dest`` (created); returns the copies."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in PAYLOAD_FILES:
+        target = dest / name
+        shutil.copyfile(PAYLOAD_DIR / name, target)
+        out.append(target)
+    return out
+
+
+def payload_sources() -> dict[str, str]:
+    """``{file name: source text}`` of the standalone payloads (for a Kubernetes ConfigMap)."""
+    return {name: (PAYLOAD_DIR / name).read_text(encoding="utf-8") for name in PAYLOAD_FILES}
+
+
+# ---------------------------------------------------------------------------------------------
+# payload command lines (one place for every launcher)
+# ---------------------------------------------------------------------------------------------
+
+
+def collectives_args(test: PlannedTest) -> list[str]:
+    """Flags of ``collectives.py`` for a ``nccl`` test (nccl-tests-compatible ``-o -b -e -f -n -w -c``)."""
+    p = test.params
+    return ["-o", p["collective"], "-b", str(p["min_bytes"]), "-e", str(p["max_bytes"]),
+            "-f", str(p["step_factor"]), "-n", str(p["iters"]), "-w", str(p["warmup_iters"]),
+            "-c", "1" if p["check"] else "0", "--device", test.device]
+
+
+def nccl_tests_args(test: PlannedTest) -> list[str]:
+    """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun) for a ``nccl`` test."""
+    p = test.params
+    return ["--collective", p["collective"], "-b", str(p["min_bytes"]), "-e", str(p["max_bytes"]),
+            "-f", str(p["step_factor"]), "-n", str(p["iters"]), "-w", str(p["warmup_iters"]),
+            "-c", "1" if p["check"] else "0"]
+
+
+def nccl_binary_flags(test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
+    """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``), as srun/mpirun in scripts pass them."""
+    p = test.params
+    return ["-b", str(p["min_bytes"]), "-e", str(p["max_bytes"]), "-f", str(p["step_factor"]),
+            "-n", str(p["iters"]), "-w", str(p["warmup_iters"]), "-c", "1" if p["check"] else "0",
+            "-g", str(gpus_per_process)]
+
+
+def fio_args(test: PlannedTest, target: str | None = None) -> list[str]:
+    """Flags of ``fio_bench.py`` for a ``fio`` test (``target`` overrides the planned directory)."""
+    p = test.params
+    return ["--target", target or p["target"], "--kind", p["target_kind"], "--size", str(p["size"]),
+            "--runtime", str(p["runtime_s"]), "--numjobs", str(p["numjobs"]), "--iodepth", str(p["iodepth"])]
+
+
+def amp_args(test: PlannedTest) -> list[str]:
+    """Flags of ``amp_bench.py`` for an ``amp`` test."""
+    p = test.params
+    args = ["--layers", str(p["layers"]), "--hidden", str(p["hidden"]), "--heads", str(p["heads"]),
+            "--seq-len", str(p["seq_len"]), "--vocab", str(p["vocab"]), "--batch-size", str(p["batch_size"]),
+            "--steps", str(p["steps"]), "--warmup-steps", str(p["warmup_steps"]),
+            "--precision", p["precision"], "--device", test.device]
+    if p.get("compile"):
+        args.append("--compile")
+    if p.get("fp32_baseline"):
+        args.append("--fp32-baseline")
+    if p.get("peak_tflops"):
+        args += ["--peak-tflops", f"{p['peak_tflops']:g}"]
+    return args
+
+
+def shell_join(argv: list[str]) -> str:
+    """``argv`` quoted for a POSIX shell."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+# ---------------------------------------------------------------------------------------------
+# running a local process with a log, a timeout and no orphans
+# ---------------------------------------------------------------------------------------------
+
+
+def run_logged(argv: list[str], log: Path, *, stdout_to: Path | None = None, cwd: Path | None = None,
+               env: dict[str, str] | None = None, timeout_s: float | None = None) -> tuple[int, float]:
+    """Run ``argv``; stderr (and stdout unless ``stdout_to``) go to ``log``. Returns ``(status, seconds)``.
+
+    On timeout the whole process group is killed and the status is 124. ``stdout_to`` receives
+    stdout alone (e.g. a JSON document or a table). Raises ``FileNotFoundError`` when the program
+    does not exist.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        lf = stack.enter_context(open(log, "ab"))
+        lf.write(f"$ {shell_join(argv)}\n".encode())
+        lf.flush()
+        out_f = stack.enter_context(open(stdout_to, "wb")) if stdout_to is not None else None
+        proc = subprocess.Popen(argv, stdout=out_f or lf, stderr=lf, cwd=cwd, env=child_env(env),
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            lf.write(f"\n# killed after {timeout_s:g} s (timeout)\n".encode())
+            rc = 124
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return rc, time.perf_counter() - t0
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) plus ``CLUSTERFORGE_DIE_WITH_PARENT=1``: payloads then end
+    when the launcher is killed (they run in their own session, so they miss its process group's signals)."""
+    out = dict(os.environ if env is None else env)
+    out["CLUSTERFORGE_DIE_WITH_PARENT"] = "1"
+    return out
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group of ``proc`` (its own session), SIGKILL after 5 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

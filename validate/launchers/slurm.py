@@ -1,0 +1,161 @@
+"""The Slurm launcher: one sbatch script per test, run with ``srun``, submitted with ``sbatch --wait``.
+
+Each script is self-contained and runnable by hand: it works in ``CF_DIR`` (the environment variable
+``CLUSTERFORGE_VALIDATE_DIR``, else the job's working directory), which must hold ``payloads/`` and
+be on a file system every node sees. It writes the raw output to ``CF_DIR/raw/<test-id>.*`` and the
+job log to ``logs/<job-name>-<job-id>.out``.
+
+* collectives: ``srun`` one task per GPU (``--ntasks-per-node=G --gpus-per-node=G``); the nccl-tests
+  binary (``srun --mpi=pmix <collective>_perf -g 1``, the binary built with ``MPI=1``) when
+  ``nccl_tests.py --probe`` finds it, else ``collectives.py``, which reads ``SLURM_PROCID``,
+  ``SLURM_NTASKS`` and ``SLURM_LOCALID`` and rendezvouses at ``MASTER_ADDR`` = the first node;
+* fio: one task on one node; AMP: one task with one GPU.
+
+sbatch/srun options: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/srun.html.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from blueprints import LoadedBlueprint
+from blueprints.models import SlurmOrchestrator
+from clusterforge.errors import ToolMissingError
+
+from .common import (
+    Launcher,
+    LaunchResult,
+    PlannedTest,
+    amp_args,
+    collectives_args,
+    fio_args,
+    nccl_binary_flags,
+    run_logged,
+    shell_join,
+)
+
+MASTER_PORT = 29500
+
+
+def _time_limit(seconds: float) -> str:
+    s = int(max(60, seconds))
+    return f"{s // 3600:02d}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+
+
+def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: float = 3600) -> str:
+    """The sbatch script text for ``test`` (bash; ``#SBATCH`` options, then ``srun``)."""
+    bp = loaded.blueprint
+    orch = bp.orchestrator if isinstance(bp.orchestrator, SlurmOrchestrator) else None
+    gpus = test.device == "cuda"
+    name = f"cf-{bp.name}-{test.id}"[:64]
+    raw = f'"$CF_DIR/raw/{test.id}{test.raw_suffix}"'
+    lines = [
+        "#!/bin/bash",
+        f"# clusterforge validation for blueprint {bp.name}: {test.description}",
+        f"# Submit from the directory that holds payloads/ (or set CLUSTERFORGE_VALIDATE_DIR): sbatch {test.id}.sbatch",
+        f"#SBATCH --job-name={name}",
+    ]
+    if test.kind == "nccl":
+        lines += [f"#SBATCH --nodes={test.nodes}", f"#SBATCH --ntasks-per-node={test.ranks_per_node}"]
+        if gpus:
+            lines.append(f"#SBATCH --gpus-per-node={test.ranks_per_node}")
+        lines.append("#SBATCH --exclusive")
+    else:
+        lines += ["#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
+        if gpus and test.kind == "amp":
+            lines.append("#SBATCH --gpus-per-node=1")
+    if orch is not None:
+        lines.append(f"#SBATCH --partition={orch.partition}")
+        if orch.account:
+            lines.append(f"#SBATCH --account={orch.account}")
+    lines += [
+        f"#SBATCH --time={_time_limit(time_limit_s)}",
+        "#SBATCH --output=logs/%x-%j.out",
+        "set -euo pipefail",
+        'CF_DIR="${CLUSTERFORGE_VALIDATE_DIR:-$PWD}"',
+        'PY="${CLUSTERFORGE_PYTHON:-python3}"',
+        'mkdir -p "$CF_DIR/raw" "$CF_DIR/logs"',
+    ]
+    if test.kind == "nccl":
+        coll = test.params["collective"]
+        lines += [
+            'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+            f"export MASTER_PORT={MASTER_PORT}",
+        ]
+        torch_cmd = f'srun "$PY" "$CF_DIR/payloads/collectives.py" {shell_join(collectives_args(test))} --output {raw}'
+        if gpus:
+            lines += [
+                f'if BIN="$("$PY" "$CF_DIR/payloads/nccl_tests.py" --probe --collective {coll} 2>/dev/null)"; then',
+                f'  srun --mpi=pmix "$BIN" {shell_join(nccl_binary_flags(test, 1))} | tee {raw}',
+                "else",
+                f"  {torch_cmd}",
+                "fi",
+            ]
+        else:
+            lines.append(torch_cmd)
+    elif test.kind == "fio":
+        lines.append(f'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/fio_bench.py" {shell_join(fio_args(test))} '
+                     f"--output {raw}")
+    elif test.kind == "amp":
+        lines.append(f'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/amp_bench.py" {shell_join(amp_args(test))} '
+                     f"--output {raw}")
+    else:
+        raise ValueError(f"unknown test kind {test.kind!r}")
+    return "\n".join(lines) + "\n"
+
+
+def write_scripts(loaded: LoadedBlueprint, tests: list[PlannedTest], dest: Path,
+                  *, time_limit_s: float = 3600) -> list[Path]:
+    """Write ``dest/<test-id>.sbatch`` for every test (mode 0755); returns the paths."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for t in tests:
+        p = dest / f"{t.id}.sbatch"
+        p.write_text(sbatch_script(loaded, t, time_limit_s=time_limit_s), encoding="utf-8")
+        p.chmod(0o755)
+        out.append(p)
+    return out
+
+
+class SlurmLauncher(Launcher):
+    """Submits each test with ``sbatch --wait`` from ``DIR`` (which must be on a shared file system)."""
+
+    name = "slurm"
+
+    def __init__(self, out_dir: Path, loaded: LoadedBlueprint, *, timeout_s: float | None = None,
+                 python: str = "python3"):
+        super().__init__(out_dir, timeout_s=timeout_s)
+        self.loaded = loaded
+        self.python = python
+        self.script_dir = self.out_dir / "slurm"
+
+    def prepare(self) -> None:
+        """Folders, payload copies; raises ToolMissingError when ``sbatch`` is not on PATH."""
+        if shutil.which("sbatch") is None:
+            raise ToolMissingError("sbatch not found: run `clusterforge validate --launcher slurm` on a Slurm "
+                                   "login node (or use `clusterforge render` and submit the scripts there)")
+        super().prepare()
+        self.script_dir.mkdir(parents=True, exist_ok=True)
+
+    def run(self, test: PlannedTest) -> LaunchResult:
+        """Write the script, ``sbatch --parsable --wait`` it and wait; raw output lands in ``raw/``."""
+        script = write_scripts(self.loaded, [test], self.script_dir,
+                               time_limit_s=self.timeout_s or 3600)[0]
+        raw = self.raw_path(test)
+        if raw.exists():
+            raw.unlink()
+        log = self.log_path(test)
+        if log.exists():
+            log.unlink()
+        env = dict(os.environ)
+        env["CLUSTERFORGE_VALIDATE_DIR"] = str(self.out_dir.resolve())
+        env["CLUSTERFORGE_PYTHON"] = self.python
+        argv = ["sbatch", "--parsable", "--wait", f"--chdir={self.out_dir.resolve()}", str(script.resolve())]
+        t0 = time.perf_counter()
+        rc, _ = run_logged(argv, log, env=env, timeout_s=None if self.timeout_s is None else self.timeout_s + 600)
+        return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(argv),
+                            duration_s=time.perf_counter() - t0,
+                            notes=["job log: DIR/logs/<job-name>-<job-id>.out"])

@@ -1,0 +1,981 @@
+"""Parse nccl-tests output (text of every version, and ``-J`` JSON) into :class:`NcclRun` objects.
+
+The built-in torch.distributed benchmark (:mod:`validate.payloads.collectives`) prints the same
+table, so this module reads it too (its "Using devices" lines name ``cpu (gloo)`` on CPUs).
+
+What the text parser copes with (all seen in ``shared/fixtures/nccl-tests`` or described in
+``shared/reference/validation.md`` §b1):
+
+* pre-2.13 tables: no ``Group`` in Rank lines, ``error`` (max deviation) instead of ``#wrong``,
+  no ``root`` column, all_gather without a ``redop`` column, broadcast with ``root`` instead of
+  ``redop``, alltoall with a *blank* redop field;
+* current tables: ``redop``/``root`` columns, ``#wrong`` counts printed with ``%g`` (so
+  ``1.04858e+06``), ``N/A`` when correctness is not checked (``-c 0``), numbers squeezed into
+  exponent form by ``getFloatStr``, per-iteration columns (``-I 1``), timestamps (``-S``);
+* header lines with or without the leading ``#``;
+* launcher prefixes: ``0: `` (``srun --label``), ``[1,0]<stdout>:`` (``mpirun --tag-output``),
+  ``[0] ``, ``[pod/NAME/CONTAINER] `` (``kubectl logs --prefix``) and ISO timestamps;
+* ``NCCL INFO``/``NCCL WARN`` lines inside the table (read for the network transport used);
+* several runs in one file (one per header, per table header after a table, or per launcher
+  stream), crash lines (``Test CUDA failure common.cu:1304 '...'``) and a non-MPI build launched
+  as several processes (every process prints its own "Rank 0").
+
+Units: sizes in bytes, time in microseconds, algbw/busbw in GB/s (1e9 bytes/s) as nccl-tests
+prints them. Source of the formats: NVIDIA/nccl-tests src/util.cu and src/common.cu
+(https://github.com/NVIDIA/nccl-tests/blob/master/src/util.cu).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "COLLECTIVES",
+    "Device",
+    "NcclRun",
+    "Placement",
+    "Row",
+    "bus_factor",
+    "normalize_collective",
+    "parse_nccl",
+    "parse_nccl_json",
+    "parse_nccl_text",
+]
+
+COLLECTIVES = (
+    "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv",
+    "gather", "scatter", "hypercube",
+)
+"""Canonical collective names (the nccl-tests binary names without ``_perf``)."""
+
+_ALIASES = {
+    "allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+    "all_to_all": "alltoall", "alltoallv": "alltoall", "all2all": "alltoall", "send_recv": "sendrecv",
+    "bcast": "broadcast",
+}
+
+TYPE_BYTES = {
+    "int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
+    "half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float": 4, "float32": 4,
+    "double": 8, "float64": 8, "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+}
+"""Element size in bytes of the ``type`` column's data types (nccl-tests ``test_typenames``)."""
+
+
+def normalize_collective(name: str | None) -> str | None:
+    """``"all_reduce_perf"``, ``"./build/allreduce"``, ``"AllReduce"`` -> ``"all_reduce"``; unknown -> ``None``."""
+    if not name:
+        return None
+    base = os.path.basename(name.strip()).lower()
+    base = re.sub(r"(_perf)?(_mpi)?$", "", base)
+    base = _ALIASES.get(base, base)
+    return base if base in COLLECTIVES else None
+
+
+def bus_factor(collective: str, nranks: int) -> float:
+    """busbw / algbw for ``collective`` on ``nranks`` ranks (nccl-tests doc/PERFORMANCE.md).
+
+    all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall, gather, scatter (n-1)/n;
+    broadcast, reduce, sendrecv, hypercube 1. Raises ``ValueError`` for an unknown collective.
+    """
+    n = max(int(nranks), 1)
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "sendrecv", "hypercube"):
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# data model
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Placement:
+    """One placement (out-of-place or in-place) of a table row.
+
+    ``time_us`` microseconds; ``algbw_gbps``/``busbw_gbps`` GB/s (1e9 bytes/s); ``wrong`` the
+    ``#wrong`` count (``None`` when printed ``N/A``, i.e. not checked, or for the old ``error``
+    column); ``max_error`` the old ``error`` column's max deviation (pre-2.13), else ``None``.
+    """
+
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wrong: float | None
+    max_error: float | None = None
+
+
+@dataclass
+class Row:
+    """One size of the table. ``redop`` is ``""`` for a blank field, ``None`` when the column is absent."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    out_of_place: Placement | None
+    in_place: Placement | None
+    line: int = 0
+
+    @property
+    def placements(self) -> list[tuple[str, Placement]]:
+        """``[("out-of-place", p), ("in-place", p)]`` for the placements present."""
+        out = []
+        if self.out_of_place is not None:
+            out.append(("out-of-place", self.out_of_place))
+        if self.in_place is not None:
+            out.append(("in-place", self.in_place))
+        return out
+
+    @property
+    def busbw_gbps(self) -> float | None:
+        """The better busbw of the two placements (GB/s), ``None`` when neither printed one."""
+        vals = [p.busbw_gbps for _, p in self.placements if p.busbw_gbps is not None]
+        return max(vals) if vals else None
+
+    @property
+    def algbw_gbps(self) -> float | None:
+        """The better algbw of the two placements (GB/s)."""
+        vals = [p.algbw_gbps for _, p in self.placements if p.algbw_gbps is not None]
+        return max(vals) if vals else None
+
+    @property
+    def wrong(self) -> float | None:
+        """Sum of ``#wrong`` over the placements; ``None`` when no placement was checked."""
+        vals = [p.wrong for _, p in self.placements if p.wrong is not None]
+        return sum(vals) if vals else None
+
+
+@dataclass
+class Device:
+    """One "Using devices" line: ``Rank 3 Group 0 Pid 46 on node-1 device 3 [0x54] NVIDIA A100-SXM4-40GB``."""
+
+    rank: int
+    host: str
+    device: int | None
+    name: str
+    pid: int | None = None
+    group: int | None = None
+    bus_id: str | None = None
+
+
+@dataclass
+class NcclRun:
+    """One collective benchmark run (one table) and everything its output says about itself.
+
+    ``collective`` is the canonical name when the output names it (``collective_from`` says how:
+    ``header``, ``command line``, ``json args``, ``filename``) or when the columns and the
+    busbw/algbw ratio pin it down (``columns``); ``candidates`` lists the possibilities when they
+    do not (e.g. ``["all_gather", "alltoall"]`` for a current-format table with redop ``none``).
+    ``errors`` are fatal lines (crash, CUDA/NCCL failure, timeout), deduplicated, in order;
+    ``networks`` the NCCL network transports named in ``NCCL INFO`` lines (``Socket``, ``IB``,
+    ``AWS Libfabric`` ...); ``duplicated_rank0`` is set when several processes each printed their
+    own rank 0 (a non-MPI nccl-tests build launched as N processes).
+    """
+
+    index: int = 0
+    fmt: str = "text"
+    tool: str = "nccl-tests"
+    version: str | None = None
+    backend: str | None = None
+    collective: str | None = None
+    collective_from: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    devices: list[Device] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    out_of_bounds: int | None = None
+    out_of_bounds_ok: bool | None = None
+    avg_busbw_gbps: float | None = None
+    avg_busbw_check: str | None = None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
+    net_provider: str | None = None
+    net_plugin_missing: bool = False
+    duplicated_rank0: bool = False
+    duplicate_streams: int = 0
+    concluded: bool = False
+    truncated: bool = False
+    first_line: int = 0
+    format_notes: list[str] = field(default_factory=list)
+    stage: int = field(default=-1, repr=False)
+
+    # ---- derived facts -----------------------------------------------------------------------
+    @property
+    def ranks(self) -> int | None:
+        """Number of ranks listed under "Using devices" (``None`` when the header is missing)."""
+        return len({d.rank for d in self.devices}) or None
+
+    @property
+    def hosts(self) -> list[str]:
+        """Distinct host names of the ranks, in rank order."""
+        seen: dict[str, None] = {}
+        for d in sorted(self.devices, key=lambda d: d.rank):
+            seen.setdefault(d.host, None)
+        return list(seen)
+
+    @property
+    def nodes(self) -> int | None:
+        """Number of distinct hosts in the "Using devices" lines (``None`` without them)."""
+        return len(self.hosts) or None
+
+    @property
+    def device_name(self) -> str | None:
+        """The most common device name (``"NVIDIA A100-SXM4-40GB"``, ``"cpu (gloo)"``), or ``None``."""
+        names = Counter(d.name for d in self.devices if d.name)
+        return names.most_common(1)[0][0] if names else None
+
+    @property
+    def is_cpu(self) -> bool:
+        """True for a CPU measurement (the torch benchmark on gloo: device ``cpu (gloo)``)."""
+        name = (self.device_name or "").lower()
+        return self.backend == "gloo" or name.startswith("cpu") or "gloo" in name
+
+    @property
+    def checked(self) -> bool | None:
+        """Whether correctness was checked: ``False`` when every ``#wrong`` is ``N/A`` (or ``validation: 0``)."""
+        if not self.rows:
+            return None
+        if any(p.wrong is not None for r in self.rows for _, p in r.placements):
+            return True
+        return bool(self.config.get("validation") == 1 and "error" in self.columns)
+
+    @property
+    def wrong_total(self) -> float | None:
+        """Sum of ``#wrong`` over all rows and placements; ``None`` when nothing was checked."""
+        vals = [r.wrong for r in self.rows if r.wrong is not None]
+        return sum(vals) if vals else None
+
+    def peak(self) -> tuple[float, int, str] | None:
+        """``(busbw GB/s, size bytes, placement)`` of the highest busbw in the table, or ``None``."""
+        best: tuple[float, int, str] | None = None
+        for r in self.rows:
+            for name, p in r.placements:
+                if p.busbw_gbps is not None and (best is None or p.busbw_gbps > best[0]):
+                    best = (p.busbw_gbps, r.size_bytes, name)
+        return best
+
+    def inferred_ranks(self) -> int | None:
+        """Ranks recovered from the table when the header is missing.
+
+        Per-rank-count collectives (all_gather, reduce_scatter, alltoall): size = count x typesize
+        x n exactly. Otherwise from busbw/algbw = factor(n) at the row with the largest algbw
+        (only when algbw >= 10 GB/s, so the printed 2 decimals are precise enough, and the
+        estimate rounds cleanly). ``None`` when neither works.
+        """
+        coll = self.collective
+        for r in reversed(self.rows):
+            ts = TYPE_BYTES.get(r.dtype.lower())
+            if ts and r.count > 0 and coll in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter"):
+                q = r.size_bytes / (r.count * ts)
+                if q >= 2 and abs(q - round(q)) < 1e-9:
+                    return round(q)
+        best = None
+        for r in self.rows:
+            for _, p in r.placements:
+                if (p.algbw_gbps and p.busbw_gbps is not None and p.algbw_gbps >= 10
+                        and (best is None or p.algbw_gbps > best[0])):
+                    best = (p.algbw_gbps, p.busbw_gbps)
+        if best is None or coll is None:
+            return None
+        ratio = best[1] / best[0]
+        if coll == "all_reduce" and ratio < 2:
+            est = 2.0 / (2.0 - ratio)
+        elif coll in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter") and ratio < 1:
+            est = 1.0 / (1.0 - ratio)
+        else:
+            return None
+        n = round(est)
+        if n < 2 or n > 256 or abs(est - n) > 0.2:
+            return None
+        return int(n)
+
+    @property
+    def label(self) -> str:
+        """Short human name: ``"all_reduce #2"`` style (collective or ``"collective"``)."""
+        what = self.collective or (" or ".join(self.candidates) if self.candidates else "collective")
+        return what
+
+
+# ---------------------------------------------------------------------------------------------
+# text
+# ---------------------------------------------------------------------------------------------
+
+_PREFIXES = [
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),  # kubectl --timestamps
+    re.compile(r"^\[pod/[^\]]+\]\s?"),                                             # kubectl logs --prefix
+]
+_STREAM_PREFIXES = [
+    re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?"),   # mpirun --tag-output: [jobid,rank]<stdout>:
+    re.compile(r"^\s*(\d+):\s"),                              # srun --label: "0: "
+    re.compile(r"^\[(\d+)\]\s"),                               # inline "[0] "
+]
+
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)(?:\s+(.*?))?\s*$")
+_NA = {"n/a", "nan", "-nan", "inf", "-inf", "+inf"}
+_RANK = re.compile(
+    r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(-?\d+)\s*(\[[^\]]*\])?\s*(.*?)\s*$"
+)
+_VERSION = re.compile(r"(?:nccl-tests|benchmark)\s+version\s+(\S+)", re.IGNORECASE)
+_BACKEND = re.compile(r"\bbackend[:=\s]+(gloo|nccl|mpi|ucc)\b", re.IGNORECASE)
+_STARTING = re.compile(r"Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"Collective test concluded:\s*(\S+)")
+_NTHREAD = re.compile(r"^nThread\s+\d+\s+nGpus\s+\d+")
+_CONFIG_KEYS = re.compile(
+    r"(nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph|unalign)\s*:?\s+(-?\d+)"
+)
+_STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?", re.IGNORECASE)
+_COMMAND = re.compile(
+    r"\b(all_reduce|all_gather|alltoallv?|reduce_scatter|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf(?:_mpi)?\b"
+)
+_FATAL = re.compile(
+    r"Test (?:CUDA |NCCL )?failure|\bTest timeout\b|^\s*#?\s*error:|Invalid number of GPUs|Segmentation fault"
+    r"|\bBus error\b|exited on signal|srun: error:|\*\*\* Process received signal|\bout of memory\b"
+    r"|\bMPI_ABORT\b|terminate called|Aborted \(core dumped\)|^\w*(?:Error|Exception): |collectives: .*failed"
+    r"|Timed out|timed out after|\bkilled\b.*\bsignal\b|^Killed$",
+    re.IGNORECASE,
+)
+_NCCL_WARN = re.compile(r"NCCL WARN\s+(.*)$")
+_USING_NETWORK = re.compile(r"NCCL INFO\s+Using network\s+(.+?)\s*$")
+_VIA_NET = re.compile(r"via NET/([^/\s]+(?: [^/\s]+)?)/")
+_PLUGIN_MISSING = re.compile(r"NET/Plugin\s*:?.*(no plugin|not found|could not|failed to|unable to)", re.IGNORECASE)
+_PROVIDER = re.compile(r"Selected Provider is (\w+)", re.IGNORECASE)
+
+
+def _strip_prefix(line: str) -> tuple[str | None, str]:
+    """Remove launcher/log prefixes; return ``(stream id or None, content)``."""
+    for p in _PREFIXES:
+        line = p.sub("", line, count=1)
+    stream = None
+    for p in _STREAM_PREFIXES:
+        m = p.match(line)
+        if m:
+            stream = m.group(1)
+            line = line[m.end():]
+            for q in _PREFIXES:
+                line = q.sub("", line, count=1)
+            break
+    return stream, line
+
+
+_MISSING = object()
+
+
+def _num(tok: str) -> float | None:
+    """A printed number (``"1.0e+04"``, ``"-1"``) as float; ``N/A``/``nan`` -> ``None``.
+
+    Raises ``ValueError`` for anything else."""
+    try:
+        v = float(tok)
+    except ValueError:
+        if tok.lower() in _NA:
+            return None
+        raise
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def _conv(tok: str) -> Any:
+    """:func:`_num`, but ``_MISSING`` instead of raising (one pass over a row's tokens)."""
+    try:
+        return _num(tok)
+    except ValueError:
+        return _MISSING
+
+
+_TIMESTAMP_DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
+_TIMESTAMP_TIME = re.compile(r"^\d\d:\d\d:\d\d$")
+
+
+def _placement(names: tuple[str, ...], vals: list[Any]) -> Placement | None:
+    if not vals:
+        return None
+    d = dict(zip(names, vals))
+    t = d.get("time", d.get("cputime"))
+    return Placement(time_us=t, algbw_gbps=d.get("algbw"), busbw_gbps=d.get("busbw"),
+                     wrong=d.get("#wrong", d.get("wrong")), max_error=d.get("error"))
+
+
+_DEFAULT_GROUP = ("time", "algbw", "busbw", "#wrong")
+
+
+@functools.lru_cache(maxsize=64)
+def _split_columns(columns: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Header columns after ``type`` -> (leading [redop/root], oop group names, ip group names)."""
+    lead: list[str] = []
+    i = 0
+    while i < len(columns) and columns[i] in ("redop", "root"):
+        lead.append(columns[i])
+        i += 1
+    rest = [c for c in columns[i:] if c != "timestamp"]
+    starts = [j for j, c in enumerate(rest) if c in ("time", "cputime")]
+    if len(starts) >= 2:
+        return tuple(lead), tuple(rest[starts[0]:starts[1]]), tuple(rest[starts[1]:])
+    if len(starts) == 1:
+        return tuple(lead), tuple(rest[starts[0]:]), ()
+    return tuple(lead), _DEFAULT_GROUP, _DEFAULT_GROUP
+
+
+def _parse_row(m: re.Match[str], columns: list[str], lineno: int) -> Row | None:
+    """Parse a table row given the header columns after ``type`` (may be empty: heuristics)."""
+    size, count, dtype = int(m.group(1)), int(m.group(2)), m.group(3)
+    toks = (m.group(4) or "").split()
+    if len(toks) >= 2 and _TIMESTAMP_DATE.match(toks[-2]) and _TIMESTAMP_TIME.match(toks[-1]):
+        toks = toks[:-2]
+    if columns:
+        lead, g_oop, g_ip = _split_columns(tuple(columns))
+    else:
+        lead, g_oop, g_ip = (), _DEFAULT_GROUP, _DEFAULT_GROUP
+    vals = [_conv(t) for t in toks]
+    # leading tokens: at most one alphabetic redop name, then numbers only
+    nlead = 0
+    while nlead < len(vals) and vals[nlead] is _MISSING:
+        nlead += 1
+    if nlead > 1:
+        return None
+    numeric = vals[nlead:]
+    if any(v is _MISSING for v in numeric):
+        return None
+    redop: str | None = None
+    root: int | None = None
+    if nlead == 1:
+        redop = toks[0]
+    elif "redop" in lead:
+        redop = ""  # blank redop field (old alltoall)
+    width = len(g_oop) + len(g_ip)
+    n_root = 1 if ("root" in lead or (not columns and len(numeric) in (width + 1, len(g_ip) + 1))) else 0
+    if n_root:
+        if not numeric or numeric[0] is None:
+            return None
+        root = int(numeric[0])
+        numeric = numeric[1:]
+    if len(numeric) == width:
+        return Row(size, count, dtype, redop, root, _placement(g_oop, numeric[: len(g_oop)]),
+                   _placement(g_ip, numeric[len(g_oop):]) if g_ip else None, lineno)
+    if g_ip and len(numeric) == len(g_ip):
+        # trace replay prints the out-of-place half blank: in-place only
+        return Row(size, count, dtype, redop, root, None, _placement(g_ip, numeric), lineno)
+    return None
+
+
+class _StreamParser:
+    """State machine over the lines of one output stream (one process / launcher prefix)."""
+
+    # stages: 0 version, 1 collective starting, 2 nThread, 3 devices, 4 table header, 5 rows, 6 footer
+    def __init__(self) -> None:
+        self.runs: list[NcclRun] = []
+        self.cur: NcclRun | None = None
+        self.orphan_errors: list[str] = []
+        self.orphan_warnings: list[str] = []
+        self.orphan_networks: list[str] = []
+        self.orphan_provider: str | None = None
+        self.orphan_plugin_missing = False
+        self.pending_collective: str | None = None
+        self.pending_version: str | None = None
+        self.pending_backend: str | None = None
+        self.first_line = 0
+
+    def _new(self, lineno: int) -> NcclRun:
+        run = NcclRun(first_line=lineno)
+        if self.pending_collective:
+            run.collective, run.collective_from = self.pending_collective, "command line"
+            self.pending_collective = None
+        self.runs.append(run)
+        self.cur = run
+        return run
+
+    def _at(self, stage: int, lineno: int) -> NcclRun:
+        cur = self.cur
+        if cur is None or cur.stage >= stage:
+            cur = self._new(lineno)
+        cur.stage = stage
+        return cur
+
+    def feed(self, lineno: int, line: str) -> None:
+        s = line.strip()
+        if not s:
+            return
+        m = _ROW.match(s)
+        if m and not s.startswith("#"):
+            cur = self.cur
+            if cur is None or cur.stage > 5:
+                cur = self._new(lineno)
+            row = _parse_row(m, cur.columns, lineno)
+            if row is not None:
+                cur.stage = 5
+                cur.rows.append(row)
+                return
+        h = s.lstrip("#").strip()
+        if not h:
+            return
+        if "NCCL INFO" in h or "NCCL WARN" in h:
+            self._nccl_line(h)
+            return
+        vm = _VERSION.search(h)
+        if vm and h.startswith(("nccl-tests", "clusterforge")):
+            run = self._at(0, lineno)
+            run.version = vm.group(1)
+            if h.startswith("clusterforge"):
+                run.tool = "torch"
+            bm = _BACKEND.search(h)
+            if bm:
+                run.backend = bm.group(1).lower()
+            return
+        sm = _STARTING.search(h)
+        if sm:
+            run = self._at(1, lineno)
+            coll = normalize_collective(sm.group(1))
+            if coll:
+                run.collective, run.collective_from = coll, "header"
+            return
+        if _NTHREAD.match(h):
+            run = self._at(2, lineno)
+            for key, val in _CONFIG_KEYS.findall(h):
+                run.config[key.replace(" ", "_")] = int(val)
+            st = _STEP.search(h)
+            if st:
+                run.config["step_" + st.group(2)] = int(st.group(1))
+            return
+        if h.startswith("Using devices"):
+            cur = self.cur
+            if cur is None or cur.stage > 3:
+                cur = self._new(lineno)
+            cur.stage = 3
+            return
+        rm = _RANK.match(h)
+        if rm:
+            rank = int(rm.group(1))
+            cur = self.cur
+            if cur is None or cur.stage > 3:
+                cur = self._new(lineno)
+            cur.stage = 3
+            if any(d.rank == rank for d in cur.devices):
+                cur.duplicated_rank0 = cur.duplicated_rank0 or rank == 0
+                return
+            cur.devices.append(Device(
+                rank=rank, group=int(rm.group(2)) if rm.group(2) else None, pid=int(rm.group(3)),
+                host=rm.group(4), device=int(rm.group(5)), bus_id=(rm.group(6) or "").strip("[]") or None,
+                name=rm.group(7).strip(),
+            ))
+            low = rm.group(7).lower()
+            if "gloo" in low:
+                cur.backend = cur.backend or "gloo"
+            return
+        toks = h.split()
+        if len(toks) >= 3 and toks[0] == "size" and toks[1] == "count" and toks[2] == "type":
+            run = self._at(4, lineno)
+            run.columns = toks[3:]
+            if "error" in run.columns:
+                run.format_notes.append("pre-2.13 table: `error` column (max deviation) instead of `#wrong`")
+            return
+        if toks and toks[0] in ("(B)", "out-of-place"):
+            return
+        om = _OOB.search(h)
+        if om and self.cur is not None:
+            self.cur.out_of_bounds = int(om.group(1))
+            self.cur.out_of_bounds_ok = None if om.group(2) is None else om.group(2).upper() == "OK"
+            self.cur.stage = max(self.cur.stage, 6)
+            return
+        am = _AVG.search(h)
+        if am and self.cur is not None:
+            try:
+                self.cur.avg_busbw_gbps = _num(am.group(1))
+            except ValueError:
+                self.cur.avg_busbw_gbps = None
+            self.cur.avg_busbw_check = am.group(2).upper() if am.group(2) else None
+            self.cur.stage = max(self.cur.stage, 6)
+            return
+        cm = _CONCLUDED.search(h)
+        if cm and self.cur is not None:
+            self.cur.concluded = True
+            self.cur.stage = max(self.cur.stage, 6)
+            return
+        if _FATAL.search(s):
+            msg = s.lstrip("#").strip()
+            target = self.cur.errors if self.cur is not None else self.orphan_errors
+            if msg not in target:
+                target.append(msg)
+            return
+        cmd = _COMMAND.search(s)
+        if cmd:
+            coll = normalize_collective(cmd.group(1))
+            cur = self.cur
+            if cur is not None and cur.collective is None and not cur.rows and cur.stage < 4:
+                cur.collective, cur.collective_from = coll, "command line"
+            else:
+                self.pending_collective = coll
+
+    def _nccl_line(self, h: str) -> None:
+        cur = self.cur
+        nets = cur.networks if cur is not None else self.orphan_networks
+        um = _USING_NETWORK.search(h)
+        if um and um.group(1) not in nets:
+            nets.append(um.group(1))
+        vm = _VIA_NET.search(h)
+        if vm and vm.group(1) not in nets:
+            nets.append(vm.group(1))
+        pm = _PROVIDER.search(h)
+        if pm:
+            if cur is not None:
+                cur.net_provider = pm.group(1).lower()
+            else:
+                self.orphan_provider = pm.group(1).lower()
+        if _PLUGIN_MISSING.search(h):
+            if cur is not None:
+                cur.net_plugin_missing = True
+            else:
+                self.orphan_plugin_missing = True
+        wm = _NCCL_WARN.search(h)
+        if wm:
+            target = cur.warnings if cur is not None else self.orphan_warnings
+            if wm.group(1) not in target:
+                target.append(wm.group(1))
+
+    def finish(self) -> list[NcclRun]:
+        runs = self.runs
+        if (self.orphan_errors or self.orphan_warnings or self.orphan_networks) and not runs:
+            runs.append(NcclRun(first_line=self.first_line))
+        if runs:
+            first = runs[0]
+            first.errors[:0] = [e for e in self.orphan_errors if e not in first.errors]
+            first.warnings[:0] = [w for w in self.orphan_warnings if w not in first.warnings]
+            for n in self.orphan_networks:
+                if n not in first.networks:
+                    first.networks.append(n)
+            first.net_provider = first.net_provider or self.orphan_provider
+            first.net_plugin_missing = first.net_plugin_missing or self.orphan_plugin_missing
+        return runs
+
+
+def _has_content(run: NcclRun) -> bool:
+    return bool(run.devices or run.rows or run.columns or run.config)
+
+
+def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
+    """Parse nccl-tests (or torch benchmark) stdout into runs, in file order.
+
+    ``filename`` (optional) names the collective when the output does not
+    (``all_gather_perf.log``). Returns ``[]`` when the text holds nothing recognisable;
+    a run with ``errors`` and no ``rows`` is a crash. Never raises for odd input.
+    """
+    streams: dict[str | None, _StreamParser] = {}
+    order: list[str | None] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        stream, line = _strip_prefix(raw.rstrip("\r"))
+        sp = streams.get(stream)
+        if sp is None:
+            sp = streams[stream] = _StreamParser()
+            sp.first_line = lineno
+            order.append(stream)
+        sp.feed(lineno, line)
+    per_stream = [(sid, streams[sid].finish()) for sid in order]
+    with_content = [(sid, runs) for sid, runs in per_stream if any(_has_content(r) for r in runs)]
+    runs: list[NcclRun] = []
+    if len(with_content) > 1:
+        # every launcher stream printed its own table: each process ran alone (non-MPI build)
+        for _, rs in with_content:
+            for r in rs:
+                if _has_content(r):
+                    r.duplicated_rank0 = True
+                    r.duplicate_streams = len(with_content)
+        runs = [r for _, rs in with_content for r in rs if _has_content(r)]
+    elif with_content:
+        runs = [r for r in with_content[0][1]]
+    extra_errors: list[str] = []
+    extra_warn: list[str] = []
+    extra_nets: list[str] = []
+    plugin_missing = False
+    provider = None
+    for sid, rs in per_stream:
+        if with_content and any(sid == w[0] for w in with_content):
+            continue
+        for r in rs:
+            extra_errors += [e for e in r.errors if e not in extra_errors]
+            extra_warn += [w for w in r.warnings if w not in extra_warn]
+            extra_nets += [n for n in r.networks if n not in extra_nets]
+            plugin_missing = plugin_missing or r.net_plugin_missing
+            provider = provider or r.net_provider
+            if not with_content:
+                runs.append(r)
+    if with_content and runs:
+        # errors printed by other ranks belong to the run that was executing: the last one
+        # with no footer, else the last one.
+        open_runs = [r for r in runs if not r.concluded and r.out_of_bounds is None]
+        target = open_runs[0] if open_runs else runs[-1]
+        target.errors += [e for e in extra_errors if e not in target.errors]
+        target.warnings += [w for w in extra_warn if w not in target.warnings]
+        for n in extra_nets:
+            for r in runs:
+                if n not in r.networks:
+                    r.networks.append(n)
+        for r in runs:
+            r.net_plugin_missing = r.net_plugin_missing or plugin_missing
+            r.net_provider = r.net_provider or provider
+    # drop empty shells (a version line alone with nothing else) unless they hold errors
+    runs = [r for r in runs if _has_content(r) or r.errors]
+    # several single-rank runs of the same collective, one after the other: N processes of a
+    # non-MPI build each printed "Rank 0" (without launcher prefixes)
+    single = [r for r in runs if r.ranks == 1 and r.devices and r.devices[0].rank == 0]
+    if len(single) >= 2 and len(single) == len([r for r in runs if r.devices]):
+        keys = {(r.collective, r.config.get("minBytes"), r.config.get("maxBytes")) for r in single}
+        if len(keys) == 1:
+            for r in single:
+                r.duplicated_rank0 = True
+                r.duplicate_streams = max(r.duplicate_streams, len(single))
+    for i, r in enumerate(runs):
+        r.index = i
+        _finalize(r, filename)
+    return runs
+
+
+def _finalize(run: NcclRun, filename: str | None) -> None:
+    """Name the collective (filename hint, then columns) and note format quirks."""
+    if run.collective is None and filename:
+        m = _COMMAND.search(os.path.basename(filename)) or re.search(
+            r"(all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|broadcast|sendrecv)", os.path.basename(filename), re.IGNORECASE
+        )
+        if m:
+            coll = normalize_collective(m.group(1).lower().replace("-", "_"))
+            if coll:
+                run.collective, run.collective_from = coll, "filename"
+    if run.collective is None and run.rows:
+        coll, cands = _infer_collective(run)
+        if coll:
+            run.collective, run.collective_from = coll, "columns"
+        run.candidates = cands
+    if run.rows and run.columns:
+        lead = _split_columns(tuple(run.columns))[0]
+        if "redop" in lead and any(r.redop == "" for r in run.rows):
+            run.format_notes.append("blank redop field (pre-2.13 alltoall)")
+        if "redop" not in run.columns:
+            run.format_notes.append("no redop column (pre-2.13 table)")
+
+
+def _infer_collective(run: NcclRun) -> tuple[str | None, list[str]]:
+    """Which collective a table is, from its columns and its busbw/algbw ratio."""
+    lead = _split_columns(tuple(run.columns))[0] if run.columns else ()
+    redops = {r.redop for r in run.rows}
+    roots = {r.root for r in run.rows if r.root is not None}
+    has_redop_col = "redop" in lead or any(x for x in redops if x)
+    ratio = None
+    best = 0.0
+    for r in run.rows:
+        for _, p in r.placements:
+            if p.algbw_gbps and p.busbw_gbps is not None and p.algbw_gbps > best:
+                best, ratio = p.algbw_gbps, p.busbw_gbps / p.algbw_gbps
+    per_rank = False
+    for r in run.rows:
+        ts = TYPE_BYTES.get(r.dtype.lower())
+        if ts and r.count > 0:
+            per_rank = r.size_bytes > r.count * ts
+            break
+    if run.columns and not has_redop_col:
+        if "root" in lead:
+            return "broadcast", []
+        return "all_gather", []
+    if redops == {""}:
+        return "alltoall", []
+    ops = {x for x in redops if x}
+    if ratio is None:
+        return None, []
+    if ratio > 1.02:
+        return "all_reduce", []
+    if abs(ratio - 1.0) <= 0.02 and not per_rank:
+        if ops == {"none"}:
+            return "broadcast", []
+        if roots and max(roots) >= 0:
+            return "reduce", []
+        return "sendrecv", ["sendrecv", "reduce"]
+    if ratio < 0.999 or per_rank:
+        if ops and ops != {"none"}:
+            return "reduce_scatter", []
+        return None, ["all_gather", "alltoall"]
+    return None, []
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON (-J)
+# ---------------------------------------------------------------------------------------------
+
+
+def _jnum(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, str):
+        try:
+            return _num(v.strip())
+        except ValueError:
+            return None
+    f = float(v)
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _jbool(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return None
+
+
+def _closers(text: str) -> str | None:
+    """The brackets that close ``text`` (a JSON prefix); ``None`` if it ends inside a string."""
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+    return None if in_str else "".join(reversed(stack))
+
+
+def _repair_json(text: str) -> Any:
+    """Decode a JSON document cut short (a crashed ``-J`` run) by closing its open brackets.
+
+    Tries cutting back to each of the last 64 ``,``/``{``/``[`` positions; ``None`` if none decodes.
+    """
+    cuts = [i for i, ch in enumerate(text) if ch in ",{["][-64:]
+    for i in reversed(cuts):
+        head = text[: i + 1] if text[i] in "{[" else text[:i]
+        close = _closers(head)
+        if close is None or not close:
+            continue
+        try:
+            return json.loads(head + close)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def _pl(obj: Any) -> Placement | None:
+    if not isinstance(obj, dict):
+        return None
+    t = obj.get("time", obj.get("cpu_time"))
+    return Placement(time_us=_jnum(t), algbw_gbps=_jnum(obj.get("alg_bw")),
+                     busbw_gbps=_jnum(obj.get("bus_bw")), wrong=_jnum(obj.get("nwrong")))
+
+
+def parse_nccl_json(data: str | dict[str, Any], filename: str | None = None) -> list[NcclRun]:
+    """Parse the JSON that nccl-tests ``-J FILE`` writes (v2.17.3+, JSON_FILE_VERSION 2-3).
+
+    Accepts the text or the decoded dict. A document cut short by a crash is repaired (brackets
+    closed) and the run marked ``truncated``. Raises ``ValueError`` when the text is not such
+    a document. Source: NVIDIA/nccl-tests src/util.cu (``writeBenchmarkLine*``, ``writeResultFooter``).
+    """
+    truncated = False
+    if isinstance(data, str):
+        try:
+            doc = json.loads(data)
+        except json.JSONDecodeError:
+            doc = _repair_json(data)
+            if doc is None:
+                raise ValueError("not an nccl-tests JSON document") from None
+            truncated = True
+    else:
+        doc = data
+    if not isinstance(doc, dict) or not ("results" in doc or "config" in doc or "nccl_version" in doc):
+        raise ValueError("not an nccl-tests JSON document")
+    run = NcclRun(fmt="json", truncated=truncated)
+    run.version = str(doc["version"]) if "version" in doc else None
+    args = doc.get("args") or []
+    if args:
+        coll = normalize_collective(str(args[0]))
+        if coll:
+            run.collective, run.collective_from = coll, "json args"
+    cfg = doc.get("config") or {}
+    key_map = {"nthreads": "nThread", "ngpus": "nGpus", "minimum_bytes": "minBytes", "maximum_bytes": "maxBytes",
+               "warmup_iters": "warmup_iters", "iterations": "iters", "aggregated_iterations": "agg_iters",
+               "validation": "validation", "graph": "graph", "step_factor": "step_factor", "step_bytes": "step_bytes"}
+    for k, v in cfg.items():
+        if k in key_map and isinstance(v, (int, float)) and not isinstance(v, bool):
+            run.config[key_map[k]] = int(v)
+    for d in cfg.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        run.devices.append(Device(
+            rank=int(d.get("rank", len(run.devices))), group=d.get("group"), pid=d.get("pid"),
+            host=str(d.get("hostname", "")), device=d.get("device"), bus_id=d.get("device_hex"),
+            name=str(d.get("device_info", "")).strip(),
+        ))
+    run.columns = ["redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"]
+    for res in doc.get("results") or []:
+        if not isinstance(res, dict):
+            continue
+
+        root_raw = res.get("root")
+        try:
+            root = int(str(root_raw).strip()) if root_raw is not None else None
+        except ValueError:
+            root = None
+        run.rows.append(Row(
+            size_bytes=int(res.get("size", 0)), count=int(res.get("count", 0)), dtype=str(res.get("type", "")),
+            redop=str(res["redop"]).strip() if res.get("redop") is not None else None, root=root,
+            out_of_place=_pl(res.get("out_of_place")), in_place=_pl(res.get("in_place")),
+        ))
+        if run.collective is None and res.get("experiment_name"):
+            coll = normalize_collective(str(res["experiment_name"]))
+            if coll:
+                run.collective, run.collective_from = coll, "json args"
+    oob = doc.get("out_of_bounds")
+    if isinstance(oob, dict):
+        c = _jnum(oob.get("count"))
+        run.out_of_bounds = int(c) if c is not None else None
+        run.out_of_bounds_ok = _jbool(oob.get("okay"))
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict):
+        run.avg_busbw_gbps = _jnum(avg.get("bandwidth"))
+        ok = avg.get("okay")
+        run.avg_busbw_check = None if ok == "unchecked" or ok is None else ("OK" if _jbool(ok) else "FAILED")
+    for e in doc.get("errors") or []:
+        if isinstance(e, str) and e.strip():
+            run.errors.append(e.strip())
+    run.concluded = "end_time" in doc and not truncated
+    if truncated:
+        run.errors.append("JSON output cut short: the run crashed or was killed before it finished")
+    _finalize(run, filename)
+    return [run]
+
+
+def parse_nccl(text: str, filename: str | None = None) -> list[NcclRun]:
+    """Parse nccl-tests text or ``-J`` JSON (whichever ``text`` is). See the two parsers."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            return parse_nccl_json(stripped, filename)
+        except ValueError:
+            pass
+    return parse_nccl_text(text, filename)
+
+
+def iter_curve(run: NcclRun, placement: str) -> Iterable[tuple[int, float]]:
+    """``(size bytes, busbw GB/s)`` of one placement (``"out-of-place"``/``"in-place"``), skipping blanks."""
+    for r in run.rows:
+        for name, p in r.placements:
+            if name == placement and p.busbw_gbps is not None:
+                yield r.size_bytes, p.busbw_gbps

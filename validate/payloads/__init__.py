@@ -1,0 +1,24 @@
+"""Payloads: the programs that run ON the cluster nodes during validation.
+
+Every module here uses the Python standard library and torch only (no clusterforge or
+blueprints import), so each file can be copied to a node on its own and run as
+``python3 collectives.py ...`` as well as ``python3 -m validate.payloads.collectives ...``.
+
+* :mod:`.collectives`: torch.distributed collective benchmark printing the nccl-tests table.
+* :mod:`.nccl_tests`: runs the nccl-tests binaries (``all_reduce_perf`` ...) directly or via mpirun.
+* :mod:`.fio_bench`: fio profiles (1 MiB sequential read/write, 4 KiB random read) on one directory.
+* :mod:`.amp_bench`: GPT-style synthetic training benchmark (bf16/fp16 autocast, fp32 baseline, MFU).
+
+The launchers (:mod:`validate.launchers`) copy these files to the nodes; :data:`PAYLOAD_FILES`
+lists what they copy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PAYLOAD_DIR = Path(__file__).resolve().parent
+"""Directory that holds the payload files."""
+
+PAYLOAD_FILES = ("collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py")
+"""The standalone payload files a launcher copies to a node (plus this package's ``__init__``)."""

@@ -1,0 +1,565 @@
+"""Plan the validation tests of a blueprint, run them through a launcher, judge each as it finishes.
+
+Flow (``clusterforge validate`` is a thin shell around :func:`run_validation`):
+
+1. :func:`plan_tests` turns the blueprint's ``validation`` section into :class:`PlannedTest` objects:
+   one per collective (``nccl-<collective>``), one per fio target (``fio-<name>``: every
+   ``local_nvme`` mount and storage mount, or ``validation.fio.targets``; for local runs a
+   temporary directory when none of them exists here, with a note) and one AMP run (``amp``);
+   the node group is added to the id when the blueprint has several compute groups.
+2. Each test runs through the launcher, which writes ``DIR/raw/<test-id>.txt|.json``; the raw
+   output is judged at once with :func:`validate.judge.judge_file` and every result is appended to
+   ``DIR/results.jsonl`` (flushed and fsynced), and ``DIR/run.json`` (the manifest) is rewritten, so
+   an interrupted run keeps what it had. ``resume=True`` skips the tests already in
+   ``results.jsonl``; a rerun into a non-empty directory without ``resume`` or ``force`` is refused.
+3. :func:`validate.report.write_reports` writes the JSON, Markdown, JUnit XML and HTML reports.
+
+Exit status (:attr:`RunSummary.exit_code`): 0 when every result is pass or warn, 1 when any is
+fail, 3 when the run says nothing (no results, or an ``invalid`` result and no ``fail``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from blueprints import LoadedBlueprint
+from blueprints.catalog import UnknownHardwareError, catalog
+from blueprints.models import Blueprint, LustreStorage, NodeGroup
+from blueprints.settings import node_settings
+from clusterforge.errors import InvalidRunError, UsageError
+
+from .launchers.common import Launcher, LaunchResult, PlannedTest
+
+__all__ = [
+    "CPU_MAX_BYTES",
+    "SUITES",
+    "RunEvents",
+    "RunSummary",
+    "plan_tests",
+    "prepare_output_dir",
+    "run_validation",
+]
+
+SUITES = ("nccl", "fio", "amp")
+
+CPU_MAX_BYTES = 64 * 1024**2
+"""Largest collective message on a CPU-only (gloo) run: larger sizes only measure memory copies
+and take minutes, so the sweep is capped here (with a note)."""
+
+CPU_AMP_MAX_PARAMS = 20_000_000
+"""On a CPU-only run, an AMP model larger than this (parameters) is replaced by :data:`TINY_GPT`."""
+
+TINY_GPT = {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 64, "vocab": 512}
+"""The GPT used for CPU-only AMP runs when the blueprint's model is too large for a CPU."""
+
+RESULTS = "results.jsonl"
+MANIFEST = "run.json"
+RUN_ARTEFACTS = ("raw", "logs", "launch", "payloads", "slurm", "kubernetes", RESULTS, MANIFEST)
+"""What a run writes into DIR besides the reports (``--force`` removes a previous run)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+# ---------------------------------------------------------------------------------------------
+
+
+def _cpu_ranks() -> int:
+    """gloo processes for a CPU-only local run: 2 to 4, one per two cores."""
+    return max(2, min(4, (os.cpu_count() or 2) // 2))
+
+
+def _estimate_params(layers: int, hidden: int, vocab: int) -> int:
+    return vocab * hidden + layers * 12 * hidden * hidden
+
+
+def _local_gpu_name() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    import subprocess
+
+    try:
+        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+    return names[0] if names else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "root"
+
+
+def _fio_targets(bp: Blueprint, g: NodeGroup) -> list[tuple[str, str, str]]:
+    """``[(label, directory, kind)]`` fio should test for group ``g`` (kind: nvme, lustre, nfs, dir)."""
+    declared: list[tuple[str, str, str]] = []
+    if g.local_nvme is not None:
+        declared.append(("scratch", g.local_nvme.mount, "nvme"))
+    for s in bp.storage:
+        declared.append((s.name, s.mount, "lustre" if isinstance(s, LustreStorage) else "nfs"))
+    if not bp.validation.fio.targets:
+        return declared
+    out = []
+    for t in bp.validation.fio.targets:
+        match = next((d for d in declared if t == d[1] or t.startswith(d[1].rstrip("/") + "/")), None)
+        out.append((match[0] if match and match[1] == t else _slug(t), t, match[2] if match else "dir"))
+    return out
+
+
+def _usable_here(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list[str] | None = None,
+               gpus: int | None = None, local_gpus: int | None = None) -> tuple[list[PlannedTest], list[str]]:
+    """The tests to run and run-level notes.
+
+    ``launcher``: ``local`` plans for this machine (one node; ``local_gpus`` GPUs, detected with
+    nvidia-smi when ``None``; gloo processes when there is none), any other launcher plans for the
+    blueprint's nodes. ``suites`` overrides ``validation.suites``. ``gpus`` overrides the ranks per
+    node (GPUs, or gloo processes on a CPU-only machine). Raises :class:`UsageError` for an unknown
+    suite, a ``gpus`` value this machine cannot honour, or a blueprint without compute groups.
+    """
+    bp = loaded.blueprint
+    v = bp.validation
+    chosen = list(suites) if suites else list(v.suites)
+    bad = [s for s in chosen if s not in SUITES]
+    if bad:
+        raise UsageError(f"unknown suite(s) {', '.join(bad)}; choose from {', '.join(SUITES)}")
+    if gpus is not None and gpus < 1:
+        raise UsageError(f"--gpus must be >= 1, got {gpus}")
+    groups = bp.gpu_groups
+    if not groups:
+        raise UsageError(f"{loaded.file}: no node group with role `compute` to validate")
+    local = launcher == "local"
+    notes: list[str] = []
+    if local and local_gpus is None:
+        from .launchers.local import local_gpu_count
+
+        local_gpus = local_gpu_count()
+    cat = catalog()
+    tests: list[PlannedTest] = []
+    several = len(groups) > 1
+    if local and several:
+        notes.append(f"local launcher: only node group {groups[0].name} is validated (this machine is one node)")
+        groups = groups[:1]
+    for g in groups:
+        ns = node_settings(bp, g)
+        prefix = f"{g.name}-" if several else ""
+        gpu_key = ns.gpu_model
+        if local:
+            nodes = 1
+            if local_gpus:
+                device = "cuda"
+                if gpus is not None and gpus > local_gpus:
+                    raise UsageError(f"--gpus {gpus}: this machine has {local_gpus} GPU(s)")
+                ranks = gpus or local_gpus
+                detected = _local_gpu_name()
+                if detected:
+                    gpu_key = cat.resolve_gpu_key(detected) or gpu_key
+            else:
+                device = "cpu"
+                ranks = gpus or _cpu_ranks()
+                if ns.gpu_count:
+                    notes.append(f"node group {g.name} declares {ns.gpu_count} x {ns.gpu_model} per node but this "
+                                 "machine has no NVIDIA GPU: collectives run on gloo CPU processes, AMP on the CPU")
+                gpu_key = None
+        else:
+            nodes = g.size
+            device = "cuda" if ns.gpu_count else "cpu"
+            ranks = gpus or ns.gpu_count or 1
+            if ns.passthrough_host:
+                notes.append(f"node group {g.name} passes its GPUs into {ns.sandbox.runtime} sandboxes: the host "
+                             "sees no GPU, so the suites must run inside a sandbox (use --launcher kubernetes)")
+        if "nccl" in chosen:
+            colls = list(v.nccl.collectives)
+            if bp.workload and bp.workload.architecture == "moe" and "alltoall" not in colls:
+                colls.append("alltoall")
+                notes.append("workload is mixture-of-experts: alltoall added to the collectives")
+            max_bytes = v.nccl.max_bytes
+            cnotes: list[str] = []
+            if device == "cpu" and max_bytes > CPU_MAX_BYTES:
+                max_bytes = CPU_MAX_BYTES
+                cnotes.append(f"CPU-only run: largest message capped at {CPU_MAX_BYTES // 2**20} MiB "
+                              f"(blueprint asks {v.nccl.max_bytes} bytes)")
+            min_bytes = min(v.nccl.min_bytes, max_bytes)
+            total = nodes * ranks
+            if total < 2:
+                cnotes.append("one rank: busbw is 0 by definition, the collective test cannot say anything")
+            for c in colls:
+                tests.append(PlannedTest(
+                    id=f"nccl-{prefix}{c}", kind="nccl", group=g.name, nodes=nodes, ranks_per_node=ranks,
+                    device=device,
+                    params={"collective": c, "min_bytes": min_bytes, "max_bytes": max_bytes,
+                            "step_factor": v.nccl.step_factor, "iters": v.nccl.iters,
+                            "warmup_iters": v.nccl.warmup_iters, "check": v.nccl.check},
+                    description=f"{c} over {nodes} node(s) x {ranks} {'GPU' if device == 'cuda' else 'CPU process'}"
+                                f"{'s' if ranks != 1 and device == 'cuda' else 'es' if ranks != 1 else ''}",
+                    notes=tuple(cnotes)))
+        if "fio" in chosen:
+            targets = _fio_targets(bp, g)
+            if local:
+                usable = [t for t in targets if _usable_here(t[1])]
+                missing = [t[1] for t in targets if t not in usable]
+                if missing:
+                    notes.append(f"fio targets not present or not writable on this machine: {', '.join(missing)}")
+                if not usable:
+                    tmp = tempfile.gettempdir()
+                    why = "none of the declared fio targets exists here" if targets else "no fio target is declared"
+                    usable = [("tmp", tmp, "dir")]
+                    notes.append(f"fio: {why}; testing the temporary directory {tmp} instead")
+                targets = usable
+            f = v.fio
+            for label, path, kind in targets:
+                tnotes = ("temporary directory: no expectation, figures are informative",) if label == "tmp" else ()
+                tests.append(PlannedTest(
+                    id=f"fio-{prefix}{label}", kind="fio", group=g.name, nodes=1, ranks_per_node=1, device="cpu",
+                    params={"target": path, "target_kind": kind, "size": f.size, "runtime_s": f.runtime_s,
+                            "numjobs": f.numjobs, "iodepth": f.iodepth},
+                    description=f"fio on {path} ({kind})", notes=tnotes))
+        if "amp" in chosen:
+            a = v.amp
+            model = {"layers": a.model.layers, "hidden": a.model.hidden, "heads": a.model.heads,
+                     "seq_len": a.model.seq_len, "vocab": a.model.vocab}
+            anotes: list[str] = []
+            if device == "cpu" and _estimate_params(model["layers"], model["hidden"], model["vocab"]) > CPU_AMP_MAX_PARAMS:
+                anotes.append(f"CPU-only run: the blueprint's {a.model.layers}-layer d={a.model.hidden} GPT is too "
+                              f"large for a CPU; a {TINY_GPT['layers']}-layer d={TINY_GPT['hidden']} GPT ran instead")
+                model = dict(TINY_GPT)
+            peak = None
+            if device == "cuda" and gpu_key:
+                try:
+                    spec = cat.gpu(gpu_key)
+                    bf16 = a.precision in ("auto", "bf16") and spec.supports_bf16
+                    peak = spec.peak_tflops("bf16" if bf16 else "fp16")
+                except UnknownHardwareError:
+                    peak = None
+            tests.append(PlannedTest(
+                id=f"amp{'-' + g.name if several else ''}", kind="amp", group=g.name, nodes=1, ranks_per_node=1,
+                device=device,
+                params={**model, "batch_size": a.batch_size, "steps": a.steps,
+                        "warmup_steps": 3 if a.compile else 2, "precision": a.precision,
+                        "compile": a.compile, "fp32_baseline": a.fp32_baseline, "peak_tflops": peak,
+                        "gpu_model": gpu_key},
+                description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} "
+                             f"on one {'GPU' if device == 'cuda' else 'CPU'}"),
+                notes=tuple(anotes)))
+    return tests, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# the run directory
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    p = out_dir / MANIFEST
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def prepare_output_dir(out_dir: Path, *, blueprint_name: str, resume: bool, force: bool) -> None:
+    """Make ``out_dir`` ready: refuse a non-empty directory unless ``resume`` or ``force``.
+
+    ``resume`` requires a previous run of the same blueprint; ``force`` deletes a previous run's
+    files (only a directory that holds a validation run, never an arbitrary one). Raises
+    :class:`UsageError` with the fix.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir}: exists and is not a directory — pass a directory for -o")
+    entries = list(out_dir.iterdir()) if out_dir.exists() else []
+    is_run = (out_dir / MANIFEST).exists() or (out_dir / RESULTS).exists()
+    if resume and force:
+        raise UsageError("--resume and --force contradict each other: keep the results (--resume) or replace them (--force)")
+    if resume:
+        if not is_run:
+            raise UsageError(f"{out_dir}: no validation run to resume (no {MANIFEST} or {RESULTS}); run without --resume")
+        man = _read_manifest(out_dir) or {}
+        prev = (man.get("blueprint") or {}).get("name")
+        if prev and prev != blueprint_name:
+            raise UsageError(f"{out_dir} holds a run of blueprint {prev}, not {blueprint_name}: use another -o "
+                             "or --force to replace it")
+        return
+    if entries and not force:
+        raise UsageError(f"{out_dir} is not empty: use --resume to continue the run there or --force to replace it")
+    if entries and force:
+        if not is_run:
+            raise UsageError(f"{out_dir} is not empty and holds no validation run: --force only replaces a previous "
+                             "run; choose an empty or new directory")
+        for e in entries:
+            if e.name in RUN_ARTEFACTS or e.name.startswith(("report", "junit", "results")):
+                if e.is_dir() and not e.is_symlink():
+                    shutil.rmtree(e)
+                else:
+                    e.unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def read_results_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects in ``results.jsonl``; a torn last line (a killed writer) is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict):
+            out.append(d)
+    return out
+
+
+def _label_of(d: dict[str, Any]) -> str | None:
+    """The test id a results.jsonl line belongs to: ``test_id``, else the label before ``": "``."""
+    if isinstance(d.get("test_id"), str):
+        return d["test_id"]
+    if isinstance(d.get("label"), str):
+        return d["label"].split(": ", 1)[0]
+    return None
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line (a writer killed mid-line) so the next append starts on a fresh line."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def _append_result_lines(path: Path, lines: list[dict[str, Any]]) -> None:
+    """Append JSON lines and fsync, so a kill right after keeps them."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.writelines(json.dumps(d, sort_keys=False) + "\n" for d in lines)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------------------------
+
+
+class RunEvents(Protocol):
+    """Progress callbacks (the CLI renders them with rich). Every method must return quickly."""
+
+    def planned(self, tests: list[PlannedTest], done: set[str], notes: list[str]) -> None: ...
+    def started(self, test: PlannedTest) -> None: ...
+    def finished(self, test: PlannedTest, verdicts: list[str], launch: LaunchResult, seconds: float) -> None: ...
+
+
+@dataclass
+class RunSummary:
+    """Outcome of :func:`run_validation`: every result (resumed ones too), the verdict per test,
+    the report files, and the exit code (0 pass/warn, 1 fail, 3 invalid run)."""
+
+    out_dir: Path
+    results: list[Any]
+    verdicts: dict[str, str]
+    reports: dict[str, Path]
+    skipped: list[str]
+    exit_code: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _worst(verdicts: list[str]) -> str:
+    try:
+        from .judge import worst
+
+        return str(worst(verdicts))
+    except ImportError:  # pragma: no cover - the judge ships with this package
+        order = {"fail": 3, "invalid": 2, "warn": 1, "pass": 0}
+        return max(verdicts, key=lambda v: order.get(v, 3)) if verdicts else "invalid"
+
+
+def exit_code_for(verdicts: list[str]) -> int:
+    """0 when every verdict is pass or warn, 1 when any is fail, else 3 (invalid or nothing to say)."""
+    if not verdicts:
+        return 3
+    if "fail" in verdicts:
+        return 1
+    if all(v in ("pass", "warn") for v in verdicts):
+        return 0
+    return 3
+
+
+def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> Any:
+    """The :class:`~validate.expectations.JudgeContext` for ``test``.
+
+    The blueprint's context of the test's node group; a local run describes this machine instead
+    (one node; on a CPU-only machine no GPU, so GPU expectations do not apply); fio tests point
+    ``fio_target`` at the tested directory.
+    """
+    from .expectations import context_from_blueprint
+
+    bp = loaded.blueprint
+    ctx = context_from_blueprint(bp, test.group)
+    if launcher == "local":
+        changes: dict[str, Any] = {"nodes": 1}
+        if test.device == "cpu":
+            changes.update(gpus_per_node=None, gpu_model=None, nvlink_gbytes_s=None)
+        elif test.kind == "nccl":
+            changes["gpus_per_node"] = test.ranks_per_node
+        ctx = dataclasses.replace(ctx, **changes, provenance=ctx.provenance + (("nodes", "local launcher: this machine"),))
+        if test.device == "cuda" and test.params.get("gpu_model") and test.params["gpu_model"] != ctx.gpu_model:
+            from .expectations import apply_overrides
+
+            ctx = apply_overrides(ctx, gpu_model=test.params["gpu_model"])
+    if test.kind == "fio":
+        from .expectations import apply_overrides
+
+        ctx = apply_overrides(ctx, fio_target=test.params["target"])
+    return ctx
+
+
+def _ensure_raw(launch: LaunchResult) -> None:
+    """Give the judge something to quote when the payload died before writing its output."""
+    raw = launch.raw
+    if raw.exists() and raw.stat().st_size > 0:
+        return
+    tail = ""
+    if launch.log.exists():
+        lines = launch.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        tail = "\n".join(lines[-40:])
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(f"# clusterforge: the payload exited {launch.returncode} without output; last lines of its log:\n"
+                   f"{tail}\n", encoding="utf-8")
+
+
+def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, tests: list[PlannedTest], *,
+                   resume: bool = False, force: bool = False, notes: list[str] | None = None,
+                   events: RunEvents | None = None, title: str | None = None) -> RunSummary:
+    """Run ``tests`` with ``launcher`` into ``out_dir``, judging and recording each as it finishes.
+
+    See the module docstring for the files. Raises :class:`UsageError` for a directory that is not
+    ready (see :func:`prepare_output_dir`), :class:`InvalidRunError` when nothing could be judged,
+    and lets ``KeyboardInterrupt`` through after marking the manifest ``interrupted``.
+    """
+    from .judge import judge_file
+    from .report import load_results, write_reports
+
+    bp = loaded.blueprint
+    out_dir = Path(out_dir)
+    prepare_output_dir(out_dir, blueprint_name=bp.name, resume=resume, force=force)
+    results_path = out_dir / RESULTS
+    if resume:
+        _drop_torn_tail(results_path)
+    done = {lbl for lbl in (_label_of(d) for d in read_results_lines(results_path)) if lbl} if resume else set()
+    notes = list(notes or [])
+    prev = _read_manifest(out_dir) if resume else None
+    bp_text = Path(loaded.file).read_bytes() if Path(loaded.file).exists() else b""
+    sha = hashlib.sha256(bp_text).hexdigest()
+    if prev and (prev.get("blueprint") or {}).get("sha256") not in (None, sha):
+        notes.append("the blueprint changed since the results being resumed were recorded")
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    manifest: dict[str, Any] = {
+        "kind": "clusterforge-validation-run",
+        "version": 1,
+        "blueprint": {"name": bp.name, "file": str(loaded.file), "sha256": sha},
+        "launcher": launcher.name,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "created": (prev or {}).get("created", now),
+        "updated": now,
+        "status": "running",
+        "notes": notes,
+        "tests": {t.id: {**t.to_json(), "status": "done" if t.id in done else "pending"} for t in tests},
+    }
+    if prev:
+        for tid, rec in (prev.get("tests") or {}).items():
+            if tid in manifest["tests"] and tid in done:
+                manifest["tests"][tid] = {**manifest["tests"][tid], **{k: v for k, v in rec.items() if k != "status"},
+                                          "status": "done"}
+    _write_json_atomic(out_dir / MANIFEST, manifest)
+    if events:
+        events.planned(tests, done, notes)
+    launcher.prepare()
+    verdicts: dict[str, str] = {}
+    try:
+        for t in tests:
+            if t.id in done:
+                continue
+            rec = manifest["tests"][t.id]
+            rec["status"] = "running"
+            rec["started"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            _write_json_atomic(out_dir / MANIFEST, manifest)
+            if events:
+                events.started(t)
+            launch = launcher.run(t)
+            _ensure_raw(launch)
+            ctx = judge_context(loaded, t, launcher.name)
+            results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
+            for r in results:
+                for n in (*t.notes, *launch.notes):
+                    r.note(n)
+                if launch.returncode == 124:
+                    r.degrade("fail", f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
+                                      "or shrink the test (validation sizes, steps, runtime)")
+            lines = [{**r.to_json(), "test_id": t.id} for r in results]
+            _append_result_lines(results_path, lines)
+            vs = [str(r.verdict) for r in results]
+            verdicts[t.id] = _worst(vs) if vs else "invalid"
+            rec.update(status="done", finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                       returncode=launch.returncode, raw=str(launch.raw.relative_to(out_dir)),
+                       log=str(launch.log.relative_to(out_dir)), command=launch.command,
+                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=verdicts[t.id])
+            manifest["updated"] = rec["finished"]
+            _write_json_atomic(out_dir / MANIFEST, manifest)
+            if events:
+                events.finished(t, vs, launch, launch.duration_s)
+    except BaseException:
+        manifest["status"] = "interrupted"
+        for rec in manifest["tests"].values():
+            if rec.get("status") == "running":
+                rec["status"] = "interrupted"
+        _write_json_atomic(out_dir / MANIFEST, manifest)
+        raise
+    all_results = load_results(out_dir)
+    if not all_results:
+        manifest["status"] = "complete"
+        _write_json_atomic(out_dir / MANIFEST, manifest)
+        raise InvalidRunError(f"{out_dir}: no test produced a result (planned: {', '.join(t.id for t in tests) or 'none'})")
+    reports = write_reports(all_results, out_dir, title=title or f"Validation of {bp.name} ({launcher.name} launcher)",
+                            blueprint=bp, raw_dir=out_dir / "raw")
+    all_verdicts = [str(r.verdict) for r in all_results]
+    manifest["status"] = "complete"
+    manifest["verdict"] = _worst(all_verdicts)
+    manifest["reports"] = {k: str(Path(v).relative_to(out_dir)) if Path(v).is_relative_to(out_dir) else str(v)
+                           for k, v in reports.items()}
+    _write_json_atomic(out_dir / MANIFEST, manifest)
+    per_test_all: dict[str, list[str]] = {}
+    for d in read_results_lines(results_path):
+        lbl = _label_of(d)
+        if lbl and isinstance(d.get("verdict"), str):
+            per_test_all.setdefault(lbl, []).append(d["verdict"])
+    per_test = {k: _worst(v) for k, v in per_test_all.items()}
+    return RunSummary(out_dir=out_dir, results=all_results, verdicts=per_test, reports=dict(reports),
+                      skipped=sorted(done), exit_code=exit_code_for(all_verdicts), notes=notes)
