@@ -468,7 +468,14 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
 
     bp = loaded.blueprint
     out_dir = Path(out_dir)
+    fresh = not out_dir.exists() or not any(out_dir.iterdir())
     prepare_output_dir(out_dir, blueprint_name=bp.name, resume=resume, force=force)
+    try:
+        launcher.prepare()
+    except BaseException:
+        if fresh:  # nothing ran: leave no half-made run directory behind
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     results_path = out_dir / RESULTS
     if resume:
         _drop_torn_tail(results_path)
@@ -501,7 +508,6 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     _write_json_atomic(out_dir / MANIFEST, manifest)
     if events:
         events.planned(tests, done, notes)
-    launcher.prepare()
     verdicts: dict[str, str] = {}
     try:
         for t in tests:

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..blueprint_io import load_checked
-from ..console import console, ok, warn
+from ..console import console, fail, ok, warn
 from ..errors import UsageError
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
@@ -140,6 +140,15 @@ def register(app: typer.Typer) -> None:
         try:
             summary = run_validation(loaded, out, runner, tests, resume=resume, force=force, notes=notes,
                                      events=progress)
+        except KeyboardInterrupt:
+            # typer turns KeyboardInterrupt into a silent exit 130: say what was kept and how to go on
+            progress.stop()
+            from validate.runner import RESULTS, read_results_lines
+
+            kept = {d.get("test_id") for d in read_results_lines(out / RESULTS)}
+            fail(f"interrupted: {len(kept)} finished test(s) kept in {out}; continue with "
+                 f"`clusterforge validate {blueprint} -o {out} --resume`")
+            raise typer.Exit(130) from None
         finally:
             progress.stop()
             signal.signal(signal.SIGTERM, old)
