@@ -486,6 +486,9 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     sha = hashlib.sha256(bp_text).hexdigest()
     if prev and (prev.get("blueprint") or {}).get("sha256") not in (None, sha):
         notes.append("the blueprint changed since the results being resumed were recorded")
+    if prev and prev.get("launcher") not in (None, launcher.name):
+        notes.append(f"resumed with the {launcher.name} launcher; the earlier results came from the "
+                     f"{prev['launcher']} launcher")
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     manifest: dict[str, Any] = {
         "kind": "clusterforge-validation-run",
@@ -509,6 +512,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     if events:
         events.planned(tests, done, notes)
     verdicts: dict[str, str] = {}
+    recorded: set[str] = set()
     try:
         for t in tests:
             if t.id in done:
@@ -531,6 +535,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                                       "or shrink the test (validation sizes, steps, runtime)")
             lines = [{**r.to_json(), "test_id": t.id} for r in results]
             _append_result_lines(results_path, lines)
+            recorded.add(t.id)
             vs = [str(r.verdict) for r in results]
             verdicts[t.id] = _worst(vs) if vs else "invalid"
             rec.update(status="done", finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -543,9 +548,9 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 events.finished(t, vs, launch, launch.duration_s)
     except BaseException:
         manifest["status"] = "interrupted"
-        for rec in manifest["tests"].values():
-            if rec.get("status") == "running":
-                rec["status"] = "interrupted"
+        for tid, rec in manifest["tests"].items():
+            if rec.get("status") == "running":  # results.jsonl is the record: a test whose lines landed is done
+                rec["status"] = "done" if tid in recorded else "interrupted"
         _write_json_atomic(out_dir / MANIFEST, manifest)
         raise
     all_results = load_results(out_dir)

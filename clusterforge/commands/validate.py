@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
         launcher: str = typer.Option("local", "--launcher", "-l",
                                      help="local (this machine), ssh (inventory hosts), slurm (sbatch) or kubernetes (kubectl)."),
         output: Path = typer.Option(None, "-o", "--output",
-                                    help="Run directory: raw outputs, results.jsonl, run.json, reports. Default: validation/<blueprint name>."),
+                                    help="Run directory: raw outputs, results.jsonl, run.json, reports. Default: results/<blueprint name>."),
         resume: bool = typer.Option(False, "--resume", help="Continue a run in DIR: skip the tests that already have results."),
         force: bool = typer.Option(False, "--force", help="Replace a previous run in DIR."),
         suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (nccl,fio,amp); overrides validation.suites."),
@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
         loaded = load_checked(blueprint)
-        out = output or Path("validation") / loaded.blueprint.name
+        out = output or Path("results") / loaded.blueprint.name
         chosen = [s.strip() for s in suites.split(",") if s.strip()] if suites else None
         tests, notes = plan_tests(loaded, launcher=launcher, suites=chosen, gpus=gpus)
         if not tests:

@@ -5,6 +5,7 @@ missing or a cluster is unreachable."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -114,7 +115,8 @@ def test_kubernetes_manifests_for_eks_validate_and_use_efa_storage_and_runtime_c
     limits = wspec["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "8" and limits["vpc.amazonaws.com/efa"] == "4"  # p4d: 4 EFA interfaces
     assert limits["hugepages-2Mi"] == "5120Mi"
-    assert wspec["runtimeClassName"] == "nvidia" and wspec["nodeSelector"] == {"clusterforge.io/node-group": "gpu"}
+    # plain containers: the node's default (NVIDIA) runtime, no RuntimeClass the cluster may not have
+    assert "runtimeClassName" not in wspec and wspec["nodeSelector"] == {"clusterforge.io/node-group": "gpu"}
     assert wspec["automountServiceAccountToken"] is False
     env = {e["name"]: e["value"] for e in wspec["containers"][0]["env"]}
     assert env["FI_PROVIDER"] == "efa" and "LD_LIBRARY_PATH" not in env
@@ -122,7 +124,7 @@ def test_kubernetes_manifests_for_eks_validate_and_use_efa_storage_and_runtime_c
     assert "mpirun --allow-run-as-root -np 16" in script and "/etc/mpi/hostfile" in script
     assert "-x FI_PROVIDER" in script and "collectives.py -o all_reduce" in script
     vols = {v["name"]: v for v in docs["fio-datasets"]["spec"]["template"]["spec"]["volumes"]}
-    assert vols["target"]["persistentVolumeClaim"]["claimName"] == "eks-p4d-datasets"
+    assert vols["target"]["persistentVolumeClaim"]["claimName"] == "datasets"  # the stack's PVC (k8s_addons)
     mounts = docs["fio-datasets"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "target", "mountPath": "/fsx"} in mounts
     scratch = {v["name"]: v for v in docs["fio-scratch"]["spec"]["template"]["spec"]["volumes"]}
@@ -156,7 +158,7 @@ def test_kubernetes_launcher_reports_a_missing_kubectl_or_cluster(tmp_path: Path
     p = cli("validate", bp, "--launcher", "kubernetes", "-o", str(tmp_path / "a"),
             env={"PATH": str(Path(sys.executable).parent)})
     assert p.returncode == 1 and "kubectl not found" in p.stderr and "Traceback" not in p.stderr
-    kubectl = subprocess.run(["sh", "-c", "command -v kubectl"], capture_output=True, text=True).stdout.strip()
+    kubectl = shutil.which("kubectl")
     if kubectl:  # really invoke kubectl against a cluster that is not there
         cfg = tmp_path / "kubeconfig"
         cfg.write_text("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n"
@@ -234,3 +236,25 @@ def test_ssh_launcher_needs_the_ssh_client(tmp_path: Path, monkeypatch: pytest.M
 def test_unknown_launcher_is_a_usage_error(tmp_path: Path) -> None:
     p = cli("validate", str(EXAMPLES / "local-workstation.yaml"), "--launcher", "pbs", "-o", str(tmp_path / "x"))
     assert p.returncode == 2 and "choose from local, ssh, slurm, kubernetes" in p.stderr
+
+
+def test_ssh_multi_node_collectives_use_torchrun_on_every_node(tmp_path: Path) -> None:
+    loaded = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml")
+    launcher = SshLauncher(tmp_path, loaded, remote_dir="/tmp/cf")
+    hosts = launcher.hosts("l40s")
+    assert [(h.address, h.user) for h in hosts] == [("10.1.0.21", "ops"), ("10.1.0.22", "ops")]
+    test = PlannedTest(id="nccl-all_reduce", kind="nccl", group="l40s", nodes=2, ranks_per_node=4, device="cpu",
+                       params={"collective": "all_reduce", "min_bytes": 8, "max_bytes": 1024, "step_factor": 2,
+                               "iters": 5, "warmup_iters": 1, "check": True}, description="x")
+    cmds, _ = launcher.commands(test, hosts, tmp_path / "log")
+    assert [h.address for h, _ in cmds] == ["10.1.0.21", "10.1.0.22"]
+    for i, (_, c) in enumerate(cmds):
+        assert c.startswith("python3 -m torch.distributed.run --nnodes 2 --nproc-per-node 4 "
+                            f"--node-rank {i} --master-addr 10.1.0.21 --master-port 29500 /tmp/cf/collectives.py -o all_reduce")
+    fio = PlannedTest(id="fio-scratch", kind="fio", group="l40s", nodes=1, ranks_per_node=1, device="cpu",
+                      params={"target": "/scratch", "target_kind": "nvme", "size": "4G", "runtime_s": 30, "numjobs": 4,
+                              "iodepth": 32}, description="fio")
+    cmds, notes = launcher.commands(fio, hosts, tmp_path / "log")
+    assert cmds == [(hosts[0], ("python3 /tmp/cf/fio_bench.py --target /scratch --kind nvme --size 4G --runtime 30 "
+                               "--numjobs 4 --iodepth 32"))]
+    assert notes == ["fio ran on l40s-01, the first of 2 nodes"]

@@ -101,6 +101,7 @@ def all_collectives_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subpr
     return p, out.read_text() if out.exists() else ""
 
 
+@pytest.mark.slow
 def test_every_collective_runs_correct_with_nccl_tests_formulas(all_collectives_run) -> None:
     p, file_text = all_collectives_run
     assert p.returncode == 0, p.stderr
@@ -150,6 +151,7 @@ def test_project_parser_and_judge_read_the_benchmark(all_collectives_run, tmp_pa
     assert all(r.metrics["ranks"] == 3 and r.metrics["wrong"] == 0 for r in results)
 
 
+@pytest.mark.slow
 def test_wrong_results_are_counted_and_fail(tmp_path: Path) -> None:
     """The testing hook --corrupt-rank R overwrites 3 output elements on rank R after each checked op."""
     from validate.expectations import JudgeContext
@@ -170,11 +172,8 @@ def test_wrong_results_are_counted_and_fail(tmp_path: Path) -> None:
     raw.write_text(p.stdout)
     results = judge_file(raw, JudgeContext(fabric="ethernet"), kind="nccl")
     assert {r.verdict for r in results} == {"fail"}
-    # the same hook through the environment variable, and -c 0 prints N/A (unchecked)
-    env_run = subprocess.run([sys.executable, "-m", "validate.payloads.collectives", "--spawn", "2", "-o", "sendrecv",
-                              "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"], cwd=REPO, capture_output=True, text=True,
-                             env=dict(os.environ, CLUSTERFORGE_CORRUPT_RANK="0", GLOO_SOCKET_IFNAME="lo"), timeout=120)
-    assert env_run.returncode == 1 and table_rows(env_run.stdout)["sendrecv"][0][8] == "3"
+    # -c 0: nothing is checked, #wrong prints N/A even with the hook on (the environment-variable
+    # form of the hook is exercised through the CLI in test_runner)
     unchecked = run_payload("collectives", "--spawn", "2", "-o", "broadcast", "-b", "4K", "-e", "4K", "-n", "1",
                             "-w", "0", "-c", "0", "--corrupt-rank", "1")
     f = table_rows(unchecked.stdout)["broadcast"][0]
@@ -190,7 +189,7 @@ def test_standalone_copy_runs_under_torchrun(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         "collectives.py", "-o", "reduce_scatter", "-b", "1K", "-e", "4K", "-f", "4", "-n", "2",
                         "-w", "1", "-d", "bfloat16"],
-                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=90)
+                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=90, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     rows = table_rows(p.stdout)["reduce_scatter"]
     assert [f[2] for f in rows] == ["bfloat16", "bfloat16"] and all(f[8] == "0" for f in rows)
@@ -303,7 +302,7 @@ def test_fio_work_files_removed_when_interrupted_or_failing(tmp_path: Path) -> N
         time.sleep(0.1)
     assert any(target.glob(".clusterforge-fio-*/cf-fio*")), "fio never started"
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+    proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert list(target.iterdir()) == []
     assert "interrupted by SIGTERM" in json.loads(out.read_text())["clusterforge"]["error"]
@@ -364,3 +363,15 @@ def test_amp_error_document_keeps_the_schema(tmp_path: Path) -> None:
     assert p.returncode == 1 and "multiple of heads" in p.stderr
     d = json.loads(out.read_text())
     assert set(d) == AMP_KEYS and "hidden (66) must be a multiple of heads (4)" in d["error"]
+
+
+def test_amp_compile_failure_falls_back_to_eager(tmp_path: Path) -> None:
+    """No working C++ compiler for inductor: the run continues eagerly and reports compile false."""
+    out = tmp_path / "amp.json"
+    env = dict(os.environ, CXX="/bin/false", OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "validate.payloads.amp_bench", *TINY, "--compile", "--output", str(out)],
+                       cwd=REPO, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "torch.compile failed" in p.stderr and "running eager" in p.stderr
+    d = json.loads(out.read_text())
+    assert d["compile"] is False and d["error"] is None and d["loss_end"] < d["loss_start"]

@@ -47,6 +47,7 @@ def small_blueprint(tmp_path: Path, *, suites: str = "[nccl, amp]", collectives:
     return bp
 
 
+@pytest.mark.slow
 def test_validate_local_workstation_end_to_end(tmp_path: Path) -> None:
     """The README promise: fio on a temp directory, gloo collectives, AMP on a tiny GPT, a report."""
     out = tmp_path / "run"
@@ -100,6 +101,7 @@ def _payload_processes(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_killed_run_keeps_results_and_resume_completes_it(tmp_path: Path) -> None:
     bp = small_blueprint(tmp_path)
     out = tmp_path / "run"
@@ -119,7 +121,7 @@ def test_killed_run_keeps_results_and_resume_completes_it(tmp_path: Path) -> Non
     raw0 = out / "raw" / "nccl-all_reduce.txt"
     mtime0, text0 = raw0.stat().st_mtime_ns, raw0.read_text()
     man = json.loads((out / "run.json").read_text())
-    assert man["status"] == "running" and man["tests"]["nccl-all_reduce"]["status"] == "done"
+    assert man["status"] == "running"  # nobody could write "interrupted": results.jsonl is the record
     # the payload processes of the interrupted test do not outlive the killed run
     deadline = time.monotonic() + 15
     while _payload_processes(str(out)) and time.monotonic() < deadline:
@@ -146,6 +148,7 @@ def test_killed_run_keeps_results_and_resume_completes_it(tmp_path: Path) -> Non
     assert not (out / "raw" / "nccl-all_reduce.txt").exists()
 
 
+@pytest.mark.slow
 def test_wrong_data_fails_the_run_and_one_rank_is_invalid(tmp_path: Path) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
     # the payload's documented testing hook corrupts rank 1's results: the run must fail (exit 1)
@@ -249,3 +252,22 @@ def test_a_payload_that_dies_without_output_fails_quoting_its_error(tmp_path: Pa
     (r,) = judge_file(raw, JudgeContext(fabric="ethernet"), kind="nccl", label="nccl-all_reduce")
     assert r.verdict == "fail"
     assert any("doesn't have NCCL built in" in x for x in r.reasons)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_run_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, collectives="[all_reduce]")
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*CLI, "validate", str(bp), "-o", str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not read_results_lines(out / "results.jsonl"):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted: 1 finished test(s) kept" in err and "--resume" in err and "Traceback" not in err
+    man = json.loads((out / "run.json").read_text())
+    assert man["status"] == "interrupted"
+    assert man["tests"]["nccl-all_reduce"]["status"] == "done" and man["tests"]["amp"]["status"] == "interrupted"
+    assert _payload_processes(str(out)) == []

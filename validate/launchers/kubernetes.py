@@ -11,11 +11,12 @@ at ``/opt/clusterforge/payloads``):
   ``vpc.amazonaws.com/efa`` devices plus 2 MiB huge pages, as the AWS EFA device plugin expects.
 * fio: a ``batch/v1`` Job on the node group, the target mounted at the same path as on the node:
   the local NVMe scratch as a ``hostPath`` directory, Lustre/NFS storage as the PersistentVolumeClaim
-  ``<blueprint>-<storage name>`` (the name the stack's storage objects get, see
-  :class:`stacks.naming.Naming`).
+  named after the storage entry in the validation namespace (the claim the stack creates for each
+  FSx file system, :mod:`stacks.components.k8s_addons`).
 * AMP: a ``batch/v1`` Job with one GPU.
 
-Every pod uses the node group's sandbox RuntimeClass (``runtimeClassName``), selects the group's
+Every pod of a Kata / gVisor node group (or one whose blueprint names ``sandbox.runtime_class``) uses
+that RuntimeClass (``runtimeClassName``); every pod selects the group's
 nodes with the ``clusterforge.io/node-group`` label, has ``automountServiceAccountToken: false``
 and runs in the orchestrator's namespace. JSON documents are printed between marker lines so the
 launcher can cut them out of ``kubectl logs``.
@@ -138,7 +139,10 @@ class _Pods:
                         *volumes],
         }
         rc = self.settings.sandbox.runtime_class
-        if rc:
+        declared = self.bp.group(self.group).sandbox.runtime_class
+        # plain containers use the node's default runtime unless the blueprint names a RuntimeClass;
+        # Kata / gVisor sandboxes always run under theirs (the stack creates it, k8s_addons)
+        if rc and (self.settings.sandbox.runtime != "container" or declared):
             spec["runtimeClassName"] = rc
         if self.settings.gpu_count:
             spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -190,7 +194,8 @@ def _fio_volume(loaded: LoadedBlueprint, test: PlannedTest) -> dict[str, Any]:
     target = test.params["target"]
     for s in bp.storage:
         if isinstance(s, (LustreStorage, NfsStorage)) and (target == s.mount or target.startswith(s.mount.rstrip("/") + "/")):
-            return {"name": "target", "persistentVolumeClaim": {"claimName": Naming(bp.name).name(s.name)}}
+            # the stack's PVC for a shared file system is named after the storage entry (stacks/components/k8s_addons.py)
+            return {"name": "target", "persistentVolumeClaim": {"claimName": s.name}}
     return {"name": "target", "hostPath": {"path": target, "type": "Directory"}}
 
 

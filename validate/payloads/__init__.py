@@ -1,7 +1,7 @@
 """Payloads: the programs that run ON the cluster nodes during validation.
 
-Every module here uses the Python standard library and torch only (no clusterforge or
-blueprints import), so each file can be copied to a node on its own and run as
+Every module here uses the Python standard library (Python >= 3.9) and torch only (no
+clusterforge or blueprints import), so each file can be copied to a node on its own and run as
 ``python3 collectives.py ...`` as well as ``python3 -m validate.payloads.collectives ...``.
 
 * :mod:`.collectives`: torch.distributed collective benchmark printing the nccl-tests table.

@@ -317,6 +317,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
                 "loss_end": base["losses"][-1],
             }
         if r.dist is not None:
+            r.dist.barrier()
             r.dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - the document carries the error to the judge
         name = type(e).__name__

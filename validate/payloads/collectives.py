@@ -397,23 +397,26 @@ class _Bench:
 
     # -- one collective at one size ----------------------------------------------------------
     def run_size(self, coll: str, count: int) -> list[tuple[float, int | None]]:
-        """[(time_us, wrong or None)] for out-of-place and in-place at ``count`` elements."""
+        """[(time_us, wrong or None)] for out-of-place and in-place at ``count`` elements.
+
+        The out-of-place buffers are freed before the in-place ones are allocated, so the peak
+        device memory of one size is max(send + recv, 2 x the larger buffer) (alltoall, sendrecv
+        need a scratch buffer for their in-place form).
+        """
         torch, dist, n, r = self.torch, self.dist, self.n, self.rank
-        spec = COLLECTIVES[coll]
+        root = COLLECTIVES[coll].root
         dev, dtype = self.device, self.dtype
         send_numel = count * n if coll in ("reduce_scatter", "alltoall") else count
         recv_numel = count * n if coll in ("all_gather", "alltoall") else count
-        send = torch.empty(send_numel, dtype=dtype, device=dev)
-        recv = torch.empty(recv_numel, dtype=dtype, device=dev)
-        inplace = torch.empty(max(send_numel, recv_numel), dtype=dtype, device=dev)
-        scratch = torch.empty(max(send_numel, recv_numel), dtype=dtype, device=dev) \
-            if coll in ("alltoall", "sendrecv") else None
-        root = spec.root
+        big = max(send_numel, recv_numel)
         prev, nxt = (r - 1) % n, (r + 1) % n
         red = dist.ReduceOp.SUM
         # torch >= 2.12 renames the tensor forms; older releases only have the *_tensor names
         all_gather_t = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         reduce_scatter_t = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+        def empty(numel: int) -> Any:
+            return torch.empty(numel, dtype=dtype, device=dev)
 
         def p2p(snd: Any, rcv: Any) -> None:
             if n == 1:
@@ -423,69 +426,89 @@ class _Bench:
             for w in dist.batch_isend_irecv(ops):
                 w.wait()
 
-        # (out-of-place op, in-place op, in-place output view)
-        if coll == "all_reduce":
-            oop = lambda: (recv.copy_(send), dist.all_reduce(recv, op=red))
-            ip = lambda: dist.all_reduce(inplace, op=red)
-            ip_out = inplace
-        elif coll == "reduce":
-            oop = lambda: (recv.copy_(send), dist.reduce(recv, dst=root, op=red))
-            ip = lambda: dist.reduce(inplace, dst=root, op=red)
-            ip_out = inplace
-        elif coll == "broadcast":
-            def oop() -> None:
-                if r == root:
-                    recv.copy_(send)
-                dist.broadcast(recv, src=root)
-            ip = lambda: dist.broadcast(inplace, src=root)
-            ip_out = inplace
-        elif coll == "all_gather":
-            mine = inplace[r * count:(r + 1) * count]
-            oop = lambda: all_gather_t(recv, send)
-            ip = lambda: all_gather_t(inplace, mine)
-            ip_out = inplace
-        elif coll == "reduce_scatter":
-            mine = inplace[r * count:(r + 1) * count]
-            oop = lambda: reduce_scatter_t(recv, send, op=red)
-            ip = lambda: reduce_scatter_t(mine, inplace, op=red)
-            ip_out = mine
-        elif coll == "alltoall":
-            assert scratch is not None
-            oop = lambda: dist.all_to_all_single(recv, send)
+        def out_of_place() -> tuple[Callable[[], Any], Callable[[], None], Any]:
+            send, recv = empty(send_numel), empty(recv_numel)
 
-            def ip() -> None:
-                dist.all_to_all_single(scratch, inplace)
-                inplace.copy_(scratch)
-            ip_out = inplace
-        elif coll == "sendrecv":
-            assert scratch is not None
-            oop = lambda: p2p(send, recv)
-
-            def ip() -> None:
-                scratch.copy_(inplace)
-                p2p(scratch, inplace)
-            ip_out = inplace
-        else:
-            raise KeyError(coll)
-
-        def fill_send() -> None:
-            if coll == "all_gather":
-                send.copy_(self._pattern(r, count))
-            else:
+            def fill() -> None:
                 send.copy_(self._pattern(r, send_numel))
-            if coll in ("broadcast",) and r != root:
-                recv.zero_()
+                if coll == "broadcast" and r != root:
+                    recv.zero_()
 
-        def fill_inplace() -> None:
-            if coll == "all_gather":
-                inplace.zero_()
-                inplace[r * count:(r + 1) * count].copy_(self._pattern(r, count))
+            if coll == "all_reduce":
+                def op() -> None:
+                    recv.copy_(send)
+                    dist.all_reduce(recv, op=red)
+            elif coll == "reduce":
+                def op() -> None:
+                    recv.copy_(send)
+                    dist.reduce(recv, dst=root, op=red)
+            elif coll == "broadcast":
+                def op() -> None:
+                    if r == root:
+                        recv.copy_(send)
+                    dist.broadcast(recv, src=root)
+            elif coll == "all_gather":
+                def op() -> None:
+                    all_gather_t(recv, send)
+            elif coll == "reduce_scatter":
+                def op() -> None:
+                    reduce_scatter_t(recv, send, op=red)
+            elif coll == "alltoall":
+                def op() -> None:
+                    dist.all_to_all_single(recv, send)
+            elif coll == "sendrecv":
+                def op() -> None:
+                    p2p(send, recv)
             else:
-                inplace.copy_(self._pattern(r, send_numel))
+                raise KeyError(coll)
+            return op, fill, recv
+
+        def in_place() -> tuple[Callable[[], Any], Callable[[], None], Any]:
+            buf = empty(big)
+            scratch = empty(big) if coll in ("alltoall", "sendrecv") else None
+            mine = buf[r * count:(r + 1) * count]
+
+            def fill() -> None:
+                if coll == "all_gather":
+                    buf.zero_()
+                    mine.copy_(self._pattern(r, count))
+                else:
+                    buf.copy_(self._pattern(r, send_numel))
+
+            result = buf
+            if coll == "all_reduce":
+                def op() -> None:
+                    dist.all_reduce(buf, op=red)
+            elif coll == "reduce":
+                def op() -> None:
+                    dist.reduce(buf, dst=root, op=red)
+            elif coll == "broadcast":
+                def op() -> None:
+                    dist.broadcast(buf, src=root)
+            elif coll == "all_gather":
+                def op() -> None:
+                    all_gather_t(buf, mine)
+            elif coll == "reduce_scatter":
+                result = mine
+
+                def op() -> None:
+                    reduce_scatter_t(mine, buf, op=red)
+            elif coll == "alltoall":
+                def op() -> None:
+                    dist.all_to_all_single(scratch, buf)
+                    buf.copy_(scratch)
+            elif coll == "sendrecv":
+                def op() -> None:
+                    scratch.copy_(buf)
+                    p2p(scratch, buf)
+            else:
+                raise KeyError(coll)
+            return op, fill, result
 
         expected = self._expected(coll, count, recv_numel) if self.args.check else None
         out: list[tuple[float, int | None]] = []
-        for op, fill, result in ((oop, fill_send, recv), (ip, fill_inplace, ip_out)):
+        for phase in (out_of_place, in_place):
+            op, fill, result = phase()
             fill()
             t = self._mean_time_us(op)
             wrong: int | None = None
@@ -495,6 +518,7 @@ class _Bench:
                 self._sync()
                 wrong = self._count_wrong(result, expected)
             out.append((t, wrong))
+            del op, fill, result  # free this placement's buffers before the next one
         return out
 
     def run_collective(self, coll: str) -> tuple[list[str], int, float]:
