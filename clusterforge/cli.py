@@ -36,6 +36,7 @@ def _click_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
         errors.append(mod.ClickException)
         if hasattr(mod, "Abort"):
             aborts.append(mod.Abort)
+    aborts.append(typer.Abort)
     aborts.append(EOFError)
     return tuple(errors), tuple(aborts)
 
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=args, prog_name="clusterforge", standalone_mode=False)
         return int(rv or 0) if isinstance(rv, int) else 0
     except typer.Exit as e:
+        if e.exit_code == 130 and isinstance(e.__cause__, KeyboardInterrupt):
+            fail("interrupted; results written so far are kept (rerun with --resume where supported)")
         return e.exit_code
     except _CLICK_ABORT:
         fail("aborted")

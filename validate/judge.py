@@ -27,6 +27,7 @@ speed-up -> warn (GPU only; on CPU these are notes).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -709,8 +710,28 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
         report = FioReport(fmt="text")
     if report.empty:
         r = JudgeResult(source=source, kind="fio", label=label or name)
+        payload_error = _fio_payload_error(text)
+        if payload_error:
+            r.degrade("fail", f"fio did not run: {payload_error}. Likely cause: fio is not installed on the node or the "
+                              "target directory is missing or not writable; fix: install fio (validation_tools role) and "
+                              "check the mount")
+            return [r]
         return [_nothing(r, text, "no fio job, result or verify line found")]
     return judge_fio_report(report, ctx, source=source, label=label)
+
+
+def _fio_payload_error(text: str) -> str | None:
+    """The ``clusterforge.error`` that validate's fio payload records when fio could not run, else None."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        doc = json.loads(text[start:])
+    except ValueError:
+        return None
+    meta = doc.get("clusterforge") if isinstance(doc, dict) else None
+    err = meta.get("error") if isinstance(meta, dict) else None
+    return str(err) if err else None
 
 
 def _verify_reason(fails: list[VerifyFailure]) -> str:

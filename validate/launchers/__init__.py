@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from blueprints import LoadedBlueprint
-from blueprints.models import KubernetesOrchestrator, SlurmOrchestrator
 from clusterforge.errors import UsageError
 
 from .common import Launcher, LaunchResult, PlannedTest, stage_payloads
@@ -58,24 +57,23 @@ def make_launcher(name: str, loaded: LoadedBlueprint, out_dir: Path, **options: 
 def render_artifacts(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     """Write the validation artefacts a user runs by hand; returns the files written.
 
-    Slurm blueprints get ``out_dir/slurm/<test-id>.sbatch`` plus ``out_dir/slurm/payloads/*.py``
-    (submit from ``out_dir/slurm``); Kubernetes blueprints get ``out_dir/kubernetes/*.yaml`` (the
-    payload ConfigMap first, then one MPIJob or Job per test: ``kubectl apply -f out_dir/kubernetes``).
-    Blueprints without an orchestrator get nothing (the ssh and local launchers need no files).
+    Every blueprint gets both sets, whatever orchestrator it declares (a DGX cluster run by
+    Slurm may also host Kubernetes jobs, and the user picks the launcher at validate time):
+    ``out_dir/slurm/<test-id>.sbatch`` plus ``out_dir/slurm/payloads/*.py`` (submit from
+    ``out_dir/slurm``), and ``out_dir/kubernetes/*.yaml`` (the payload ConfigMap first, then one
+    MPIJob or Job per test: ``kubectl apply -f out_dir/kubernetes``). The ssh and local launchers
+    need no files.
     """
     from validate.runner import plan_tests
 
     from .kubernetes import write_manifests
     from .slurm import write_scripts
 
-    bp = loaded.blueprint
     written: list[Path] = []
-    if isinstance(bp.orchestrator, SlurmOrchestrator):
-        tests, _ = plan_tests(loaded, launcher="slurm")
-        dest = Path(out_dir) / "slurm"
-        written += write_scripts(loaded, tests, dest)
-        written += stage_payloads(dest / "payloads")
-    elif isinstance(bp.orchestrator, KubernetesOrchestrator):
-        tests, _ = plan_tests(loaded, launcher="kubernetes")
-        written += write_manifests(loaded, tests, Path(out_dir) / "kubernetes")
+    tests, _ = plan_tests(loaded, launcher="slurm")
+    dest = Path(out_dir) / "slurm"
+    written += write_scripts(loaded, tests, dest)
+    written += stage_payloads(dest / "payloads")
+    tests, _ = plan_tests(loaded, launcher="kubernetes")
+    written += write_manifests(loaded, tests, Path(out_dir) / "kubernetes")
     return written
