@@ -83,6 +83,7 @@ class RunDisplay:
     hosts: dict[str, HostProgress] = field(default_factory=dict)
     results: list[TaskResult] = field(default_factory=list)
     failures: list[TaskResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     play: str = ""
     stats: dict[str, Any] | None = None
     live: Live | None = None
@@ -148,6 +149,8 @@ class RunDisplay:
         setattr(h, status, getattr(h, status) + 1)
         if status == "changed":
             h.ok += 1  # Ansible's recap counts a changed task as ok too
+        if status == "ok" and data.get("task_action", "").endswith("debug") and isinstance(res.get("msg"), str):
+            self._note(name, res["msg"])
         r = TaskResult(host=name, play=data.get("play", self.play), role=data.get("role", "") or "",
                        task=data.get("task", ""), action=data.get("task_action", ""), status=status,
                        message=_message(res) if status in ("failed", "ignored", "unreachable") else "")
@@ -158,6 +161,19 @@ class RunDisplay:
             line = f"✗ {name}: task \"{where}\" {status}: {r.message}"
             (self.live.console if self.live is not None else self.console).print(
                 f"[red]{_escape(line)}[/red]", highlight=False)
+
+
+    def _note(self, host: str, msg: str) -> None:
+        """Print what a role skipped and why (its ``debug`` messages), once per host and message."""
+        for part in re.sub(r"\s+", " ", msg).split("; "):
+            part = part.strip(" ;")
+            if not part:
+                continue
+            line = f"{host}: {part}"
+            if line not in self.notes:
+                self.notes.append(line)
+                (self.live.console if self.live is not None else self.console).print(
+                    f"  ↷ {line}", markup=False, highlight=False, style="dim")
 
 
 def _escape(text: str) -> str:
@@ -343,6 +359,7 @@ def _write_summary(run_dir: Path, loaded: LoadedBlueprint, ident: str, check: bo
                   for h in display.hosts.values()},
         "stats": display.stats,
         "failures": [asdict(f) for f in display.failures],
+        "notes": display.notes,
         "results": [asdict(r) for r in display.results],
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -6,6 +6,9 @@ hash covers the package list, the mirror and this recipe. A file lock keeps pyte
 from building it twice. Every converge works on its own ``cp -a`` copy, reached through the
 ``community.general.chroot`` connection, so tests never see each other's changes.
 
+Converges are shared by the xdist workers of a run (see :class:`ConvergeCache`): each example is
+converged once per run whichever worker gets to it first.
+
 Downloaded ``.deb`` files are kept in ``.cache/rootfs/apt-archives`` and hard-linked into each copy
 before a converge (and harvested after it), so only the first converge on a machine downloads the
 small Debian packages the roles install (rdma-core, perftest, mdadm, xfsprogs, fio, containerd ...).
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +131,7 @@ def copy_rootfs(dest: Path) -> Path:
     base = build_rootfs()
     if dest.exists():
         shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     _run(["cp", "-a", str(base), str(dest)])
     shutil.copy2("/etc/resolv.conf", dest / "etc/resolv.conf")
     archives = CACHE / "apt-archives"
@@ -162,22 +168,49 @@ class Converged:
         """Root filesystem of the representative host of node group ``group``."""
         return self.roots[self.groups[group]]
 
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["out"] = str(self.out)
+        d["roots"] = {h: str(p) for h, p in self.roots.items()}
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Converged":
+        d = json.loads(text)
+        d["out"] = Path(d["out"])
+        d["roots"] = {h: Path(p) for h, p in d["roots"].items()}
+        return cls(**d)
+
+
+def _run_uid() -> str:
+    """Identifier shared by every xdist worker of one pytest run (a fresh one without xdist)."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not uid:
+        uid = os.environ.setdefault("CLUSTERFORGE_TEST_RUN_UID", uuid.uuid4().hex)
+    return uid
+
 
 class ConvergeCache:
-    """Converges each example once per test session (per xdist worker) and removes the copies at the end."""
+    """Converges each example once per pytest run, shared by all xdist workers through files and locks.
+
+    The first worker that needs an example converges it while holding ``<example>.lock`` and stores the
+    result as JSON; other workers wait on the lock and reuse it. Copies live under
+    ``.cache/rootfs/converge/<run uid>``; copies of earlier runs are removed when a run starts.
+    """
 
     def __init__(self, base: Path):
         self.base = base
-        self.done: dict[str, Converged] = {}
 
     def get(self, example: str) -> Converged:
-        if example not in self.done:
-            self.done[example] = self._converge(example)
-        return self.done[example]
+        result = self.base / example / "result.json"
+        with _locked(self.base / f"{example}.lock"):
+            if result.exists():
+                return Converged.from_json(result.read_text())
+            c = self._converge(example)
+            result.write_text(c.to_json())
+            return c
 
     def _converge(self, example: str) -> Converged:
-        if os.geteuid() != 0:
-            pytest.skip("the chroot connection needs root (CI runs as root)")
         from blueprints import load_blueprint
         from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 
@@ -203,9 +236,12 @@ class ConvergeCache:
         return Converged(example, out, roots, groups, rc, first, rerun_rc, load_summary(out), seconds)
 
     def check_vendor_steps(self, example: str) -> Converged:
-        """Run the install phases with the vendor packages enabled, in check mode (once)."""
+        """Run the install phases with the vendor packages enabled, in check mode (once per run)."""
         c = self.get(example)
-        if c.check is None:
+        result = self.base / example / "check.json"
+        with _locked(self.base / f"{example}.lock"):
+            if result.exists():
+                return Converged.from_json(result.read_text())
             from blueprints import load_blueprint
             from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 
@@ -215,17 +251,22 @@ class ConvergeCache:
                                   connection_override=chroot_connection(c.roots))
             c.seconds["check"] = time.perf_counter() - t0
             c.check = load_summary(c.out)
-        return c
-
-    def cleanup(self) -> None:
-        for c in self.done.values():
-            for r in c.roots.values():
-                shutil.rmtree(r, ignore_errors=True)
+            result.write_text(c.to_json())
+            return c
 
 
 @pytest.fixture(scope="session")
-def converges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConvergeCache]:
-    """Session cache of converged examples (root filesystem copies are deleted at the end)."""
-    cache = ConvergeCache(tmp_path_factory.mktemp("converge"))
-    yield cache
-    cache.cleanup()
+def converges() -> ConvergeCache:
+    """Cross-worker cache of converged examples (needs root for chroot)."""
+    if os.geteuid() != 0:
+        pytest.skip("the chroot connection needs root (CI runs as root)")
+    runs = CACHE / "converge"
+    uid = _run_uid()
+    with _locked(CACHE / "converge.lock"):
+        for old in runs.glob("*") if runs.is_dir() else []:
+            # copies of finished runs (untouched for 15 minutes) are removed; this run's stay
+            if old.name != uid and time.time() - old.stat().st_mtime > 900:
+                shutil.rmtree(old, ignore_errors=True)
+        base = runs / uid
+        base.mkdir(parents=True, exist_ok=True)
+    return ConvergeCache(base)

@@ -1,0 +1,126 @@
+"""Benchmark: the bare-metal path — rendering at scale and real converges on a root filesystem.
+
+1. Render: the ``onprem-dgx-h100-ib`` example grown to N DGX hosts (default 1000, plus the mgmt host):
+   wall seconds for load + rules, ``render_ansible`` (inventory, group_vars, roles copy) and
+   ``plan_ansible``, and the size of the rendered inventory.
+2. Converge (needs root and debootstrap): each on-prem example converged with ``run_site`` against
+   Debian 12 root filesystems through the chroot connection (one per node group, vendor packages off
+   as in the tests): first converge wall time, idempotent rerun wall time, task results, changed tasks.
+   The first converge includes the apt installs (downloads come from the shared .deb cache after
+   the first machine-wide run).
+
+Figures are printed, never asserted. Run: ``.venv/bin/python bench/bench_ansible.py [--hosts N] [--no-converge]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from blueprints import load_blueprint  # noqa: E402
+from clusterforge.ansible.render import plan_ansible, render_ansible  # noqa: E402
+from clusterforge.blueprint_io import load_checked  # noqa: E402
+
+EXAMPLES = REPO / "blueprints" / "examples"
+ON_PREM = ["local-workstation", "onprem-l40s-roce", "onprem-dgx-h100-ib", "onprem-sandbox-kata"]
+
+
+def big_blueprint(hosts: int, directory: Path) -> Path:
+    """The DGX example with ``hosts`` DGX hosts (10.x addresses, /16 IPoIB subnet), written to ``directory``."""
+    yaml = YAML()
+    data = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
+    dgx = next(g for g in data["node_groups"] if g["name"] == "dgx")
+    dgx["hosts"] = [{"name": f"dgx-{i:04d}", "address": f"10.{1 + i // 65000}.{(i // 250) % 250}.{1 + i % 250}"}
+                    for i in range(hosts)]
+    data["network"]["infiniband"]["ipoib"]["cidr"] = "192.168.0.0/16"
+    buf = io.StringIO()
+    yaml.dump(data, buf)
+    path = directory / f"dgx-{hosts}.yaml"
+    path.write_text(buf.getvalue())
+    return path
+
+
+def bench_render(hosts: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = big_blueprint(hosts, Path(tmp))
+        t0 = time.perf_counter()
+        loaded = load_checked(path, show_warnings=False)
+        t_load = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        render_ansible(loaded, Path(tmp) / "out")
+        t_render = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        render_ansible(loaded, Path(tmp) / "out")
+        t_rerender = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        plan = plan_ansible(loaded)
+        t_plan = time.perf_counter() - t0
+        inv = (Path(tmp) / "out" / "inventory.yml").stat().st_size
+        print(f"render {hosts + 1} hosts: load+rules {t_load:.2f} s, render_ansible {t_render:.2f} s "
+              f"(re-render {t_rerender:.2f} s), plan_ansible {t_plan:.2f} s for {len(plan['hosts'])} hosts; "
+              f"inventory.yml {inv / 1e6:.2f} MB (1e6 bytes)")
+
+
+def bench_converge(examples: list[str]) -> None:
+    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+        print("converge: skipped (needs root for chroot and debootstrap installed)")
+        return
+    from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
+    from rich.console import Console
+    from tests.roles.conftest import VENDOR_OFF, build_rootfs, copy_rootfs, harvest_debs
+
+    t0 = time.perf_counter()
+    build_rootfs()
+    print(f"rootfs: ready in {time.perf_counter() - t0:.1f} s (cached after the first build)")
+    quiet = Console(file=io.StringIO())
+    with tempfile.TemporaryDirectory(dir=REPO / ".cache") as tmp:
+        for example in examples:
+            loaded = load_blueprint(EXAMPLES / f"{example}.yaml")
+            hosts = [g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts]
+            roots = {h: copy_rootfs(Path(tmp) / example / h) for h in hosts}
+            out = Path(tmp) / example / "out"
+            override = chroot_connection(roots)
+            t0 = time.perf_counter()
+            rc1 = run_site(loaded, out, extravars=VENDOR_OFF, connection_override=override, console=quiet)
+            t1 = time.perf_counter() - t0
+            first = load_summary(out)
+            for r in roots.values():
+                harvest_debs(r)
+            t0 = time.perf_counter()
+            rc2 = run_site(loaded, out, extravars=VENDOR_OFF, connection_override=override, console=quiet)
+            t2 = time.perf_counter() - t0
+            second = load_summary(out)
+            ran = [r for r in second["results"] if r["status"] != "skipped"]
+            changed = sum(1 for r in first["results"] if r["status"] == "changed")
+            rechanged = sum(1 for r in second["results"] if r["status"] == "changed")
+            print(f"converge {example} ({len(hosts)} chroot host(s)): first {t1:.1f} s (rc {rc1}, {changed} changed), "
+                  f"rerun {t2:.1f} s (rc {rc2}, {rechanged} changed); {len(second['results'])} task results, "
+                  f"{len(ran)} not skipped, {len(ran) / max(t2, 1e-9):.1f} tasks/s on rerun")
+            shutil.rmtree(Path(tmp) / example, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=1000, help="DGX hosts in the render benchmark (default 1000)")
+    ap.add_argument("--no-converge", action="store_true", help="only the render benchmark")
+    ap.add_argument("examples", nargs="*", default=ON_PREM, help="on-prem examples to converge")
+    args = ap.parse_args()
+    bench_render(args.hosts)
+    if not args.no_converge:
+        bench_converge(args.examples)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

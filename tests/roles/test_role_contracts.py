@@ -1,0 +1,116 @@
+"""Every role keeps the same contract (style.md section 4, conventions 10): prefixed defaults mirrored by
+``meta/argument_specs.yml``, preflight -> install-<os_family> -> configure with phase tags, full module
+names, task names as sentences, reboots behind ``<role>_skip_reboot``; ``site.yml`` runs every role.
+And ``ansible-lint --profile production`` is clean.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusterforge.ansible.render import ROLE_ORDER, ROLES_DIR
+
+TASK_KEYWORDS = {
+    "name", "when", "loop", "loop_control", "register", "tags", "notify", "vars", "become", "become_user",
+    "changed_when", "failed_when", "check_mode", "ignore_errors", "no_log", "delegate_to", "run_once", "until",
+    "retries", "delay", "environment", "args", "block", "rescue", "always", "listen", "diff", "throttle",
+    "any_errors_fatal", "with_items", "timeout",
+}
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def _tasks(items: list[dict[str, Any]]):
+    for t in items or []:
+        yield t
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(t.get(key, []))
+
+
+def test_roles_directory_holds_exactly_the_rendered_roles():
+    found = sorted(p.name for p in ROLES_DIR.iterdir() if p.is_dir())
+    assert found == sorted(ROLE_ORDER)
+    plays = _load(ROLES_DIR / "site.yml")
+    assert [p["hosts"] for p in plays] == [f"with_{r}" for r in ROLE_ORDER]
+    assert [p["roles"][0]["role"] for p in plays] == list(ROLE_ORDER)
+    assert all(p["roles"][0]["tags"] == [p["roles"][0]["role"]] for p in plays)
+
+
+@pytest.mark.parametrize("role", ROLE_ORDER)
+def test_defaults_and_argument_specs_agree(role):
+    defaults = _load(ROLES_DIR / role / "defaults/main.yml")
+    spec = _load(ROLES_DIR / role / "meta/argument_specs.yml")["argument_specs"]["main"]
+    options = spec["options"]
+    assert spec.get("short_description")
+    assert set(defaults) == set(options), (f"only in defaults: {sorted(set(defaults) - set(options))}; "
+                                           f"only in argument_specs: {sorted(set(options) - set(defaults))}")
+    for name, value in defaults.items():
+        assert name.startswith(f"{role}_"), f"{name} lacks the {role}_ prefix"
+        opt = options[name]
+        assert opt.get("description"), f"{name}: no description"
+        assert opt.get("default") == value, f"{name}: argument_specs default {opt.get('default')!r} != {value!r}"
+        kind = {"bool": bool, "int": int, "str": str, "path": str, "list": list, "dict": dict}[opt["type"]]
+        assert isinstance(value, kind), f"{name}: default {value!r} is not {opt['type']}"
+        if "choices" in opt:
+            assert value in opt["choices"], f"{name}: default {value!r} not in choices"
+
+
+@pytest.mark.parametrize("role", ROLE_ORDER)
+def test_role_layout_phases_and_tasks(role):
+    d = ROLES_DIR / role
+    meta = _load(d / "meta/main.yml")
+    assert meta["galaxy_info"]["role_name"] == role
+    platforms = {p["name"]: p["versions"] for p in meta["galaxy_info"]["platforms"]}
+    assert platforms["Debian"] == ["bookworm"] and set(platforms["Ubuntu"]) == {"jammy", "noble"}
+    main = _load(d / "tasks/main.yml")
+    assert [t.get("ansible.builtin.import_tasks") for t in main if "ansible.builtin.import_tasks" in t] == [
+        "preflight.yml", "configure.yml"]
+    install = next(t for t in main if "ansible.builtin.include_tasks" in t)
+    assert install["ansible.builtin.include_tasks"]["file"] == "install-{{ ansible_facts['os_family'] }}.yml"
+    assert install["ansible.builtin.include_tasks"]["apply"]["tags"] == [f"{role}_install"]
+    assert set(main[0]["tags"]) == {f"{role}_preflight", f"{role}_install", f"{role}_configure"}
+    assert main[-1]["tags"] == [f"{role}_configure"]
+    for family in ("Debian", "RedHat"):
+        assert (d / f"tasks/install-{family}.yml").is_file()
+    defaults = _load(d / "defaults/main.yml")
+    for path in [*(d / "tasks").glob("*.yml"), *(d / "handlers").glob("*.yml")]:
+        for t in _tasks(_load(path)):
+            name = t.get("name", "")
+            assert name and name[0].isupper() and name.endswith("."), f"{path.name}: task name not a sentence: {name!r}"
+            modules = [k for k in t if k not in TASK_KEYWORDS]
+            assert len(modules) <= 1, f"{path.name}: {name}: {modules}"
+            for m in modules:
+                assert m.count(".") >= 2, f"{path.name}: {name}: module {m} is not a full name"
+                if m == "ansible.builtin.reboot":
+                    assert f"not {role}_skip_reboot" in str(t.get("when")), f"{name}: reboot not behind {role}_skip_reboot"
+                    assert defaults[f"{role}_skip_reboot"] is True
+
+
+def test_restarts_go_through_handlers():
+    for role in ROLE_ORDER:
+        for path in (ROLES_DIR / role / "tasks").glob("*.yml"):
+            for t in _tasks(_load(path)):
+                svc = t.get("ansible.builtin.systemd_service") or {}
+                assert svc.get("state") not in ("restarted", "reloaded"), f"{role}/{path.name}: {t['name']} restarts in a task"
+
+
+@pytest.mark.slow
+def test_ansible_lint_production_profile_is_clean(tmp_path):
+    """ansible-lint runs on a copy so its cache (.ansible/) never lands in the checkout."""
+    lint = Path(sys.executable).parent / "ansible-lint"
+    if not lint.exists():
+        lint = Path(shutil.which("ansible-lint") or "ansible-lint")
+    shutil.copytree(ROLES_DIR, tmp_path / "roles")
+    res = subprocess.run([str(lint), "--profile", "production", "--nocolor", "--offline", "roles"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert "Profile 'production' was required, and it passed" in res.stdout + res.stderr
