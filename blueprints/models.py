@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = [
     "API_VERSION",
     "Blueprint",
-    "NodeGroup",
     "Network",
+    "NodeGroup",
     "Storage",
 ]
 
@@ -580,7 +580,7 @@ class LustreStorage(StrictModel):
     stripes: Annotated[list[StripeSetting], Field(description="Stripe settings on directories.")] = []
 
     @model_validator(mode="after")
-    def _one_source(self) -> "LustreStorage":
+    def _one_source(self) -> LustreStorage:
         if (self.fsx is None) == (self.server is None):
             raise ValueError("set exactly one of `fsx` (managed FSx for Lustre) or `server` (existing MGS NIDs)")
         return self

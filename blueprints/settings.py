@@ -27,7 +27,7 @@ from .models import (
     RoceNetwork,
 )
 
-__all__ = ["NodeSettings", "SOURCES", "cluster_settings", "node_settings"]
+__all__ = ["SOURCES", "NodeSettings", "cluster_settings", "node_settings"]
 
 SOURCES = {
     "memlock": "https://docs.redhat.com/zh-cn/documentation/red_hat_enterprise_linux/7/html/networking_guide/sec-relaxing_memlock_restrictions_for_users",

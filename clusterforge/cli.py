@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         fail("interrupted; results written so far are kept (rerun with --resume where supported)")
         return 130
-    except Exception as e:  # noqa: BLE001 - the one place that turns bugs into one line
+    except Exception as e:
         if debug:
             raise
         fail(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from blueprints import catalog, check, load_blueprint, parse_blueprint
 from blueprints.findings import BlueprintInvalid
@@ -88,7 +89,7 @@ node_groups: [{name: g, count: 1, instance_type: p5.48xlarge}]
 
 def test_models_are_frozen():
     bp = parse_blueprint(BASE).blueprint
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         bp.name = "x"  # type: ignore[misc]
 
 
