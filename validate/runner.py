@@ -548,6 +548,9 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 events.finished(t, vs, launch, launch.duration_s)
     except BaseException:
         manifest["status"] = "interrupted"
+        # results.jsonl is the record: the signal may land after a test's lines were written but
+        # before this loop noted it, so read it back
+        recorded |= {str(d.get("test_id")) for d in read_results_lines(results_path) if d.get("test_id")}
         for tid, rec in manifest["tests"].items():
             if rec.get("status") == "running":  # results.jsonl is the record: a test whose lines landed is done
                 rec["status"] = "done" if tid in recorded else "interrupted"
