@@ -28,9 +28,9 @@ from ruamel.yaml import YAML
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from blueprints import load_blueprint  # noqa: E402
-from clusterforge.ansible.render import plan_ansible, render_ansible  # noqa: E402
-from clusterforge.blueprint_io import load_checked  # noqa: E402
+from blueprints import load_blueprint
+from clusterforge.ansible.render import plan_ansible, render_ansible
+from clusterforge.blueprint_io import load_checked
 
 EXAMPLES = REPO / "blueprints" / "examples"
 ON_PREM = ["local-workstation", "onprem-l40s-roce", "onprem-dgx-h100-ib", "onprem-sandbox-kata"]
@@ -76,8 +76,9 @@ def bench_converge(examples: list[str]) -> None:
     if os.geteuid() != 0 or shutil.which("debootstrap") is None:
         print("converge: skipped (needs root for chroot and debootstrap installed)")
         return
-    from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
     from rich.console import Console
+
+    from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
     from tests.roles.conftest import VENDOR_OFF, build_rootfs, copy_rootfs, harvest_debs
 
     t0 = time.perf_counter()

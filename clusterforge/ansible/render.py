@@ -41,8 +41,8 @@ from blueprints.settings import NodeSettings, node_settings
 from ..errors import ClusterforgeError, UsageError
 
 __all__ = [
-    "ROLE_ORDER",
     "ROLES_DIR",
+    "ROLE_ORDER",
     "group_name",
     "inventory_data",
     "ipoib_addresses",

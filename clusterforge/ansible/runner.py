@@ -19,6 +19,7 @@ e.g. onto root filesystems with :func:`chroot_connection` (image builds, the tes
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,11 @@ from ..console import console as default_console
 from ..errors import ProvisionError, ToolMissingError
 from .render import render_ansible
 
-__all__ = ["HostProgress", "RunDisplay", "TaskResult", "chroot_connection", "failed_hosts", "load_summary", "run_site"]
+__all__ = ["HostProgress", "RunDisplay", "TaskResult", "ansible_path", "chroot_connection", "failed_hosts", "load_summary",
+           "missing_collections", "run_site"]
 
 CHROOT_CONNECTION = "community.general.chroot"
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -115,7 +118,7 @@ class RunDisplay:
         try:
             self._handle(event)
         except Exception:  # noqa: BLE001 - a display problem must never stop a provisioning run
-            pass
+            _log.debug("could not display runner event %s", event.get("event"), exc_info=True)
         return True
 
     def _handle(self, event: dict[str, Any]) -> None:
@@ -215,7 +218,7 @@ def chroot_connection(roots: Mapping[str, Path | str]) -> dict[str, dict[str, An
 
 
 def _ident(runs: Path) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     ident, n = stamp, 1
     while (runs / ident).exists():
         n += 1
@@ -223,11 +226,37 @@ def _ident(runs: Path) -> str:
     return ident
 
 
-def _ansible_playbook_path() -> str:
-    """PATH with the directory of this interpreter's scripts first (the venv's ansible-playbook)."""
+def ansible_path() -> str:
+    """``PATH`` for ansible-runner: this interpreter's scripts directory first, so the ansible-playbook
+    installed next to clusterforge (the venv's) is used even when the venv is not activated."""
     bindir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
     return bindir + os.pathsep + path if bindir not in path.split(os.pathsep) else path
+
+
+REQUIRED_COLLECTIONS = ("community.general", "ansible.posix")
+"""Collections the roles need beyond ansible-core (roles/requirements.yml)."""
+
+
+def missing_collections() -> list[str]:
+    """The :data:`REQUIRED_COLLECTIONS` Ansible cannot find: not importable from this Python's site-packages
+    (where the ``ansible`` package puts them) nor present in ``ANSIBLE_COLLECTIONS_PATH`` or the default
+    collection paths (``~/.ansible/collections``, ``/usr/share/ansible/collections``)."""
+    import importlib.util
+
+    paths = os.environ.get("ANSIBLE_COLLECTIONS_PATH", os.environ.get("ANSIBLE_COLLECTIONS_PATHS", ""))
+    roots = [Path(p).expanduser() for p in paths.split(os.pathsep) if p]
+    roots += [Path.home() / ".ansible/collections", Path("/usr/share/ansible/collections")]
+    missing = []
+    for name in REQUIRED_COLLECTIONS:
+        ns, coll = name.split(".")
+        try:
+            found = importlib.util.find_spec(f"ansible_collections.{ns}.{coll}") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found and not any((r / "ansible_collections" / ns / coll).is_dir() for r in roots):
+            missing.append(name)
+    return missing
 
 
 def run_site(
@@ -251,16 +280,21 @@ def run_site(
     to those hosts. The run's artefacts and ``summary.json`` go to ``out_dir/runs/<timestamp>``.
 
     Returns 0 when every host finished without a failed or unreachable task, 1 otherwise (each
-    failure was printed as one line). Raises :class:`ToolMissingError` without ansible-playbook and
+    failure was printed as one line). Raises :class:`ToolMissingError` without ansible-playbook or the
+    collections of ``roles/requirements.yml``, and
     :class:`ProvisionError` when Ansible stops before running any task (bad ``--limit``, syntax error).
     """
     out = Path(out_dir).resolve()
     render_ansible(loaded, out)
     con = console or default_console
-    env_path = _ansible_playbook_path()
+    env_path = ansible_path()
     if shutil.which("ansible-playbook", path=env_path) is None:
         raise ToolMissingError("ansible-playbook is not installed: `pip install ansible-core` (clusterforge's "
                                "dependencies include it) and put it on PATH")
+    missing = missing_collections()
+    if missing:
+        raise ToolMissingError(f"Ansible collections {', '.join(missing)} are not installed: "
+                               f"`ansible-galaxy collection install -r {out / 'roles' / 'requirements.yml'}`")
     import ansible_runner
 
     runs = out / "runs"

@@ -49,6 +49,12 @@ VENDOR_OFF = {
 """Extra vars of the real converge: packages that are not in Debian's archive are not installed
 (NVIDIA driver / container toolkit, Lustre client, Kata / gVisor); their steps run in check mode."""
 
+CONVERGE_ORDER = ["onprem-dgx-h100-ib", "onprem-sandbox-kata", "local-workstation", "onprem-l40s-roce"]
+"""The on-prem examples, ordered so that round-robin over two workers balances the converge time."""
+
+CHECK_MODE_EXAMPLES = {"onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata"}
+"""Examples with vendor install steps (exercised in check mode)."""
+
 VENDOR_INSTALL_TAGS = ["nvidia_driver_install", "container_runtime_install", "lustre_client_install", "sandbox_install",
                        "rdma_install"]
 VENDOR_CHECK_VARS = {
@@ -175,7 +181,7 @@ class Converged:
         return json.dumps(d)
 
     @classmethod
-    def from_json(cls, text: str) -> "Converged":
+    def from_json(cls, text: str) -> Converged:
         d = json.loads(text)
         d["out"] = Path(d["out"])
         d["roots"] = {h: Path(p) for h, p in d["roots"].items()}
@@ -269,4 +275,16 @@ def converges() -> ConvergeCache:
                 shutil.rmtree(old, ignore_errors=True)
         base = runs / uid
         base.mkdir(parents=True, exist_ok=True)
-    return ConvergeCache(base)
+    cache = ConvergeCache(base)
+    # Share the work across xdist workers up front (pytest-xdist's loadgroup does not group tests under
+    # pytest 9): worker i converges the examples i, i+n, ... first, then uses the others' results.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and count > 1:
+        index = int(worker[2:])
+        for i, example in enumerate(CONVERGE_ORDER):
+            if i % count == index:
+                cache.get(example)
+                if example in CHECK_MODE_EXAMPLES:
+                    cache.check_vendor_steps(example)
+    return cache

@@ -21,6 +21,8 @@ from blueprints.settings import node_settings
 from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
+from .conftest import CHECK_MODE_EXAMPLES
+
 ON_PREM = ["onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata", "local-workstation"]
 
 
@@ -86,6 +88,11 @@ def test_converge_succeeds_and_second_run_changes_nothing(converges, example):
     assert set(c.rerun["hosts"]) == set(c.roots), "every representative host took part in the run"
     assert all(h["changed"] == 0 and h["failed"] == 0 for h in c.rerun["hosts"].values()), c.rerun["hosts"]
     assert sum(1 for r in c.first["results"] if r["status"] == "changed") > 0, "the first run configured something"
+    # image mode: nothing touches the running kernel or starts a service inside a root filesystem
+    live = [f"{r['host']}: {r['task']}" for r in c.first["results"] if r["status"] != "skipped" and (
+        r["action"].endswith(("modprobe", "reboot", "driverctl"))
+        or (r["action"].endswith("systemd_service") and (r["task"].startswith("Start ") or " now" in r["task"])))]
+    assert live == [], f"{example}: live-host steps ran against a root filesystem: {live}"
     print(f"{example}: " + ", ".join(f"{k} {v:.1f} s" for k, v in c.seconds.items()))
 
 
@@ -96,7 +103,7 @@ def test_host_tuning_files_match_the_blueprint(converges, example):
         limits = (root / "etc/security/limits.d/90-clusterforge-memlock.conf").read_text()
         for who in (r"\*", "root"):
             for kind in ("soft", "hard"):
-                assert re.search(rf"^{who}\s+{kind}\s+memlock\s+unlimited$", limits, re.M), (gname, who, kind)
+                assert re.search(rf"^{who}\s+{kind}\s+memlock\s+unlimited$", limits, re.MULTILINE), (gname, who, kind)
         assert "DefaultLimitMEMLOCK=infinity" in (root / "etc/systemd/system.conf.d/90-clusterforge-limits.conf").read_text()
         sysctl = {k: v for k, v in _keyvals((root / "etc/sysctl.d/90-clusterforge.conf").read_text()).items()}
         assert sysctl == dict(s.sysctls), gname
@@ -161,7 +168,7 @@ def test_storage_entries_match_the_blueprint(converges, example):
             sc = s.scratch
             assert fstab[sc.mount] == (sc.md_device, sc.filesystem, ",".join(sc.mount_options)), gname
             mdadm = (root / "etc/mdadm/mdadm.conf").read_text()
-            assert re.search(rf"^ARRAY {re.escape(sc.md_device)} metadata=1\.2 name=any:scratch$", mdadm, re.M), mdadm
+            assert re.search(rf"^ARRAY {re.escape(sc.md_device)} metadata=1\.2 name=any:scratch$", mdadm, re.MULTILINE), mdadm
             assert (root / sc.mount.lstrip("/")).is_dir()
         for m in s.lustre:
             assert fstab[m.mount] == (m.source, "lustre", ",".join(m.options)), gname
@@ -270,7 +277,7 @@ VENDOR_STEPS = {
 }
 
 
-@pytest.mark.parametrize("example", _params(["onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata"]))
+@pytest.mark.parametrize("example", _params(sorted(CHECK_MODE_EXAMPLES)))
 def test_vendor_install_steps_run_in_check_mode(converges, example):
     c = converges.check_vendor_steps(example)
     assert c.check_rc == 0, f"check-mode run failed: {c.check['failures']}"

@@ -111,6 +111,6 @@ def test_ansible_lint_production_profile_is_clean(tmp_path):
         lint = Path(shutil.which("ansible-lint") or "ansible-lint")
     shutil.copytree(ROLES_DIR, tmp_path / "roles")
     res = subprocess.run([str(lint), "--profile", "production", "--nocolor", "--offline", "roles"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     assert "Profile 'production' was required, and it passed" in res.stdout + res.stderr

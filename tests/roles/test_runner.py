@@ -111,3 +111,15 @@ def test_invalid_role_variable_fails_at_role_entry_with_the_argument_spec_messag
     failure = load_summary(tmp_path / "out")["failures"][0]
     assert failure["role"] == "host_tuning" and "turbo" in failure["message"]
     assert not (root / "etc/sysctl.d/90-clusterforge.conf").exists(), "nothing ran after the argument check failed"
+
+
+def test_missing_collections_are_one_clear_error_with_the_install_command(tmp_path, monkeypatch):
+    from clusterforge.ansible import runner
+    from clusterforge.errors import ToolMissingError
+
+    assert runner.missing_collections() == []  # the venv's `ansible` package bundles them
+    monkeypatch.setattr(runner, "REQUIRED_COLLECTIONS", ("community.general", "acme.nonexistent"))
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(tmp_path / "none"))
+    assert runner.missing_collections() == ["acme.nonexistent"]
+    with pytest.raises(ToolMissingError, match=r"acme\.nonexistent .*ansible-galaxy collection install -r .*requirements\.yml"):
+        run_site(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml"), tmp_path / "out", console=_console())
