@@ -118,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         fail(str(e))
         return e.exit_code
+    except OSError as e:
+        # a path the user gave cannot be read or written (read-only, not a directory, missing parent)
+        if debug:
+            raise
+        where = e.filename or "path"
+        fail(f"{where}: {e.strerror or e} — check that the path exists, is of the right kind and is writable")
+        return 2
     except KeyboardInterrupt:
         fail("interrupted; results written so far are kept (rerun with --resume where supported)")
         return 130

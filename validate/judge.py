@@ -80,6 +80,10 @@ COLLAPSE = 0.15
 sustained collapse (warn); 50% or more is a fail."""
 ABOVE = 1.15
 """Peak busbw above 115% of the ring-model expectation gets a note (NVLS/SHARP/tree)."""
+IMPLAUSIBLE = 1.6
+"""Peak busbw above 160% of the expectation is more than NVLS or tree algorithms explain (H100/H200
+NVLS all_reduce reaches ~1.3x the ring model: shared/reference/hardware-catalog.yaml
+reference_benchmarks): the declared hardware probably is not what produced the log -> warn."""
 SOCKET = 0.25
 """On an RDMA fabric, multi-node busbw below 25% of expected is the socket-fallback signature
 (shared/reference/field-failures.md bug-09, rule `nccl-transport-is-fabric`)."""
@@ -568,14 +572,30 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             r.degrade("fail", fig + f", below the fail ratio {th.fail_ratio:g}. {_low_cause(exp.basis, fabric, multi)}")
     elif ratio < th.warn_ratio:
         r.degrade("warn", fig + f", below the warn ratio {th.warn_ratio:g}. {_low_cause(exp.basis, fabric, multi)}")
+    elif ratio > IMPLAUSIBLE and exp.basis != "threshold":
+        r.degrade("warn", fig + f", more than {_pct(IMPLAUSIBLE)} of what the declared hardware can deliver. Likely "
+                                "cause: the log was not produced by the hardware it is judged against; check --gpu, "
+                                "--instance-type, --fabric, --nodes or the blueprint")
     else:
         r.note(fig)
         if ratio > ABOVE and exp.basis != "threshold":
-            r.note("above the ring-model expectation: NVLS (NVSwitch SHARP) or tree algorithms move less data than "
-                   "busbw's point-to-point ring formula assumes (nccl-tests issue #153)")
+            nvls = _nvlink_gen(gpu_key) >= 4
+            r.note("above the ring-model expectation: "
+                   + ("NVLS (NVSwitch SHARP) or tree algorithms move" if nvls else "tree algorithms move")
+                   + " less data than busbw's point-to-point ring formula assumes (nccl-tests issue #153)")
     _check_ranks(run, ctx, r, ranks)
     _curve(run, r, peak_bw)
     return r
+
+
+def _nvlink_gen(gpu_key: str | None) -> int:
+    """NVLink generation of a catalog GPU (0 when unknown or PCIe-only); NVLS needs generation 4+."""
+    if not gpu_key:
+        return 0
+    try:
+        return int(catalog().gpu(gpu_key).nvlink_gen or 0)
+    except KeyError:
+        return 0
 
 
 def _socket_cause(fabric: str) -> str:

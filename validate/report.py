@@ -91,7 +91,7 @@ def load_results(path: Path) -> list[JudgeResult]:
         if rj.is_file():
             return _read_report(rj)
         raise NoResults(f"{p}: no results.jsonl or report.json in this folder (run `clusterforge validate -o {p}` "
-                        "or `clusterforge judge ... -o {p}` first)")
+                        f"or `clusterforge judge ... -o {p}` first)")
     if p.stat().st_size == 0:
         raise NoResults(f"{p}: empty file; expected a results folder, results.jsonl or report.json")
     head = p.read_bytes()[:4096]

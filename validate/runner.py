@@ -65,6 +65,9 @@ TINY_GPT = {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 64, "vocab": 512}
 """The GPT used for CPU-only AMP runs when the blueprint's model is too large for a CPU."""
 
 RESULTS = "results.jsonl"
+MISMATCH = "hardware mismatch:"
+"""Prefix of a test note saying the local machine lacks the declared hardware: the result is then
+``invalid`` (it says nothing about the declared cluster)."""
 MANIFEST = "run.json"
 RUN_ARTEFACTS = ("raw", "logs", "launch", "payloads", "slurm", "kubernetes", RESULTS, MANIFEST)
 """What a run writes into DIR besides the reports (``--force`` removes a previous run)."""
@@ -160,6 +163,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
         ns = node_settings(bp, g)
         prefix = f"{g.name}-" if several else ""
         gpu_key = ns.gpu_model
+        gpu_mismatch: str | None = None
         if local:
             nodes = 1
             if local_gpus:
@@ -174,8 +178,10 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                 device = "cpu"
                 ranks = gpus or _cpu_ranks()
                 if ns.gpu_count:
-                    notes.append(f"node group {g.name} declares {ns.gpu_count} x {ns.gpu_model} per node but this "
-                                 "machine has no NVIDIA GPU: collectives run on gloo CPU processes, AMP on the CPU")
+                    gpu_mismatch = (f"{MISMATCH} node group {g.name} declares {ns.gpu_count} x {ns.gpu_model} per node "
+                                    "but this machine has no NVIDIA GPU (collectives ran on gloo CPU processes, AMP on "
+                                    "the CPU)")
+                    notes.append(gpu_mismatch)
                 gpu_key = None
         else:
             nodes = g.size
@@ -196,6 +202,8 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                 cnotes.append(f"CPU-only run: largest message capped at {CPU_MAX_BYTES // 2**20} MiB "
                               f"(blueprint asks {v.nccl.max_bytes} bytes)")
             min_bytes = min(v.nccl.min_bytes, max_bytes)
+            if gpu_mismatch:
+                cnotes.append(gpu_mismatch)
             total = nodes * ranks
             if total < 2:
                 cnotes.append("one rank: busbw is 0 by definition, the collective test cannot say anything")
@@ -211,6 +219,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                     notes=tuple(cnotes)))
         if "fio" in chosen:
             targets = _fio_targets(bp, g)
+            fio_mismatch: str | None = None
             if local:
                 usable = [t for t in targets if _usable_here(t[1])]
                 missing = [t[1] for t in targets if t not in usable]
@@ -221,10 +230,15 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                     why = "none of the declared fio targets exists here" if targets else "no fio target is declared"
                     usable = [("tmp", tmp, "dir")]
                     notes.append(f"fio: {why}; testing the temporary directory {tmp} instead")
+                    if targets:
+                        fio_mismatch = (f"{MISMATCH} the declared fio targets ({', '.join(t[1] for t in targets)}) do not "
+                                        f"exist on this machine; the temporary directory {tmp} was measured instead")
                 targets = usable
             f = v.fio
             for label, path, kind in targets:
-                tnotes = ("temporary directory: no expectation, figures are informative",) if label == "tmp" else ()
+                tnotes: tuple[str, ...] = ("temporary directory: no expectation, figures are informative",) if label == "tmp" else ()
+                if local and fio_mismatch:
+                    tnotes += (fio_mismatch,)
                 tests.append(PlannedTest(
                     id=f"fio-{prefix}{label}", kind="fio", group=g.name, nodes=1, ranks_per_node=1, device="cpu",
                     params={"target": path, "target_kind": kind, "size": f.size, "runtime_s": f.runtime_s,
@@ -234,7 +248,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
             a = v.amp
             model = {"layers": a.model.layers, "hidden": a.model.hidden, "heads": a.model.heads,
                      "seq_len": a.model.seq_len, "vocab": a.model.vocab}
-            anotes: list[str] = []
+            anotes: list[str] = [gpu_mismatch] if gpu_mismatch else []
             if device == "cpu" and _estimate_params(model["layers"], model["hidden"], model["vocab"]) > CPU_AMP_MAX_PARAMS:
                 anotes.append(f"CPU-only run: the blueprint's {a.model.layers}-layer d={a.model.hidden} GPT is too "
                               f"large for a CPU; a {TINY_GPT['layers']}-layer d={TINY_GPT['hidden']} GPT ran instead")
@@ -529,7 +543,11 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
             for r in results:
                 for n in (*t.notes, *launch.notes):
-                    r.note(n)
+                    if n.startswith(MISMATCH):
+                        r.degrade("invalid", n + "; this result says nothing about the declared cluster: run the "
+                                                 "suites on it (--launcher ssh, slurm or kubernetes)")
+                    else:
+                        r.note(n)
                 if launch.returncode == 124:
                     r.degrade("fail", f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
                                       "or shrink the test (validation sizes, steps, runtime)")

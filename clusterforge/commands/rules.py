@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.table import Table
 
 from blueprints import all_rules
-
-from ..console import console
 
 
 def register(app: typer.Typer) -> None:
@@ -22,8 +19,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps({"rules": [r.to_json() for r in rules]}, indent=2))
             return
-        table = Table("id", "severity", "summary", "fix", "source", show_lines=False)
+        # plain text, never truncated: ids and URLs must stay copyable at any terminal width
         for r in rules:
-            table.add_row(r.id, r.severity, r.summary, r.fix, r.source)
-        console.print(table)
-        console.print(f"{len(rules)} rules")
+            print(f"{r.id}  [{r.severity}]")
+            print(f"    {r.summary}")
+            print(f"    fix: {r.fix}")
+            print(f"    source: {r.source}")
+        errors = sum(r.severity == "error" for r in rules)
+        print(f"{len(rules)} rules ({errors} errors, {len(rules) - errors} warnings)")

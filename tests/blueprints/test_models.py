@@ -118,3 +118,22 @@ def test_every_catalog_entry_has_a_source():
         assert cat.gpu(key).source.startswith("http"), key
     for name in cat.instance_type_names:
         assert cat.instance_type(name).source.startswith("http"), name
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
+def test_editor_schema_accepts_every_example_including_shorthands(path):
+    import jsonschema
+    from ruamel.yaml import YAML
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(YAML(typ="safe").load(path.read_text())))
+    assert [e.message for e in errors] == []
+
+
+def test_editor_schema_still_rejects_unknown_keys():
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    doc = {"apiVersion": "clusterforge/v1", "kind": "Blueprint", "name": "x", "target": {"provider": "onprem"},
+           "node_groups": [{"name": "g", "hosts": [], "sandbox": "kata", "bogus": 1}]}
+    assert any("bogus" in e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc))

@@ -15,7 +15,7 @@ from validate.judge import judge_file
 from validate.launchers import render_artifacts
 from validate.report import write_reports
 
-from ..conftest import EXAMPLES, FIXTURES
+from ..conftest import EXAMPLES
 
 GOLDEN = Path(__file__).parent / "expected"
 UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN") == "1"
@@ -51,12 +51,12 @@ def test_validation_artifacts_match_golden(example, tmp_path):
     _compare(actual, GOLDEN / "validation" / example)
 
 
-def test_reports_match_golden(tmp_path):
+def test_reports_match_golden(tmp_path, fixtures_dir):
     bp = load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint
     ctx = context_from_blueprint(bp)
     results = []
     for name in ("nccl-02.txt", "nccl-11.txt", "nccl-13.txt"):
-        results += judge_file(FIXTURES / "nccl-tests" / name, ctx, label=name)
+        results += judge_file(fixtures_dir / "nccl-tests" / name, ctx, label=name)
     for r in results:
         r.source = Path(r.source).name  # machine-independent
     paths = write_reports(results, tmp_path, title="golden", blueprint="p5-train", raw_dir=None)

@@ -27,3 +27,24 @@ def test_render_writes_slurm_and_kubernetes_validation_artefacts_for_the_dgx_exa
     assert "#SBATCH --nodes=4" in sbatch and "#SBATCH --gpus-per-node=8" in sbatch
     mpijob = (out / "validation" / "kubernetes" / "nccl-all_reduce.yaml").read_text()
     assert "kind: MPIJob" in mpijob and "=mlx5_0:1" in mpijob
+
+
+def test_local_run_of_a_gpu_blueprint_on_a_cpu_machine_is_invalid_not_pass(tmp_path, capsys, monkeypatch):
+    from validate.launchers import local as local_launcher
+
+    monkeypatch.setattr(local_launcher, "local_gpu_count", lambda: 0)
+    out = tmp_path / "run"
+    rc = main(["validate", str(EXAMPLES / "aws-p5-efa-lustre.yaml"), "--launcher", "local", "--suites", "nccl",
+               "-o", str(out)])
+    assert rc == 3, capsys.readouterr()
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert lines and all(r["verdict"] == "invalid" for r in lines)
+    assert "hardware mismatch" in lines[0]["reasons"][0] and "8 x h100-sxm" in lines[0]["reasons"][0]
+
+
+def test_implausibly_high_busbw_warns_that_the_declared_hardware_is_wrong(fixtures_dir, capsys):
+    log = fixtures_dir / "nccl-tests" / "nccl-09.txt"  # 2 x 8 A100 on RoCE, judged as if on p4d EFA
+    assert main(["judge", str(log), "--instance-type", "p4d.24xlarge", "--fabric", "efa", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "warn"
+    assert "not produced by the hardware it is judged against" in " ".join(doc["results"][0]["reasons"])
