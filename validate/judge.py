@@ -167,8 +167,23 @@ class JudgeResult:
         """``label`` or the source's file name."""
         return self.label or Path(self.source).name
 
+    @property
+    def compared(self) -> bool:
+        """True when the result was held against an expectation (a ratio to a derived or declared figure).
+
+        A ``pass`` that was not compared only says the test ran correctly (no wrong data, finite
+        falling loss); :meth:`summary` and the reports say so.
+        """
+        return any(self.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
+
     def summary(self) -> str:
         """One line for the console: the key figure and its ratio to the expectation."""
+        s = self._summary()
+        if self.verdict == "pass" and not self.compared and s:
+            s += " [not compared with an expectation: correctness only]"
+        return s
+
+    def _summary(self) -> str:
         m, e = self.metrics, self.expected
         if self.kind == "nccl" and m.get("peak_busbw_gbps") is not None:
             s = (f"{m.get('collective') or 'collective'}, {m.get('ranks') or '?'} ranks / {m.get('nodes') or '?'} node(s):"

@@ -118,11 +118,23 @@ def register(app: typer.Typer) -> None:
         check: bool = typer.Option(False, "--check", help="On-prem: Ansible check mode (no changes)."),
         tags: str = typer.Option(None, "--tags", help="On-prem: only these Ansible tags (comma-separated)."),
         limit: str = typer.Option(None, "--limit", help="On-prem: only these hosts/groups (Ansible --limit)."),
+        yes: bool = typer.Option(False, "--yes", "-y",
+                                 help="On-prem: do not ask before configuring this machine (hosts with connection: local)."),
     ) -> None:
         """Deploy: AWS with Pulumi (local state), on-prem with Ansible."""
         loaded = load_checked(blueprint)
         bp = loaded.blueprint
         if not bp.is_aws:
+            local_hosts = [h.name for g in bp.node_groups for h in g.hosts if h.connection == "local"]
+            if local_hosts and not check and not yes:
+                # the roles change kernel parameters, limits and packages: never do that to the
+                # control machine without an explicit yes
+                if not sys.stdin.isatty():
+                    raise UsageError(f"{blueprint}: host {local_hosts[0]} is this machine (connection: local); "
+                                     "rerun with --yes to configure it, or --check to see what would change")
+                if not typer.confirm(f"{local_hosts[0]} is this machine: configure it as root (kernel cmdline, "
+                                     "limits, packages)?", default=False):
+                    raise UsageError("not confirmed; nothing was changed (use --check to see what would change)")
             try:
                 from clusterforge.ansible.runner import run_site  # the on-prem path; imported lazily
             except ModuleNotFoundError as e:

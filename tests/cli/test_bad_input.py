@@ -86,3 +86,14 @@ def test_debug_flag_shows_the_traceback(tmp_path):
     (tmp_path / "b.yaml").write_text("- a list\n")
     with pytest.raises(BlueprintInvalid):
         main(["--debug", "render", str(tmp_path / "b.yaml"), "-o", str(tmp_path / "out")])
+
+
+def test_up_never_configures_this_machine_without_an_explicit_yes(capsys, monkeypatch):
+    import io
+
+    from ..conftest import EXAMPLES
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no prompt possible
+    assert main(["up", str(EXAMPLES / "local-workstation.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "is this machine" in err and "--yes" in err and "Traceback" not in err
