@@ -48,3 +48,16 @@ def test_implausibly_high_busbw_warns_that_the_declared_hardware_is_wrong(fixtur
     doc = json.loads(capsys.readouterr().out)
     assert doc["verdict"] == "warn"
     assert "not produced by the hardware it is judged against" in " ".join(doc["results"][0]["reasons"])
+
+
+def test_truncated_nccl_log_warns_without_blaming_the_fabric(fixtures_dir, tmp_path, capsys):
+    lines = (fixtures_dir / "nccl-tests" / "nccl-09.txt").read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if line.split()[:1] == ["33554432"])
+    log = tmp_path / "truncated.txt"
+    log.write_text("".join(lines[: cut + 1]))
+    assert main(["judge", str(log), "--nodes", "2", "--gpus-per-node", "8", "--gpu", "a100-40gb-sxm",
+                 "--fabric", "roce", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)["results"][0]
+    assert res["verdict"] == "warn"
+    assert res["reasons"] == [r for r in res["reasons"] if "without its footer" in r]
+    assert any("bandwidth not judged" in n for n in res["notes"])
