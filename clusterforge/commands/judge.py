@@ -51,9 +51,12 @@ def print_results(results: list, header: str | None = None) -> None:
         console.print(escape(header), style="dim")
     for r in results:
         style = _STYLE.get(r.verdict, "white")
+        summary = r.summary()
         console.print(f"[{style}]{_MARK.get(r.verdict, '?')} {r.verdict:<7}[/{style}] [bold]{escape(r.title)}[/bold]"
-                      f"  {escape(r.summary())}")
+                      f"  {escape(summary)}")
         for reason in r.reasons:
+            if reason == summary:  # the summary already is the reason (no figure to show)
+                continue
             console.print(f"    [{style}]→[/{style}] {escape(reason)}")
         for note in r.notes:
             console.print(f"    [dim]· {escape(note)}[/dim]")
