@@ -83,7 +83,25 @@ def reference_markdown() -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m blueprints.reference [--check] [-o FILE]``: write the reference, or with
+    ``--check`` exit 1 when the committed file is stale."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m blueprints.reference", description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--output", type=Path, default=REFERENCE_PATH, help="file to write (default: %(default)s)")
+    ap.add_argument("--check", action="store_true", help="only check that the file is current; exit 1 if not")
+    args = ap.parse_args(argv)
+    text = reference_markdown()
+    if args.check:
+        current = args.output.is_file() and args.output.read_text(encoding="utf-8") == text
+        print(f"{args.output}: {'current' if current else 'stale: run python -m blueprints.reference'}")
+        return 0 if current else 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
 if __name__ == "__main__":
-    REFERENCE_PATH.parent.mkdir(exist_ok=True)
-    REFERENCE_PATH.write_text(reference_markdown(), encoding="utf-8")
-    print(f"wrote {REFERENCE_PATH}")
+    raise SystemExit(main())
