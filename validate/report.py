@@ -200,22 +200,26 @@ def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, ra
 def _junit(doc: dict[str, Any], results: list[JudgeResult]) -> bytes:
     """JUnit XML: one testsuite per kind, one testcase per result; fail -> <failure>, invalid -> <error>,
     warn -> a passing testcase whose <system-out> starts with ``WARN``."""
+    def secs(rs: list[JudgeResult]) -> str:
+        # seconds the tests took (recorded by `clusterforge validate`; 0 for outputs judged afterwards)
+        return f"{sum(float(r.metrics.get('test_wall_time_s') or 0) for r in rs):.3f}"
+
     root = ET.Element("testsuites", name=doc["title"], tests=str(len(results)),
-                      failures=str(doc["counts"]["fail"]), errors=str(doc["counts"]["invalid"]), time="0")
+                      failures=str(doc["counts"]["fail"]), errors=str(doc["counts"]["invalid"]), time=secs(results))
     by_kind: dict[str, list[JudgeResult]] = {}
     for r in results:
         by_kind.setdefault(r.kind, []).append(r)
     for kind, rs in by_kind.items():
         suite = ET.SubElement(root, "testsuite", name=f"clusterforge.validate.{kind}", tests=str(len(rs)),
                               failures=str(sum(r.verdict == "fail" for r in rs)),
-                              errors=str(sum(r.verdict == "invalid" for r in rs)), skipped="0", time="0",
+                              errors=str(sum(r.verdict == "invalid" for r in rs)), skipped="0", time=secs(rs),
                               timestamp=doc["generated_at"])
         if doc.get("blueprint"):
             props = ET.SubElement(suite, "properties")
             ET.SubElement(props, "property", name="blueprint", value=str(doc["blueprint"]))
         for r in rs:
             case = ET.SubElement(suite, "testcase", classname=f"clusterforge.validate.{kind}", name=r.title,
-                                 file=r.source, time="0")
+                                 file=r.source, time=secs([r]))
             body = "\n".join(r.reasons + r.notes)
             if r.verdict == "fail":
                 el = ET.SubElement(case, "failure", message=(r.reasons[0] if r.reasons else "fail")[:500], type="fail")

@@ -542,6 +542,8 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             ctx = judge_context(loaded, t, launcher.name)
             results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
             for r in results:
+                # wall time of the test, shared between the results it produced (JUnit testcase time)
+                r.metrics["test_wall_time_s"] = round(launch.duration_s / len(results), 3)
                 for n in (*t.notes, *launch.notes):
                     if n.startswith(MISMATCH):
                         r.degrade("invalid", n + "; this result says nothing about the declared cluster: run the "

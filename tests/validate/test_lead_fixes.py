@@ -40,6 +40,12 @@ def test_local_run_of_a_gpu_blueprint_on_a_cpu_machine_is_invalid_not_pass(tmp_p
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert lines and all(r["verdict"] == "invalid" for r in lines)
     assert "hardware mismatch" in lines[0]["reasons"][0] and "8 x h100-sxm" in lines[0]["reasons"][0]
+    # JUnit carries the wall time the tests took
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert float(suite.get("time")) > 0
+    assert all(float(c.get("time")) > 0 for c in suite.iter("testcase"))
 
 
 def test_implausibly_high_busbw_warns_that_the_declared_hardware_is_wrong(fixtures_dir, capsys):

@@ -269,5 +269,7 @@ def test_sigterm_stops_the_run_cleanly_and_says_how_to_resume(tmp_path: Path) ->
     assert "interrupted: 1 finished test(s) kept" in err and "--resume" in err and "Traceback" not in err
     man = json.loads((out / "run.json").read_text())
     assert man["status"] == "interrupted"
-    assert man["tests"]["nccl-all_reduce"]["status"] == "done" and man["tests"]["amp"]["status"] == "interrupted"
+    # the signal lands right after the first result: the next test was either running or not yet started
+    assert man["tests"]["nccl-all_reduce"]["status"] == "done"
+    assert man["tests"]["amp"]["status"] in ("interrupted", "pending")
     assert _payload_processes(str(out)) == []
