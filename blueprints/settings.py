@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .catalog import catalog
+from .hardware import group_hardware
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -172,30 +172,6 @@ class NodeSettings(_Frozen):
     sandbox: SandboxSettings
 
 
-def _gpu(bp: Blueprint, g: NodeGroup) -> tuple[str | None, int, bool]:
-    cat = catalog()
-    if bp.is_aws and g.instance_type:
-        try:
-            it = cat.instance_type(g.instance_type)
-        except KeyError:
-            return None, 0, False
-        if not it.gpu_count or it.gpu_key in ("trainium", "trainium2"):
-            return None, 0, False
-        spec = cat.gpu(it.gpu_key)
-        return spec.key, it.gpu_count, it.requires_fabric_manager and spec.has_nvlink
-    hw = g.hardware
-    if hw is None or hw.gpu is None:
-        return None, 0, False
-    key = cat.resolve_gpu_key(hw.gpu.model) or hw.gpu.model
-    nvswitch = hw.gpu.nvswitch
-    if nvswitch is None:
-        try:
-            nvswitch = cat.gpu(key).has_nvlink and hw.gpu.count >= 8
-        except KeyError:
-            nvswitch = False
-    return key, hw.gpu.count, bool(nvswitch)
-
-
 def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str]) -> dict[str, str]:
     net = bp.network
     env: dict[str, str] = {}
@@ -231,7 +207,10 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     """
     g = bp.group(group) if isinstance(group, str) else group
     net = bp.network
-    gpu_model, gpu_count, nvswitch = _gpu(bp, g)
+    hw = group_hardware(bp, g)
+    gpu_count = hw.nvidia_gpus
+    gpu_model = hw.gpu_key if gpu_count else None
+    nvswitch = hw.nvswitch and gpu_count > 0
     passthrough = g.sandbox.passthrough and gpu_count > 0
     training = g.role == "compute" and gpu_count > 0 and not passthrough
     cpu = g.hardware.cpu_vendor if g.hardware else None
@@ -265,22 +244,13 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     scratch = None
     if g.local_nvme is not None:
         n = g.local_nvme
-        expected = None
-        if bp.is_aws and g.instance_type:
-            try:
-                store = catalog().instance_type(g.instance_type).instance_store
-                expected = store.count if store else None
-            except KeyError:
-                expected = None
-        elif g.hardware and g.hardware.nvme:
-            expected = g.hardware.nvme.count
         scratch = ScratchSettings(
             mount=n.mount,
             filesystem=n.filesystem,
             raid=n.raid,
             chunk_kib=n.chunk_kib,
             mount_options=list(n.mount_options),
-            expected_drives=expected,
+            expected_drives=hw.nvme_drives,
             by_id=list(g.hardware.nvme.by_id) if g.hardware and g.hardware.nvme else [],
             discovery="instance-store" if bp.is_aws else "nvme-data",
         )

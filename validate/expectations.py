@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blueprints.catalog import GpuSpec, UnknownHardwareError, catalog
+from blueprints.hardware import group_hardware
 from blueprints.models import (
     Blueprint,
     EfaNetwork,
@@ -257,13 +258,9 @@ def _nvme_expectations(bp: Blueprint, g: NodeGroup) -> list[StorageExpectation]:
     if ns.scratch is None:
         return []
     sc = ns.scratch
-    cat = catalog()
     if bp.is_aws and g.instance_type:
-        try:
-            store = cat.instance_type(g.instance_type).instance_store
-            src = cat.instance_type(g.instance_type).source
-        except UnknownHardwareError:
-            store, src = None, ""
+        it = group_hardware(bp, g).instance
+        store, src = (it.instance_store, it.source) if it else (None, "")
         if store is None:
             return []
         return [StorageExpectation(
@@ -280,7 +277,7 @@ def _nvme_expectations(bp: Blueprint, g: NodeGroup) -> list[StorageExpectation]:
     drive: dict[str, Any] = {}
     src = ""
     if hw.model:
-        drive = cat.storage_devices.get(hw.model) or {}
+        drive = catalog().storage_devices.get(hw.model) or {}
         src = str(drive.get("source", ""))
     rd = hw.seq_read_mb_s or drive.get("seq_read_mb_s")
     wr = hw.seq_write_mb_s or drive.get("seq_write_mb_s") or drive.get("seq_write_mb_s_max")
@@ -369,10 +366,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
     nics: int | None = None
     net = bp.network
     if bp.is_aws and g.instance_type:
-        try:
-            it = cat.instance_type(g.instance_type)
-        except UnknownHardwareError:
-            it = None
+        it = group_hardware(bp, g, cat).instance
         if it is not None:
             nic_gbps, nics = it.per_nic_gbps, it.network_cards
             if isinstance(net, EfaNetwork) and isinstance(net.efa.interfaces, int):

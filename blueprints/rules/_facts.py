@@ -1,4 +1,5 @@
-"""Facts the rules share: what hardware a node group resolves to, mounts, versions, field names.
+"""Facts the rules share: mounts, versions, field names, and (from :mod:`blueprints.hardware`,
+the one place it is resolved) what hardware a node group has.
 
 Everything here is a pure function of the blueprint and the hardware catalog; nothing raises
 for a blueprint the models accepted (unknown hardware resolves to ``None``).
@@ -10,14 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..catalog import Catalog, GpuSpec, InstanceTypeSpec
+from ..catalog import Catalog
+from ..hardware import GB, GIB, GroupHardware, group_hardware, instance_spec
 from ..models import Blueprint, LustreStorage, NfsStorage, NodeGroup
 
-GIB = 2**30
-"""Bytes in a GiB (AWS publishes GPU memory per instance type in GiB)."""
-GB = 10**9
-"""Bytes in a GB (GPU datasheets give memory in vendor GB)."""
-
+__all__ = ["GB", "GIB", "GroupHardware", "Mount", "compute_groups", "fld", "group_hardware", "instance_spec",
+           "mounts", "reprs", "training_groups", "version", "vstr"]
 
 def fld(path: tuple[Any, ...]) -> str:
     """A document path as the dotted field name used in messages: ``node_groups.0.instance_type``."""
@@ -37,49 +36,6 @@ def vstr(v: tuple[int, ...]) -> str:
     return ".".join(str(x) for x in v)
 
 
-@dataclass(frozen=True)
-class GroupHardware:
-    """What one node of a group has.
-
-    ``gpu`` is the catalog entry (``None`` for CPU-only or unknown models), ``gpus`` the GPUs per
-    node, ``gpu_memory_bytes`` the memory of one GPU in bytes (GiB as AWS publishes it for
-    instance types, vendor GB for on-prem parts), ``instance`` the AWS instance type entry.
-    """
-
-    gpu: GpuSpec | None
-    gpus: int
-    gpu_memory_bytes: float | None
-    instance: InstanceTypeSpec | None
-
-
-def instance_spec(cat: Catalog, g: NodeGroup) -> InstanceTypeSpec | None:
-    """The catalog entry of the group's instance type, or ``None`` (unset or unknown)."""
-    if not g.instance_type:
-        return None
-    try:
-        return cat.instance_type(g.instance_type)
-    except KeyError:
-        return None
-
-
-def group_hardware(bp: Blueprint, cat: Catalog, g: NodeGroup) -> GroupHardware:
-    """Resolve a node group's GPUs from its instance type (AWS) or its ``hardware`` (on-prem)."""
-    if bp.is_aws:
-        it = instance_spec(cat, g)
-        if it is None or not it.gpu_count:
-            return GroupHardware(None, 0, None, it)
-        key = cat.resolve_gpu_key(it.gpu_key)
-        spec = cat.gpu(key) if key else None
-        mem = it.gpu_memory_gib_each * GIB if it.gpu_memory_gib_each else (spec.memory_gb * GB if spec and spec.memory_gb else None)
-        return GroupHardware(spec, it.gpu_count, mem, it)
-    hw = g.hardware
-    if hw is None or hw.gpu is None:
-        return GroupHardware(None, 0, None, None)
-    key = cat.resolve_gpu_key(hw.gpu.model)
-    spec = cat.gpu(key) if key else None
-    return GroupHardware(spec, hw.gpu.count, spec.memory_gb * GB if spec and spec.memory_gb else None, None)
-
-
 def training_groups(bp: Blueprint, cat: Catalog) -> list[tuple[int, NodeGroup, GroupHardware]]:
     """``(index, group, hardware)`` of compute groups with GPUs that are not passed into sandboxes
     (the nodes that run multi-GPU training directly on the host)."""
@@ -87,7 +43,7 @@ def training_groups(bp: Blueprint, cat: Catalog) -> list[tuple[int, NodeGroup, G
     for i, g in enumerate(bp.node_groups):
         if g.role != "compute":
             continue
-        hw = group_hardware(bp, cat, g)
+        hw = group_hardware(bp, g, cat)
         if hw.gpus and not g.sandbox.passthrough:
             out.append((i, g, hw))
     return out

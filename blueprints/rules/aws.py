@@ -64,7 +64,7 @@ def efa_instance_support(ctx: RuleContext) -> Iterator[Hit]:
     if _efa(ctx) is None:
         return
     for i, g in compute_groups(ctx.bp):
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is not None and it.max_efa_interfaces == 0:
             yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) does not support EFA")
 
@@ -81,7 +81,7 @@ def efa_capable_not_used(ctx: RuleContext) -> Iterator[Hit]:
     if _aws(ctx) is None or ctx.bp.network.fabric != "ethernet" or _compute_nodes(ctx) < 2:
         return
     for i, g in compute_groups(ctx.bp):
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is not None and it.efa_supported and it.gpu_count:
             yield Hit(("network", "fabric"), f"`network.fabric` is `ethernet` but `{it.name}` "
                       f"(`node_groups.{i}`) has {it.max_efa_interfaces} EFA interface(s)")
@@ -100,7 +100,7 @@ def efa_interfaces_max(ctx: RuleContext) -> Iterator[Hit]:
     if net is None or net.efa.interfaces == "max":
         return
     for i, g in compute_groups(ctx.bp):
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is not None and it.max_efa_interfaces and net.efa.interfaces > it.max_efa_interfaces:
             yield Hit(("network", "efa", "interfaces"),
                       f"`network.efa.interfaces` is {net.efa.interfaces} but `{it.name}` (`node_groups.{i}`) supports "
@@ -119,7 +119,7 @@ def efa_interfaces_below_max(ctx: RuleContext) -> Iterator[Hit]:
     if net is None or net.efa.interfaces == "max":
         return
     for i, g in compute_groups(ctx.bp):
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is not None and it.max_efa_interfaces and net.efa.interfaces < it.max_efa_interfaces:
             share = net.efa.interfaces / it.max_efa_interfaces
             yield Hit(("network", "efa", "interfaces"),
@@ -207,7 +207,7 @@ def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         if not g.public_ip:
             continue
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is None:
             continue
         nics = it.network_cards if efa is not None and g.role == "compute" else 1
@@ -292,7 +292,7 @@ def capacity_block_instance_type(ctx: RuleContext) -> Iterator[Hit]:
     if t is None or not isinstance(t.capacity, CapacityBlockCapacity):
         return
     for i, g in compute_groups(ctx.bp):
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is not None and it.capacity_blocks_supported is False:
             yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) is not "
                       f"offered as a Capacity Block")
@@ -380,7 +380,7 @@ def spot_supported(ctx: RuleContext) -> Iterator[Hit]:
     if t is None or not isinstance(t.capacity, SpotCapacity):
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        it = instance_spec(ctx.catalog, g)
+        it = instance_spec(g, ctx.catalog)
         if it is not None and it.spot is False:
             yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) is not "
                       f"offered as Spot")
@@ -558,6 +558,6 @@ def efa_device_plugin_version(ctx: RuleContext) -> Iterator[Hit]:
 def eks_system_node_group(ctx: RuleContext) -> Iterator[Hit]:
     if _aws(ctx) is None or ctx.bp.orchestrator.kind != "kubernetes":
         return
-    if all(group_hardware(ctx.bp, ctx.catalog, g).gpus for g in ctx.bp.node_groups):
+    if all(group_hardware(ctx.bp, g, ctx.catalog).gpus for g in ctx.bp.node_groups):
         yield Hit(("orchestrator", "kind"), "`orchestrator.kind` is `kubernetes` (EKS) but every node group has GPUs; "
                   "cluster add-ons would land on (or be kept off) the GPU nodes")

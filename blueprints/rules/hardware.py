@@ -50,7 +50,7 @@ def instance_type_unknown(ctx: RuleContext) -> Iterator[Hit]:
         return
     names = ctx.catalog.instance_type_names
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.role == "compute" and g.instance_type and INSTANCE_NAME.match(g.instance_type) and instance_spec(ctx.catalog, g) is None:
+        if g.role == "compute" and g.instance_type and INSTANCE_NAME.match(g.instance_type) and instance_spec(g, ctx.catalog) is None:
             yield Hit(("node_groups", i, "instance_type"),
                       f"compute group `{g.name}`: `node_groups.{i}.instance_type` `{g.instance_type}` is not in the "
                       f"hardware catalog{_close(g.instance_type, names)}",
@@ -70,7 +70,7 @@ def instance_type_not_in_catalog(ctx: RuleContext) -> Iterator[Hit]:
         return
     for i, g in enumerate(ctx.bp.node_groups):
         if (g.role != "compute" and g.instance_type and ACCELERATED_FAMILY.match(g.instance_type)
-                and instance_spec(ctx.catalog, g) is None):
+                and instance_spec(g, ctx.catalog) is None):
             yield Hit(("node_groups", i, "instance_type"),
                       f"{g.role} group `{g.name}`: accelerated type `{g.instance_type}` is not in the hardware catalog")
 
@@ -103,7 +103,7 @@ def gpu_model_known(ctx: RuleContext) -> Iterator[Hit]:
 )
 def accelerator_not_nvidia(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = group_hardware(ctx.bp, ctx.catalog, g)
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
         if hw.gpu is not None and hw.gpu.vendor != "nvidia":
             where = ("node_groups", i, "instance_type") if ctx.bp.is_aws else ("node_groups", i, "hardware", "gpu")
             yield Hit(where, f"node group `{g.name}` has {hw.gpus} x `{hw.gpu.key}` ({hw.gpu.vendor}); the NVIDIA "
@@ -170,7 +170,7 @@ def local_nvme_drives(ctx: RuleContext) -> Iterator[Hit]:
             continue
         p = ("node_groups", i, "local_nvme")
         if ctx.bp.is_aws:
-            it = instance_spec(ctx.catalog, g)
+            it = instance_spec(g, ctx.catalog)
             if it is not None and it.instance_store is None:
                 yield Hit(p, f"`{g.instance_type}` has no NVMe instance store, so `node_groups.{i}.local_nvme` has no "
                           f"drives to use")
@@ -190,12 +190,7 @@ def local_nvme_raid_single(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         if g.local_nvme is None or g.local_nvme.raid != "none":
             continue
-        drives = 0
-        if ctx.bp.is_aws:
-            it = instance_spec(ctx.catalog, g)
-            drives = it.instance_store.count if it and it.instance_store else 0
-        elif g.hardware and g.hardware.nvme:
-            drives = g.hardware.nvme.count
+        drives = group_hardware(ctx.bp, g, ctx.catalog).nvme_drives or 0
         if drives > 1:
             yield Hit(("node_groups", i, "local_nvme", "raid"),
                       f"`node_groups.{i}.local_nvme.raid` is `none` but each node has {drives} NVMe drives")

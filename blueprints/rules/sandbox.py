@@ -25,7 +25,7 @@ def passthrough_on_aws(ctx: RuleContext) -> Iterator[Hit]:
     if not ctx.bp.is_aws:
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        if not g.sandbox.passthrough or not group_hardware(ctx.bp, ctx.catalog, g).gpus:
+        if not g.sandbox.passthrough or not group_hardware(ctx.bp, g, ctx.catalog).gpus:
             continue
         if g.instance_type and (g.instance_type.endswith(".metal") or ".metal-" in g.instance_type):
             continue
@@ -42,7 +42,7 @@ def passthrough_on_aws(ctx: RuleContext) -> Iterator[Hit]:
 )
 def passthrough_needs_gpu(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.sandbox.gpu_passthrough and not group_hardware(ctx.bp, ctx.catalog, g).gpus:
+        if g.sandbox.gpu_passthrough and not group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("node_groups", i, "sandbox", "gpu_passthrough"),
                       f"`node_groups.{i}.sandbox.gpu_passthrough` is true but group `{g.name}` has no GPUs")
 
@@ -74,7 +74,7 @@ def passthrough_gpudirect_rdma(ctx: RuleContext) -> Iterator[Hit]:
     if net.fabric not in ("infiniband", "roce") or not net.gpudirect_rdma.enabled:
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.sandbox.passthrough and group_hardware(ctx.bp, ctx.catalog, g).gpus:
+        if g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("node_groups", i, "sandbox"), f"group `{g.name}` passes its GPUs into `{g.sandbox.runtime}` "
                       f"guests but `network.gpudirect_rdma.enabled` is true")
 
@@ -91,7 +91,7 @@ def gvisor_gpu_support(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         if g.sandbox.runtime != "gvisor":
             continue
-        hw = group_hardware(ctx.bp, ctx.catalog, g)
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
         if hw.gpu is not None and hw.gpu.key not in supported:
             yield Hit(("node_groups", i, "sandbox"), f"gVisor (`node_groups.{i}.sandbox`) does not support "
                       f"`{hw.gpu.key}`; nvproxy supports {', '.join(supported)}")
@@ -109,7 +109,7 @@ def gvisor_rdma(ctx: RuleContext) -> Iterator[Hit]:
     if ctx.bp.network.fabric not in ("efa", "infiniband", "roce"):
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.sandbox.runtime == "gvisor" and group_hardware(ctx.bp, ctx.catalog, g).gpus:
+        if g.sandbox.runtime == "gvisor" and group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("node_groups", i, "sandbox"), f"group `{g.name}` runs gVisor on the `{ctx.bp.network.fabric}` "
                       f"fabric; the sandbox cannot open RDMA devices")
 
@@ -124,7 +124,7 @@ def gvisor_rdma(ctx: RuleContext) -> Iterator[Hit]:
 def vm_gpus_per_vm(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         vm = g.sandbox.vm
-        gpus = group_hardware(ctx.bp, ctx.catalog, g).gpus
+        gpus = group_hardware(ctx.bp, g, ctx.catalog).gpus
         if g.sandbox.runtime == "vm" and vm is not None and gpus and vm.gpus_per_vm > gpus:
             yield Hit(("node_groups", i, "sandbox", "vm", "gpus_per_vm"),
                       f"`node_groups.{i}.sandbox.vm.gpus_per_vm` is {vm.gpus_per_vm} but each host has {gpus} GPUs",
@@ -142,7 +142,7 @@ def vm_gpus_per_vm(ctx: RuleContext) -> Iterator[Hit]:
 def vm_gpus_idle(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         vm = g.sandbox.vm
-        gpus = group_hardware(ctx.bp, ctx.catalog, g).gpus
+        gpus = group_hardware(ctx.bp, g, ctx.catalog).gpus
         if g.sandbox.runtime == "vm" and vm is not None and gpus and vm.gpus_per_vm <= gpus and gpus % vm.gpus_per_vm:
             yield Hit(("node_groups", i, "sandbox", "vm", "gpus_per_vm"),
                       f"{gpus} GPUs per host in VMs of `node_groups.{i}.sandbox.vm.gpus_per_vm` {vm.gpus_per_vm} leave "

@@ -66,7 +66,7 @@ def open_kernel_modules_required(ctx: RuleContext) -> Iterator[Hit]:
         return
     archs = set(ctx.catalog.extras["open_kernel_modules_required"]["architectures"])
     for g in ctx.bp.node_groups:
-        hw = group_hardware(ctx.bp, ctx.catalog, g)
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
         if hw.gpu is not None and hw.gpu.architecture in archs:
             yield Hit(("software", "driver_open_kernel_modules"),
                       f"`software.driver_open_kernel_modules` is false but node group `{g.name}` has `{hw.gpu.key}` "
@@ -87,7 +87,7 @@ def kata_version_gpu_passthrough(ctx: RuleContext) -> Iterator[Hit]:
     if need is None or have is None or have >= need:
         return
     for g in ctx.bp.node_groups:
-        if g.sandbox.runtime == "kata" and g.sandbox.passthrough and group_hardware(ctx.bp, ctx.catalog, g).gpus:
+        if g.sandbox.runtime == "kata" and g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("software", "kata"), f"`software.kata` {ctx.bp.software.kata} is older than {vstr(need)}, needed "
                       f"to pass GPUs into Kata (node group `{g.name}`)")
             return

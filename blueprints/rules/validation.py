@@ -22,7 +22,7 @@ NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/README.md"
 def nccl_suite_single_gpu(ctx: RuleContext) -> Iterator[Hit]:
     if "nccl" not in ctx.bp.validation.suites:
         return
-    gpus = sum(group_hardware(ctx.bp, ctx.catalog, g).gpus * g.size for g in ctx.bp.node_groups if g.role == "compute")
+    gpus = sum(group_hardware(ctx.bp, g, ctx.catalog).gpus * g.size for g in ctx.bp.node_groups if g.role == "compute")
     if gpus == 1:
         yield Hit(("validation", "suites"), "`validation.suites` runs `nccl` on a cluster with a single GPU")
 

@@ -31,7 +31,7 @@ def _gpu_groups(ctx: RuleContext) -> list[tuple[int, GroupHardware, int]]:
     """``(index, hardware, nodes)`` of the compute groups with GPUs and known memory."""
     out = []
     for i, g in compute_groups(ctx.bp):
-        hw = group_hardware(ctx.bp, ctx.catalog, g)
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
         if hw.gpus and hw.gpu_memory_bytes:
             out.append((i, hw, g.size))
     return out
@@ -209,8 +209,8 @@ def moe_fabric_bandwidth(ctx: RuleContext) -> Iterator[Hit]:
     if w is None or w.architecture != "moe":
         return
     groups = training_groups(ctx.bp, ctx.catalog) or [
-        (i, g, group_hardware(ctx.bp, ctx.catalog, g)) for i, g in compute_groups(ctx.bp)
-        if group_hardware(ctx.bp, ctx.catalog, g).gpus]
+        (i, g, group_hardware(ctx.bp, g, ctx.catalog)) for i, g in compute_groups(ctx.bp)
+        if group_hardware(ctx.bp, g, ctx.catalog).gpus]
     if sum(g.size for _, g, _ in groups) < 2:
         return
     net = ctx.bp.network
@@ -244,7 +244,7 @@ def workload_fp8_support(ctx: RuleContext) -> Iterator[Hit]:
         return
     key = "precision" if w.precision == "fp8" else "quantization"
     for i, g in compute_groups(ctx.bp):
-        hw = group_hardware(ctx.bp, ctx.catalog, g)
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
         if hw.gpu is not None and hw.gpu.vendor == "nvidia" and hw.gpu.fp8_dense_tflops is None:
             yield Hit(("workload", key), f"`workload.{key}` is fp8 but group `{g.name}` has `{hw.gpu.key}` "
                       f"({hw.gpu.architecture}) without FP8 tensor cores")
