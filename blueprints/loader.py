@@ -444,11 +444,11 @@ def _offset(text: str, line: int, col: int) -> int | None:
     return start + col - 1
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    """1-based (line, column) of character ``offset`` in ``text``."""
-    offset = max(0, min(offset, len(text)))
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+def _line_col(data: str | bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of ``offset`` in ``data``: characters for text, bytes for raw data."""
+    nl: Any = "\n" if isinstance(data, str) else b"\n"
+    offset = max(0, min(offset, len(data)))
+    return data.count(nl, 0, offset) + 1, offset - (data.rfind(nl, 0, offset) + 1) + 1
 
 
 def parse_blueprint(text: str, file: str = "<string>") -> LoadedBlueprint:
@@ -526,11 +526,6 @@ def parse_blueprint(text: str, file: str = "<string>") -> LoadedBlueprint:
     return LoadedBlueprint(blueprint=bp, file=file, positions=positions, data=data)
 
 
-def _byte_line_col(raw: bytes, offset: int) -> tuple[int, int]:
-    """1-based (line, byte column) of ``offset`` in ``raw``."""
-    return raw.count(b"\n", 0, offset) + 1, offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
-
-
 def load_blueprint(path: str | os.PathLike[str]) -> LoadedBlueprint:
     """Read and validate the blueprint at ``path``.
 
@@ -558,13 +553,13 @@ def load_blueprint(path: str | os.PathLike[str]) -> LoadedBlueprint:
         raise BlueprintInvalid([_err(file, "file-too-large", f"the file is larger than {MAX_BYTES} bytes",
                                      "a blueprint is a small YAML file")])
     if b"\0" in raw:
-        line, col = _byte_line_col(raw, raw.index(b"\0"))
+        line, col = _line_col(raw, raw.index(b"\0"))
         raise BlueprintInvalid([_err(file, "file-not-text", "the file holds binary data (a NUL byte)",
                                      "pass a YAML text file", line, col)])
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line, col = _byte_line_col(raw, e.start)
+        line, col = _line_col(raw, e.start)
         raise BlueprintInvalid([_err(file, "file-not-text", f"byte 0x{raw[e.start]:02x} is not UTF-8 text",
                                      "save the blueprint as UTF-8", line, col)]) from None
     return parse_blueprint(text, file)

@@ -10,16 +10,17 @@ from blueprints.findings import Finding
 from .console import warn
 
 
-def load_checked(path: str | Path, strict: bool = False, show_warnings: bool = True) -> LoadedBlueprint:
+def load_checked(path: str | Path, show_warnings: bool = True) -> LoadedBlueprint:
     """Load ``path`` and run every pre-deploy rule.
 
-    Returns the loaded blueprint when no rule reports an error (with ``strict``, no warning
-    either); warnings are printed to stderr. Raises :class:`BlueprintInvalid` with every error
+    Returns the loaded blueprint when no rule reports an error; warnings are printed to stderr
+    (unless ``show_warnings`` is false). Raises :class:`BlueprintInvalid` with every error
     finding otherwise.
     """
-    loaded = load_blueprint(path)
-    findings = check(loaded)
-    errors = [f for f in findings if f.severity == "error" or strict]
+    loaded, findings = findings_for(path)
+    if loaded is None:
+        raise BlueprintInvalid(findings)
+    errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise BlueprintInvalid(errors)
     if show_warnings:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 from rich.console import Console
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-DEBUG = os.environ.get("CLUSTERFORGE_DEBUG", "") not in ("", "0")
 
 
 def ok(msg: str) -> None:

@@ -25,9 +25,8 @@ def passthrough_on_aws(ctx: RuleContext) -> Iterator[Hit]:
     if not ctx.bp.is_aws:
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        if not g.sandbox.passthrough or not group_hardware(ctx.bp, g, ctx.catalog).gpus:
-            continue
-        if g.instance_type and (g.instance_type.endswith(".metal") or ".metal-" in g.instance_type):
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        if not g.sandbox.passthrough or not hw.gpus or (hw.instance is not None and hw.instance.is_bare_metal):
             continue
         yield Hit(("node_groups", i, "sandbox"), f"`node_groups.{i}.sandbox` `{g.sandbox.runtime}` passes GPUs through, "
                   f"but `{g.instance_type}` is a virtual machine without a usable IOMMU")
