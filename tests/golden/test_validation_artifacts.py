@@ -3,7 +3,6 @@ Markdown / JUnit reports. ``CLUSTERFORGE_UPDATE_GOLDEN=1 make test`` rewrites th
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -16,29 +15,16 @@ from validate.launchers import render_artifacts
 from validate.report import write_reports
 
 from ..conftest import EXAMPLES
+from ..golden_files import assert_golden
 
 GOLDEN = Path(__file__).parent / "expected"
-UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN") == "1"
 
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?")
 
 
 def _compare(actual: dict[str, str], folder: Path) -> None:
-    actual = {k: TIMESTAMP.sub("<TIMESTAMP>", v) for k, v in actual.items()}  # volatile fields removed
-    if UPDATE:
-        if folder.exists():
-            for old in folder.rglob("*"):
-                if old.is_file():
-                    old.unlink()
-        for rel, text in actual.items():
-            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / rel).write_text(text)
-        return
-    expected = {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
-    assert sorted(actual) == sorted(expected), "set CLUSTERFORGE_UPDATE_GOLDEN=1 to accept new or removed files"
-    for rel in actual:
-        assert actual[rel] == expected[rel], f"{folder / rel} differs (CLUSTERFORGE_UPDATE_GOLDEN=1 to accept)"
+    assert_golden({k: TIMESTAMP.sub("<TIMESTAMP>", v) for k, v in actual.items()}, folder)  # volatile fields removed
 
 
 @pytest.mark.parametrize("example", ["onprem-dgx-h100-ib", "aws-eks-p4d", "onprem-sandbox-kata"])

@@ -1,0 +1,41 @@
+"""The one golden-file mechanism of the test suite (plan JSON, inventory, group_vars, manifests,
+batch scripts, reports): compare rendered text with committed files, or rewrite them with
+``CLUSTERFORGE_UPDATE_GOLDEN=1`` (then review the diff)."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import pytest
+
+UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN", "") not in ("", "0")
+
+
+def assert_golden(actual: dict[str, str], folder: Path, *, complete: bool = True) -> None:
+    """Compare ``actual`` (relative file name -> text) with the files under ``folder``.
+
+    ``complete``: the folder must hold exactly these files (stale ones fail, and are removed on
+    update); otherwise only the named files are compared. Fails with a unified diff per file.
+    """
+    if UPDATE:
+        if complete and folder.exists():
+            for old in folder.rglob("*"):
+                if old.is_file() and str(old.relative_to(folder)) not in actual:
+                    old.unlink()
+        for rel, text in actual.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text)
+        return
+    if complete:
+        expected = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+        assert sorted(actual) == expected, f"files differ from {folder} (CLUSTERFORGE_UPDATE_GOLDEN=1 to accept)"
+    for rel, text in actual.items():
+        path = folder / rel
+        if not path.is_file():
+            pytest.fail(f"{path} missing (CLUSTERFORGE_UPDATE_GOLDEN=1 to create it)")
+        want = path.read_text()
+        if text != want:
+            diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True), str(path), "rendered", n=2))
+            pytest.fail(f"{path} differs (CLUSTERFORGE_UPDATE_GOLDEN=1 to accept):\n{diff[:6000]}")
