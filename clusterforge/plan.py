@@ -24,7 +24,7 @@ import runpy
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,17 +36,19 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from blueprints import LoadedBlueprint
+from stacks.config import CONFIG_NAMESPACE
 
 __all__ = [
     "PlanMocks",
     "PlanResult",
     "PlannedResource",
+    "natural_key",
     "plan",
     "plan_aws",
     "run_program",
 ]
 
-PROJECT = "clusterforge"
+PROJECT = CONFIG_NAMESPACE
 """Pulumi project name (``Pulumi.yaml``); stack config keys live under it."""
 
 SECRET = "[secret]"
@@ -102,17 +104,6 @@ class PlanResult:
     def of_type(self, type_token: str) -> list[PlannedResource]:
         """Resources whose type token equals ``type_token``."""
         return [r for r in self.resources if r.type == type_token]
-
-    def named(self, name: str) -> PlannedResource:
-        """The resource with logical name ``name``; ``KeyError`` if there is none."""
-        for r in self.resources:
-            if r.name == name:
-                return r
-        raise KeyError(name)
-
-    def children(self, parent_urn: str | None) -> list[PlannedResource]:
-        """Resources directly under ``parent_urn`` (``None``: top level)."""
-        return [r for r in self.resources if r.parent_urn == parent_urn]
 
     def counts(self) -> Counter[str]:
         """Number of resources per type token."""
@@ -314,14 +305,15 @@ def run_program(program: Callable[[], None], *, stack: str, config: dict[str, st
         for k, v in getattr(root, "outputs", {}).items():
             outputs[k] = _resolve(v)
         # registration order depends on Output resolution; sort so plans and golden files are stable
-        resources = sorted(monitor.records, key=lambda r: (r.parent or "", r.type, _natural(r.name)))
+        resources = sorted(monitor.records, key=lambda r: (r.parent or "", r.type, natural_key(r.name)))
         return PlanResult(stack=stack, resources=resources, outputs=outputs, invokes=list(mocks.invokes),
                           messages=list(log.messages), seconds=time.perf_counter() - t0)
 
     return contextvars.Context().run(_run)
 
 
-def _natural(name: str) -> tuple[Any, ...]:
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key that orders ``gpu-2`` before ``gpu-10``."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
@@ -362,14 +354,3 @@ def plan(loaded: LoadedBlueprint) -> PlanResult | dict[str, Any]:
 
     result: dict[str, Any] = plan_ansible(loaded)
     return result
-
-
-def iter_tree(result: PlanResult) -> Iterator[tuple[int, PlannedResource]]:
-    """Resources depth-first with their depth (0 = directly under the stack)."""
-
-    def walk(parent: str | None, depth: int) -> Iterator[tuple[int, PlannedResource]]:
-        for r in result.children(parent):
-            yield depth, r
-            yield from walk(r.urn, depth + 1)
-
-    yield from walk(None, 0)

@@ -16,7 +16,8 @@ import pulumi_kubernetes as k8s
 
 from blueprints.catalog import InstanceTypeSpec, UnknownHardwareError, catalog
 from blueprints.models import AwsTarget, EfaNetwork, KubernetesOrchestrator, LustreStorage
-from blueprints.settings import node_settings
+from blueprints.settings import cluster_settings
+from stacks.cloud_init import runtime_handler
 from stacks.components import (
     AddonsArgs,
     EksAttachment,
@@ -49,6 +50,7 @@ naming = Naming(bp.name, target.tags)
 orchestrator = bp.orchestrator if isinstance(bp.orchestrator, KubernetesOrchestrator) else None
 fsx_storage = [s for s in bp.storage if isinstance(s, LustreStorage) and s.fsx is not None]
 efa = bp.network if isinstance(bp.network, EfaNetwork) else None
+settings = cluster_settings(bp)
 
 
 def spec(instance_type: str | None) -> InstanceTypeSpec | None:
@@ -92,8 +94,8 @@ if orchestrator is not None:
 groups = {}
 for g in bp.node_groups:
     groups[g.name] = NodeGroupComponent(naming.name(g.name), NodeGroupArgs(
-        naming=naming, group=g, settings=node_settings(bp, g), instance=spec(g.instance_type),
-        efa_fabric=efa is not None, efa_interfaces=efa.efa.interfaces if efa else 0, capacity=target.capacity,
+        naming=naming, group=g, settings=settings[g.name], instance=spec(g.instance_type),
+        efa_interfaces=efa.efa.interfaces if efa else 0, capacity=target.capacity,
         availability_zone=target.availability_zone,
         subnet_id=network.public_subnet_id if g.public_ip and network.public_subnet_id is not None else network.subnet_id,
         security_group_ids=security_groups, placement_group=placement.group_name if g.role == "compute" else None,
@@ -109,18 +111,19 @@ if cluster is not None and orchestrator is not None:
     k8s_provider = k8s.Provider(naming.name("k8s"), kubeconfig=cluster.kubeconfig, enable_server_side_apply=True,
                                 opts=pulumi.ResourceOptions(depends_on=[cluster]))
     sandboxes = {
-        (s.runtime_class or "", s.runtime): s for s in (node_settings(bp, g).sandbox for g in bp.node_groups)
+        (s.runtime_class or "", s.runtime): s for s in (ns.sandbox for ns in settings.values())
         if s.runtime in ("kata", "gvisor") and s.runtime_class
     }
     KubernetesAddons(naming.name("addons"), AddonsArgs(
         naming=naming, namespace=orchestrator.namespace, gpu_operator_version=orchestrator.gpu_operator_version,
         efa_device_plugin_version=orchestrator.efa_device_plugin_version,
         mpi_operator_version=orchestrator.mpi_operator_version,
-        gpu=any(node_settings(bp, g).gpu_count for g in bp.node_groups),
+        gpu=any(s.gpu_count for s in settings.values()),
         efa_instance_types=[g.instance_type for g in bp.node_groups
                             if g.instance_type and len(groups[g.name].nic_layout) > 1],
-        sandbox_workloads=any(node_settings(bp, g).passthrough_host for g in bp.node_groups),
-        sandboxes=[SandboxClass(name=name, handler=name if rt == "kata" else "runsc", runtime=rt)
+        sandbox_workloads=any(s.passthrough_host for s in settings.values()),
+        # the handler is the containerd runtime the nodes' user data registers (kata / gvisor: never None)
+        sandboxes=[SandboxClass(name=name, handler=runtime_handler(sandboxes[name, rt]) or name, runtime=rt)
                    for (name, rt) in sorted(sandboxes)],
         fsx=[FsxVolume(name=k, capacity_gib=s.fsx.storage_capacity_gib, file_system_id=filesystems[k].file_system_id,
                        dns_name=filesystems[k].dns_name, mount_name=filesystems[k].mount_name)

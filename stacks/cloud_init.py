@@ -46,7 +46,7 @@ from typing import Any, Literal
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import LiteralScalarString
 
-from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
+from blueprints.settings import LustreMount, NodeSettings, SandboxSettings, ScratchSettings
 
 __all__ = [
     "INSTANCE_STORE_MODEL",
@@ -58,6 +58,7 @@ __all__ = [
     "placeholder_endpoints",
     "render_cloud_config",
     "render_user_data",
+    "runtime_handler",
     "scratch_script",
 ]
 
@@ -354,7 +355,7 @@ def render_cloud_config(
         libdirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
         if libdirs:
             files.append(_file("/etc/ld.so.conf.d/clusterforge-nccl.conf", "".join(d + "\n" for d in libdirs)))
-    if settings.fabric == "efa" and settings.efa_installer:
+    if settings.efa_installer:  # set for EFA fabrics only
         files.append(_file("/usr/local/sbin/clusterforge-efa.sh", _efa_script(settings), "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-efa.sh")
     if env.get("LD_LIBRARY_PATH"):
@@ -388,16 +389,27 @@ def render_cloud_config(
     return header + buf.getvalue()
 
 
+def runtime_handler(sandbox: SandboxSettings) -> str | None:
+    """The containerd runtime handler a node registers for its sandbox (``None``: no extra runtime).
+
+    The stack's RuntimeClass ``handler`` must name exactly this, or pods never start.
+    """
+    if sandbox.runtime == "gvisor":
+        return "runsc"
+    if sandbox.runtime == "kata":
+        return sandbox.runtime_class or "kata"
+    return None
+
+
 def _nodeconfig(settings: NodeSettings) -> str | None:
     """nodeadm NodeConfig merging containerd runtimes for the group's sandbox (EKS AL2023)."""
-    rt = settings.sandbox.runtime
-    if rt == "gvisor":
-        toml = ('[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runsc]\n'
+    handler = runtime_handler(settings.sandbox)
+    if settings.sandbox.runtime == "gvisor":
+        toml = (f'[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{handler}]\n'
                 'runtime_type = "io.containerd.runsc.v1"\n'
-                '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runsc.options]\n'
+                f'[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{handler}.options]\n'
                 'TypeUrl = "io.containerd.runsc.v1.options"\nConfigPath = "/etc/containerd/runsc.toml"\n')
-    elif rt == "kata":
-        handler = settings.sandbox.runtime_class or "kata"
+    elif settings.sandbox.runtime == "kata":
         toml = (f'[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."{handler}"]\n'
                 'runtime_type = "io.containerd.kata.v2"\n')
     else:

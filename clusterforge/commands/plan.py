@@ -10,7 +10,6 @@ On-prem blueprints: every host, role and variable of the Ansible run.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,14 +44,12 @@ def _label(r: PlannedResource, n_desc: int) -> str:
     return f"{kind}{short_type(r.type)}[/] {r.name}{extra}"
 
 
-def _natural(name: str) -> tuple[object, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-
-
 def render_tree(result: PlanResult, title: str, show_all: bool = False) -> Tree:
     """A rich tree of the planned resources: components with their children, long runs of one type collapsed."""
+    from ..plan import natural_key  # pulumi is heavy: imported only when there is a plan to show
+
     by_parent: dict[str | None, list[PlannedResource]] = defaultdict(list)
-    for r in sorted(result.resources, key=lambda r: (r.custom, r.type, _natural(r.name))):
+    for r in sorted(result.resources, key=lambda r: (r.custom, r.type, natural_key(r.name))):
         by_parent[r.parent_urn].append(r)
 
     def descendants(urn: str) -> int:

@@ -134,8 +134,8 @@ class NodeGroupArgs:
     """Inputs of :class:`NodeGroupComponent`.
 
     ``group`` / ``settings``: the blueprint node group and its ``NodeSettings``; ``instance``: its
-    catalog entry (``None`` for types the catalog lacks: no EFA then); ``efa_fabric`` /
-    ``efa_interfaces``: ``network.fabric == efa`` and ``network.efa.interfaces``; ``capacity``:
+    catalog entry (``None`` for types the catalog lacks: no EFA then); ``efa_interfaces``:
+    ``network.efa.interfaces`` (used when ``settings.fabric`` is ``efa``); ``capacity``:
     ``target.capacity``; ``subnet_id``: the subnet every interface goes in; ``security_group_ids``:
     node SGs; ``placement_group``: group name or ``None``; ``instance_profile_name`` /
     ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``: ``target.ami_id`` (``None`` = SSM
@@ -147,7 +147,6 @@ class NodeGroupArgs:
     group: NodeGroup
     settings: NodeSettings
     instance: InstanceTypeSpec | None
-    efa_fabric: bool
     efa_interfaces: int | Literal["max"]
     capacity: CapacityModel
     availability_zone: str
@@ -182,7 +181,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
         assert g.instance_type is not None, "AWS node groups have an instance_type (model rule)"
         eks = args.eks
         try:
-            self.nic_layout = efa_layout(args.instance, args.efa_interfaces, args.efa_fabric)
+            self.nic_layout = efa_layout(args.instance, args.efa_interfaces, args.settings.fabric == "efa")
         except ValueError as e:
             raise pulumi.RunError(f"node group `{g.name}`: {e} — lower `network.efa.interfaces`") from None
         tags = n.tags(role=g.role, group=g.name, name=n.name(g.name))

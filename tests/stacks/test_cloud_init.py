@@ -6,6 +6,7 @@ from __future__ import annotations
 import email
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,9 +61,13 @@ def test_user_data_is_the_shared_node_settings(example: str, group: str) -> None
     for k, v in s.sysctls.items():
         assert f"{k} = {v}\n" in sysctl
     nccl = files.get("/etc/nccl.conf", {}).get("content", "")
+    exports = files.get("/etc/profile.d/clusterforge-nccl.sh", {}).get("content", "")
     for k, v in s.nccl_env.items():
         if k.startswith("NCCL_"):
             assert f"{k}={v}\n" in nccl
+        assert f"export {k}={shlex.quote(v)}" in exports, f"{k} not in the node environment"
+    assert ("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh" in files) == (s.scratch is not None)
+    assert ("/usr/local/sbin/clusterforge-lustre.sh" in files) == bool(s.lustre)
     assert doc["runcmd"][0] == "sysctl --system"
 
 

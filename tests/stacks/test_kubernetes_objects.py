@@ -13,7 +13,7 @@ from clusterforge.plan import PlannedResource, PlanResult
 from stacks.components.k8s_addons import EFA_PLUGIN_REPO, FSX_CSI_REPO, GPU_OPERATOR_REPO
 from stacks.naming import LABEL_EFA, LABEL_SANDBOX
 
-from .conftest import plan_example
+from .conftest import plan_example, user_data
 
 pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -92,6 +92,9 @@ def test_runtime_classes_for_declared_sandboxes(plan_variant) -> None:
         validate(obj, "1.31")
     ngs = {ng.inputs["tags"]["clusterforge:node-group"]: ng for ng in plan.of_type("aws:eks/nodeGroup:NodeGroup")}
     assert ngs["untrusted"].inputs["labels"][LABEL_SANDBOX] == "gvisor", "RuntimeClass must find its nodes"
+    lts = {lt.id: lt for lt in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
+    text = user_data(lts[ngs["untrusted"].inputs["launchTemplate"]["id"]])
+    assert f"containerd.runtimes.{rc.inputs['handler']}]" in text, "nodes must register the RuntimeClass handler"
 
 
 def test_validation_catches_a_broken_object() -> None:
