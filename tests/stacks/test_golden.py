@@ -9,9 +9,7 @@ After checking that the change is intended, regenerate with::
 from __future__ import annotations
 
 import base64
-import difflib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +17,12 @@ import pytest
 
 from clusterforge.plan import PlanResult
 
+from ..golden_files import assert_golden
 from .conftest import AWS_EXAMPLES, plan_example
 
 pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN", "") not in ("", "0")
 PROVIDER_KEYS = {"region", "kubeconfig", "enableServerSideApply"}
 """Provider inputs kept in golden files (the others are SDK defaults that follow the environment)."""
 
@@ -46,17 +44,7 @@ def normalized(plan: PlanResult) -> dict[str, Any]:
 @pytest.mark.parametrize("example", AWS_EXAMPLES)
 def test_plan_matches_golden(example: str) -> None:
     got = json.dumps(normalized(plan_example(example)), indent=1, sort_keys=True) + "\n"
-    path = GOLDEN / f"{example}.json"
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(got)
-        return
-    if not path.exists():
-        pytest.fail(f"{path} missing: run CLUSTERFORGE_UPDATE_GOLDEN=1 pytest {__file__}")
-    want = path.read_text()
-    if got != want:
-        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(path), "planned", n=2))
-        pytest.fail(f"plan of {example} differs from {path} (CLUSTERFORGE_UPDATE_GOLDEN=1 to accept):\n{diff[:6000]}")
+    assert_golden({f"{example}.json": got}, GOLDEN, complete=False)
 
 
 def test_plans_are_deterministic() -> None:
