@@ -55,6 +55,7 @@ __all__ = [
     "VERDICTS",
     "JudgeResult",
     "UnreadableInput",
+    "exit_code_for",
     "fmt_bytes",
     "judge_amp_run",
     "judge_file",
@@ -97,6 +98,11 @@ def worst(verdicts: Iterable[str]) -> str:
     if not vs:
         return "invalid"
     return max(vs, key=lambda v: _RANK.get(v, _RANK["invalid"]))
+
+
+def exit_code_for(verdicts: Iterable[str]) -> int:
+    """0 when every verdict is pass or warn, 1 when any is fail, else 3 (invalid or nothing to say)."""
+    return {"pass": 0, "warn": 0, "fail": 1}.get(worst(verdicts), 3)
 
 
 class UnreadableInput(UsageError):

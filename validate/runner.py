@@ -40,6 +40,7 @@ from blueprints.models import Blueprint, LustreStorage, NodeGroup
 from blueprints.settings import node_settings
 from clusterforge.errors import InvalidRunError, UsageError
 
+from .judge import exit_code_for, judge_file, worst
 from .launchers.common import Launcher, LaunchResult, PlannedTest
 
 __all__ = [
@@ -404,27 +405,6 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
 
 
-def _worst(verdicts: list[str]) -> str:
-    try:
-        from .judge import worst
-
-        return str(worst(verdicts))
-    except ImportError:  # pragma: no cover - the judge ships with this package
-        order = {"fail": 3, "invalid": 2, "warn": 1, "pass": 0}
-        return max(verdicts, key=lambda v: order.get(v, 3)) if verdicts else "invalid"
-
-
-def exit_code_for(verdicts: list[str]) -> int:
-    """0 when every verdict is pass or warn, 1 when any is fail, else 3 (invalid or nothing to say)."""
-    if not verdicts:
-        return 3
-    if "fail" in verdicts:
-        return 1
-    if all(v in ("pass", "warn") for v in verdicts):
-        return 0
-    return 3
-
-
 def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> Any:
     """The :class:`~validate.expectations.JudgeContext` for ``test``.
 
@@ -477,7 +457,6 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     ready (see :func:`prepare_output_dir`), :class:`InvalidRunError` when nothing could be judged,
     and lets ``KeyboardInterrupt`` through after marking the manifest ``interrupted``.
     """
-    from .judge import judge_file
     from .report import load_results, write_reports
 
     bp = loaded.blueprint
@@ -525,7 +504,6 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     _write_json_atomic(out_dir / MANIFEST, manifest)
     if events:
         events.planned(tests, done, notes)
-    verdicts: dict[str, str] = {}
     recorded: set[str] = set()
     try:
         for t in tests:
@@ -557,11 +535,10 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             _append_result_lines(results_path, lines)
             recorded.add(t.id)
             vs = [str(r.verdict) for r in results]
-            verdicts[t.id] = _worst(vs) if vs else "invalid"
             rec.update(status="done", finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                        returncode=launch.returncode, raw=str(launch.raw.relative_to(out_dir)),
                        log=str(launch.log.relative_to(out_dir)), command=launch.command,
-                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=verdicts[t.id])
+                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=worst(vs))
             manifest["updated"] = rec["finished"]
             _write_json_atomic(out_dir / MANIFEST, manifest)
             if events:
@@ -585,7 +562,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                             blueprint=bp, raw_dir=out_dir / "raw")
     all_verdicts = [str(r.verdict) for r in all_results]
     manifest["status"] = "complete"
-    manifest["verdict"] = _worst(all_verdicts)
+    manifest["verdict"] = worst(all_verdicts)
     manifest["reports"] = {k: str(Path(v).relative_to(out_dir)) if Path(v).is_relative_to(out_dir) else str(v)
                            for k, v in reports.items()}
     _write_json_atomic(out_dir / MANIFEST, manifest)
@@ -594,6 +571,6 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
         lbl = _label_of(d)
         if lbl and isinstance(d.get("verdict"), str):
             per_test_all.setdefault(lbl, []).append(d["verdict"])
-    per_test = {k: _worst(v) for k, v in per_test_all.items()}
+    per_test = {k: worst(v) for k, v in per_test_all.items()}
     return RunSummary(out_dir=out_dir, results=all_results, verdicts=per_test, reports=dict(reports),
                       skipped=sorted(done), exit_code=exit_code_for(all_verdicts), notes=notes)

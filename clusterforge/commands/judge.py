@@ -36,10 +36,7 @@ class Fabric(str, Enum):
     ethernet = "ethernet"
 
 
-EXIT = {"pass": 0, "warn": 0, "fail": 1, "invalid": 3}
-"""Exit code of the worst verdict (DESIGN.md: 0 all pass/warn, 1 any fail, 3 invalid run)."""
-
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
+VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
 _MARK = {"pass": "✓", "warn": "!", "fail": "✗", "invalid": "?"}
 
 
@@ -50,7 +47,7 @@ def print_results(results: list, header: str | None = None) -> None:
     if header:
         console.print(escape(header), style="dim")
     for r in results:
-        style = _STYLE.get(r.verdict, "white")
+        style = VERDICT_STYLE.get(r.verdict, "white")
         summary = r.summary()
         console.print(f"[{style}]{_MARK.get(r.verdict, '?')} {r.verdict:<7}[/{style}] [bold]{escape(r.title)}[/bold]"
                       f"  {escape(summary)}")
@@ -84,7 +81,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid."""
         from validate.expectations import context_from_flags
-        from validate.judge import judge_file, worst
+        from validate.judge import exit_code_for, judge_file, worst
 
         bp = load_checked(blueprint).blueprint if blueprint is not None else None
         ctx = context_from_flags(
@@ -100,7 +97,7 @@ def register(app: typer.Typer) -> None:
                               "context": ctx.to_json()}, indent=2))
         else:
             print_results(results, header=f"context: {ctx.describe()}")
-            style = _STYLE.get(verdict, "white")
+            style = VERDICT_STYLE.get(verdict, "white")
             counts = {v: sum(r.verdict == v for r in results) for v in ("pass", "warn", "fail", "invalid")}
             console.print(f"[{style}]verdict: {verdict}[/{style}] ("
                           + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + ")")
@@ -115,4 +112,4 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2) from None
             if not as_json:
                 console.print(f"report: {paths['html']}", style="dim")
-        raise typer.Exit(EXIT.get(verdict, 3))
+        raise typer.Exit(exit_code_for(r.verdict for r in results))

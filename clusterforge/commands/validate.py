@@ -24,8 +24,7 @@ from rich.text import Text
 from ..blueprint_io import load_checked
 from ..console import console, fail, ok, warn
 from ..errors import UsageError
-
-VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
+from .judge import VERDICT_STYLE
 
 
 class _Progress:
@@ -82,7 +81,7 @@ class _Progress:
     def finished(self, test: Any, verdicts: list[str], launch: Any, seconds: float) -> None:
         from validate.judge import worst
 
-        v = worst(verdicts) if verdicts else "invalid"
+        v = worst(verdicts)
         row = self.rows[test.id]
         row.update(status="done", verdict=v, time=f"{seconds:.1f} s")
         if launch.returncode not in (0,):

@@ -70,12 +70,13 @@ def test_slurm_scripts_for_the_dgx_blueprint(tmp_path: Path) -> None:
     assert "#SBATCH --gpus-per-node=1" in amp and "--compile --fp32-baseline --peak-tflops 989" in amp
 
 
-def test_slurm_launcher_needs_sbatch(tmp_path: Path) -> None:
+def test_slurm_launcher_needs_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
     launcher = SlurmLauncher(tmp_path / "run", loaded)
-    if not any(os.access(os.path.join(d, "sbatch"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep)):
-        with pytest.raises(ToolMissingError, match="sbatch not found"):
-            launcher.prepare()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no sbatch, whatever this machine has
+    with pytest.raises(ToolMissingError, match="sbatch not found"):
+        launcher.prepare()
+    monkeypatch.undo()
     p = cli("validate", str(EXAMPLES / "onprem-dgx-h100-ib.yaml"), "--launcher", "slurm", "-o", str(tmp_path / "r"),
             env={"PATH": str(Path(sys.executable).parent)})
     assert p.returncode == 1

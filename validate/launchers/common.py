@@ -27,6 +27,9 @@ from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
 
 TestKind = Literal["nccl", "fio", "amp"]
 
+MASTER_PORT = 29500
+"""TCP port of the torch.distributed rendezvous on the first node (every launcher's payloads)."""
+
 
 @dataclass(frozen=True)
 class PlannedTest:
@@ -116,6 +119,13 @@ class Launcher(ABC):
         """``out_dir/logs/<id>.log``."""
         return self.log_dir / f"{test.id}.log"
 
+    def fresh_outputs(self, test: PlannedTest) -> tuple[Path, Path]:
+        """``(raw, log)`` of ``test`` with any file left by an earlier attempt removed."""
+        raw, log = self.raw_path(test), self.log_path(test)
+        raw.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+        return raw, log
+
     @abstractmethod
     def run(self, test: PlannedTest) -> LaunchResult:
         """Run ``test`` to completion and return where its raw output is."""
@@ -192,6 +202,14 @@ def amp_args(test: PlannedTest) -> list[str]:
 def shell_join(argv: list[str]) -> str:
     """``argv`` quoted for a POSIX shell."""
     return " ".join(shlex.quote(a) for a in argv)
+
+
+def write_launch_script(path: Path, launcher: str, test: PlannedTest, body: str) -> Path:
+    """Write the runnable-by-hand ``launch/<id>.sh`` (``#!/bin/sh``, a comment naming the test, ``body``), mode 0755."""
+    path.write_text(f"#!/bin/sh\n# clusterforge validate, {launcher} launcher: {test.description}\n{body}",
+                    encoding="utf-8")
+    path.chmod(0o755)
+    return path
 
 
 # ---------------------------------------------------------------------------------------------

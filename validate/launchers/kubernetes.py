@@ -45,6 +45,7 @@ from clusterforge.errors import ProvisionError, ToolMissingError
 from stacks.naming import LABEL_NODE_GROUP, Naming
 
 from .common import (
+    MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
@@ -64,7 +65,6 @@ DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.10-py3"
 PAYLOAD_MOUNT = "/opt/clusterforge/payloads"
 JSON_BEGIN = "----- clusterforge json begin -----"
 JSON_END = "----- clusterforge json end -----"
-MASTER_PORT = 29500
 EFA_HUGEPAGES = "5120Mi"
 """2 MiB huge pages per EFA pod (AWS EKS EFA examples request 5120Mi)."""
 
@@ -401,10 +401,7 @@ class KubernetesLauncher(Launcher):
         """Apply, wait, fetch the logs into ``raw/``, delete."""
         obj = manifest(self.loaded, test, image=self.image, deadline_s=int(self.timeout_s or 3600))
         path = dump_yaml(obj, self.manifest_dir / f"{test.id}.yaml")
-        log = self.log_path(test)
-        if log.exists():
-            log.unlink()
-        raw = self.raw_path(test)
+        raw, log = self.fresh_outputs(test)
         kind = "mpijob" if obj["kind"] == "MPIJob" else "job"
         name = obj["metadata"]["name"]
         t0 = time.perf_counter()

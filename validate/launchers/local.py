@@ -30,6 +30,7 @@ from .common import (
     nccl_tests_args,
     run_logged,
     shell_join,
+    write_launch_script,
 )
 
 
@@ -100,16 +101,8 @@ class LocalLauncher(Launcher):
     def run(self, test: PlannedTest) -> LaunchResult:
         """Run ``test`` here; writes ``launch/<id>.sh``, ``logs/<id>.log`` and ``raw/<id>.*``."""
         argv, notes, _ = self.command(test)
-        raw = self.raw_path(test)
-        if raw.exists():
-            raw.unlink()
-        script = self.launch_dir / f"{test.id}.sh"
-        script.write_text("#!/bin/sh\n# clusterforge validate, local launcher: " + test.description + "\n"
-                          + f"exec {shell_join(argv)}\n", encoding="utf-8")
-        script.chmod(0o755)
-        log = self.log_path(test)
-        if log.exists():
-            log.unlink()
+        raw, log = self.fresh_outputs(test)
+        write_launch_script(self.launch_dir / f"{test.id}.sh", self.name, test, f"exec {shell_join(argv)}\n")
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, test.ranks_per_node))))
         if test.kind == "nccl" and test.device == "cpu":

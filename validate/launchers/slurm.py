@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 from blueprints import LoadedBlueprint
@@ -26,6 +25,7 @@ from blueprints.models import SlurmOrchestrator
 from clusterforge.errors import ToolMissingError
 
 from .common import (
+    MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
@@ -36,8 +36,6 @@ from .common import (
     run_logged,
     shell_join,
 )
-
-MASTER_PORT = 29500
 
 
 def _time_limit(seconds: float) -> str:
@@ -144,18 +142,11 @@ class SlurmLauncher(Launcher):
         """Write the script, ``sbatch --parsable --wait`` it and wait; raw output lands in ``raw/``."""
         script = write_scripts(self.loaded, [test], self.script_dir,
                                time_limit_s=self.timeout_s or 3600)[0]
-        raw = self.raw_path(test)
-        if raw.exists():
-            raw.unlink()
-        log = self.log_path(test)
-        if log.exists():
-            log.unlink()
+        raw, log = self.fresh_outputs(test)
         env = dict(os.environ)
         env["CLUSTERFORGE_VALIDATE_DIR"] = str(self.out_dir.resolve())
         env["CLUSTERFORGE_PYTHON"] = self.python
         argv = ["sbatch", "--parsable", "--wait", f"--chdir={self.out_dir.resolve()}", str(script.resolve())]
-        t0 = time.perf_counter()
-        rc, _ = run_logged(argv, log, env=env, timeout_s=None if self.timeout_s is None else self.timeout_s + 600)
-        return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(argv),
-                            duration_s=time.perf_counter() - t0,
+        rc, dt = run_logged(argv, log, env=env, timeout_s=None if self.timeout_s is None else self.timeout_s + 600)
+        return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(argv), duration_s=dt,
                             notes=["job log: DIR/logs/<job-name>-<job-id>.out"])

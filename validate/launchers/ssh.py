@@ -36,6 +36,7 @@ from clusterforge.errors import ToolMissingError, UsageError
 from validate.payloads import PAYLOAD_FILES
 
 from .common import (
+    MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
@@ -46,10 +47,8 @@ from .common import (
     nccl_tests_args,
     run_logged,
     shell_join,
+    write_launch_script,
 )
-
-MASTER_PORT = 29500
-"""TCP port of the torchrun rendezvous on the first node."""
 
 
 @dataclass(frozen=True)
@@ -231,21 +230,14 @@ class SshLauncher(Launcher):
 
     def run(self, test: PlannedTest) -> LaunchResult:
         """Stage payloads on the group's nodes, run ``test``, write ``raw/<id>.*`` from the first node's stdout."""
-        log = self.log_path(test)
-        if log.exists():
-            log.unlink()
-        raw = self.raw_path(test)
-        if raw.exists():
-            raw.unlink()
+        raw, log = self.fresh_outputs(test)
         hosts = self.hosts(test.group)[: max(test.nodes, 1)]
         for h in hosts:
             self.stage(h, log)
         cmds, notes = self.commands(test, hosts, log)
-        script = self.launch_dir / f"{test.id}.sh"
-        script.write_text("#!/bin/sh\n# clusterforge validate, ssh launcher: " + test.description + "\n"
-                          + "".join(f"{shell_join(remote_argv(h, c))} &\n" for h, c in cmds[1:])
-                          + f"{shell_join(remote_argv(cmds[0][0], cmds[0][1]))}\nwait\n", encoding="utf-8")
-        script.chmod(0o755)
+        write_launch_script(self.launch_dir / f"{test.id}.sh", self.name, test,
+                            "".join(f"{shell_join(remote_argv(h, c))} &\n" for h, c in cmds[1:])
+                            + f"{shell_join(remote_argv(*cmds[0]))}\nwait\n")
         t0 = time.perf_counter()
         if len(cmds) == 1:
             rc, _ = run_logged(remote_argv(*cmds[0]), log, stdout_to=raw, timeout_s=self.timeout_s)

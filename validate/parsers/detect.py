@@ -35,7 +35,12 @@ def read_text(path: Path) -> str:
         return data.decode("latin-1")
 
 
-_NCCL_MARKERS = [
+_MARKERS: dict[str, list[tuple[re.Pattern[str], int]]] = {}
+"""Weighted text markers per kind; the best-scoring kind wins (nccl on a tie), at 4 points or more."""
+_NAME_HINTS = {"nccl": ("nccl", "_perf", "collective"), "fio": ("fio",)}
+"""File-name parts worth one point (the tie-breaker)."""
+
+_MARKERS["nccl"] = [
     (re.compile(r"nThread\s+\d+\s+nGpus\s+\d+"), 5),
     (re.compile(r"Using devices"), 2),
     (re.compile(r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device"), 4),
@@ -49,7 +54,7 @@ _NCCL_MARKERS = [
                 r"\s+(?:\w+\s+)?(?:-?\d+\s+)?[\d.eE+-]+\s+[\d.eE+-]+\s+[\d.eE+-]+\s+(?:\d\S*|N/A)"), 4),
     (re.compile(r"\b(?:all_reduce|all_gather|alltoall|reduce_scatter|sendrecv|broadcast)_perf\b"), 2),
 ]
-_FIO_MARKERS = [
+_MARKERS["fio"] = [
     (re.compile(r"\(groupid=\d+, jobs=\d+\): err="), 5),
     (re.compile(r"\(g=\d+\): rw=\w+"), 5),
     (re.compile(r"Run status group \d+"), 5),
@@ -82,13 +87,8 @@ def detect_kind(text: str, filename: str | None = None) -> str | None:
         return "fio"
     if re.search(r'"results"\s*:', win) and re.search(r'"(?:nccl_version|config|out_of_bounds)"\s*:', win):
         return "nccl"
-    nccl = sum(w for rx, w in _NCCL_MARKERS if rx.search(win))
-    fio = sum(w for rx, w in _FIO_MARKERS if rx.search(win))
     name = (filename or "").lower()
-    if "nccl" in name or "_perf" in name or "collective" in name:
-        nccl += 1
-    if "fio" in name:
-        fio += 1
-    if max(nccl, fio) < 4:
-        return None
-    return "nccl" if nccl >= fio else "fio"
+    scores = {kind: sum(w for rx, w in markers if rx.search(win))
+              + any(part in name for part in _NAME_HINTS[kind]) for kind, markers in _MARKERS.items()}
+    best = max(scores, key=scores.__getitem__)  # the first kind (nccl) on a tie
+    return best if scores[best] >= 4 else None
