@@ -203,8 +203,15 @@ class Catalog:
         return list(self._gpus)
 
     def resolve_gpu_key(self, name: str) -> str | None:
-        """Map a key, short name (``h100``) or ``nvidia-smi`` name to a catalog key, or ``None``."""
-        return self._gpu_aliases.get(name.strip().lower())
+        """Map a key, short name (``h100``) or ``nvidia-smi`` name to a catalog key, or ``None``.
+
+        A vendor prefix in front of a key or short name is ignored (``NVIDIA h100-sxm``).
+        """
+        low = " ".join(name.split()).lower()
+        key = self._gpu_aliases.get(low)
+        if key is None and low.startswith("nvidia "):
+            key = self._gpu_aliases.get(low[len("nvidia "):])
+        return key
 
     def gpu(self, name: str) -> GpuSpec:
         """The :class:`GpuSpec` for a catalog key, short name or ``nvidia-smi`` name.

@@ -405,17 +405,7 @@ def _judge_nccl_text(text: str, ctx: JudgeContext, source: str, label: str | Non
 
 
 def _resolve_gpu(name: str | None) -> str | None:
-    if not name:
-        return None
-    cat = catalog()
-    key = cat.resolve_gpu_key(name)
-    if key:
-        return key
-    low = name.lower().replace("nvidia ", "")
-    for k in cat.gpu_keys:
-        if low == k:
-            return k
-    return None
+    return catalog().resolve_gpu_key(name) if name else None
 
 
 def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:

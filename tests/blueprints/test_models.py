@@ -137,3 +137,9 @@ def test_editor_schema_still_rejects_unknown_keys():
     doc = {"apiVersion": "clusterforge/v1", "kind": "Blueprint", "name": "x", "target": {"provider": "onprem"},
            "node_groups": [{"name": "g", "hosts": [], "sandbox": "kata", "bogus": 1}]}
     assert any("bogus" in e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc))
+
+
+def test_catalog_ignores_a_vendor_prefix_before_a_key():
+    assert catalog().resolve_gpu_key("NVIDIA h100-sxm") == "h100-sxm"
+    assert catalog().resolve_gpu_key("nvidia  H100") == "h100-sxm"
+    assert catalog().resolve_gpu_key("NVIDIA Quadro 9000") is None
