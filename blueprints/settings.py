@@ -50,6 +50,12 @@ SOURCES = {
 }
 
 
+def on_mount(path: str, mount: str) -> bool:
+    """True when ``path`` is the mount point ``mount`` or lies below it (``/fsx/a`` is on ``/fsx``,
+    ``/fsxb`` is not). Both are absolute POSIX paths; a trailing ``/`` on ``mount`` is ignored."""
+    return path == mount or path.startswith(mount.rstrip("/") + "/")
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from blueprints import LoadedBlueprint
 from blueprints.catalog import UnknownHardwareError, catalog
 from blueprints.models import Blueprint, LustreStorage, NodeGroup
-from blueprints.settings import node_settings
+from blueprints.settings import node_settings, on_mount
 from clusterforge.errors import InvalidRunError, UsageError
 
 from .judge import exit_code_for, judge_file, worst
@@ -118,7 +118,7 @@ def _fio_targets(bp: Blueprint, g: NodeGroup) -> list[tuple[str, str, str]]:
         return declared
     out = []
     for t in bp.validation.fio.targets:
-        match = next((d for d in declared if t == d[1] or t.startswith(d[1].rstrip("/") + "/")), None)
+        match = next((d for d in declared if on_mount(t, d[1])), None)
         out.append((match[0] if match and match[1] == t else _slug(t), t, match[2] if match else "dir"))
     return out
 

@@ -6,6 +6,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
+from ..settings import on_mount
 from ._facts import group_hardware, mounts
 from .registry import Hit, RuleContext, rule
 
@@ -69,7 +70,7 @@ def fio_targets_mounted(ctx: RuleContext) -> Iterator[Hit]:
     points = [m.mount for m in mounts(ctx.bp)]
     for i, t in enumerate(v.fio.targets):
         norm = posixpath.normpath(t) if t.startswith("/") else None
-        if norm is None or not any(norm == p or norm.startswith(p.rstrip("/") + "/") for p in points):
+        if norm is None or not any(on_mount(norm, p) for p in points):
             yield Hit(("validation", "fio", "targets", i), f"`validation.fio.targets.{i}` `{t}` is not on a declared "
                       f"mount ({', '.join(points) or 'none declared'})")
 

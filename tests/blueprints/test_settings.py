@@ -49,3 +49,10 @@ def test_every_example_group_has_settings():
     for path in EXAMPLES.glob("*.yaml"):
         bp = load_blueprint(path).blueprint
         assert set(cluster_settings(bp)) == {g.name for g in bp.node_groups}
+
+
+def test_on_mount_is_path_containment_not_string_prefix():
+    from blueprints.settings import on_mount
+
+    assert on_mount("/fsx", "/fsx") and on_mount("/fsx/ckpt", "/fsx") and on_mount("/fsx/ckpt", "/fsx/")
+    assert not on_mount("/fsxb", "/fsx") and not on_mount("/", "/fsx")

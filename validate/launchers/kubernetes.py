@@ -40,7 +40,7 @@ from ruamel.yaml import YAML
 from blueprints import LoadedBlueprint
 from blueprints.catalog import catalog
 from blueprints.models import KubernetesOrchestrator, LustreStorage, NfsStorage
-from blueprints.settings import node_settings
+from blueprints.settings import node_settings, on_mount
 from clusterforge.errors import ProvisionError, ToolMissingError
 from stacks.naming import LABEL_NODE_GROUP, Naming
 
@@ -193,7 +193,7 @@ def _fio_volume(loaded: LoadedBlueprint, test: PlannedTest) -> dict[str, Any]:
     bp = loaded.blueprint
     target = test.params["target"]
     for s in bp.storage:
-        if isinstance(s, (LustreStorage, NfsStorage)) and (target == s.mount or target.startswith(s.mount.rstrip("/") + "/")):
+        if isinstance(s, (LustreStorage, NfsStorage)) and on_mount(target, s.mount):
             # the stack's PVC for a shared file system is named after the storage entry (stacks/components/k8s_addons.py)
             return {"name": "target", "persistentVolumeClaim": {"claimName": s.name}}
     return {"name": "target", "hostPath": {"path": target, "type": "Directory"}}
