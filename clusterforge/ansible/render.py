@@ -163,6 +163,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 "rdma_roce_trust": s.roce.trust,
                 "rdma_roce_flow_control": s.roce.flow_control or "none",
                 "rdma_roce_pfc_priority": s.roce.pfc_priority,
+                "rdma_roce_pfc_vector": s.roce.pfc_vector,
                 "rdma_roce_dscp": s.roce.dscp,
                 "rdma_roce_ecn": s.roce.ecn,
                 "rdma_roce_mtu": s.roce.mtu or 0,
@@ -269,7 +270,7 @@ def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
     return out
 
 
-def _connection_vars(bp: Blueprint, h: Host) -> dict[str, Any]:
+def _connection_vars(h: Host) -> dict[str, Any]:
     v: dict[str, Any] = {"ansible_host": h.address}
     if h.connection == "local":
         v["ansible_connection"] = "local"
@@ -334,7 +335,7 @@ def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, d
         gname = group_name(g.name)
         hosts: dict[str, Any] = {}
         for h in g.hosts:
-            hv = _connection_vars(bp, h)
+            hv = _connection_vars(h)
             if h.name in ipoib:
                 hv["rdma_ipoib_interfaces"] = ipoib[h.name]
             hosts[h.name] = hv

@@ -351,12 +351,10 @@ def run_site(
     events = len(display.results)
     rc = int(runner.rc if runner.rc is not None else 1)
     status = str(runner.status)
-    if events == 0 and rc != 0:
-        tail = _stdout_tail(run_dir)
-        _write_summary(run_dir, loaded, ident, check, tags, limit, rc, status, duration, display)
-        raise ProvisionError(f"ansible-playbook stopped before running any task (exit {rc}): {tail} "
-                             f"— full output in {run_dir / 'stdout'}")
     _write_summary(run_dir, loaded, ident, check, tags, limit, rc, status, duration, display)
+    if events == 0 and rc != 0:
+        raise ProvisionError(f"ansible-playbook stopped before running any task (exit {rc}): {_stdout_tail(run_dir)} "
+                             f"— full output in {run_dir / 'stdout'}")
     failed = rc != 0 or status != "successful" or bool(display.failures)
     if live is None:  # plain output (CI logs, pipes): the recap, one line per host
         for h in display.hosts.values():

@@ -75,6 +75,9 @@ def test_group_vars_are_the_settings_model_mapped_onto_role_variables(example, t
         if "rdma" in roles_for(bp, s):
             assert gv["rdma_nccl_env"] == s.nccl_env
             assert gv["rdma_devices"] == s.rdma_devices
+        if s.roce is not None:
+            assert gv["rdma_roce_pfc_vector"] == s.roce.pfc_vector
+            assert gv["rdma_roce_interfaces"] == s.roce.interfaces
         if s.scratch:
             assert gv["nvme_scratch_mount"] == s.scratch.mount
             assert gv["nvme_scratch_expected_drives"] == (s.scratch.expected_drives or 0)
