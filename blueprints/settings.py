@@ -167,6 +167,9 @@ class NodeSettings(_Frozen):
     opensm: bool
     ipoib: bool
     ipoib_mode: str | None
+    ipoib_netdev: str | None
+    """The IPoIB interface (LNet o2ib and IPoIB addresses bind to it): the group's first declared
+    InfiniBand port with a netdev (``ibp24s0`` on a DGX H100); ``None`` when none is declared."""
     roce: RoceQos | None
     # storage
     scratch: ScratchSettings | None
@@ -260,13 +263,12 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             by_id=list(g.hardware.nvme.by_id) if g.hardware and g.hardware.nvme else [],
             discovery="instance-store" if bp.is_aws else "nvme-data",
         )
-    lnet = "tcp0(eth0)"
+    ipoib_netdev = None
     if isinstance(net, InfinibandNetwork):
-        # LNet binds to the IPoIB netdev: the group's first declared InfiniBand port (ibp24s0 on a DGX H100),
-        # `ib0` when the group declares none.
-        ib_if = next((n.netdev for n in (g.hardware.nics if g.hardware else [])
-                      if n.netdev and n.link_layer == "infiniband"), "ib0")
-        lnet = f"o2ib0({ib_if})"
+        ipoib_netdev = next((n.netdev for n in (g.hardware.nics if g.hardware else [])
+                             if n.netdev and n.link_layer == "infiniband"), None)
+    # LNet binds to the IPoIB netdev (`ib0`, the kernel's default name, when the group declares none)
+    lnet = f"o2ib0({ipoib_netdev or 'ib0'})" if isinstance(net, InfinibandNetwork) else "tcp0(eth0)"
     lustre: list[LustreMount] = []
     nfs: list[NfsMount] = []
     for s in bp.storage:
@@ -331,6 +333,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts),
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
         ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,
+        ipoib_netdev=ipoib_netdev,
         roce=roce,
         scratch=scratch,
         lustre=lustre,

@@ -255,8 +255,8 @@ def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
     free = (str(a) for a in subnet.hosts() if str(a) not in taken)
     out: dict[str, list[dict[str, str]]] = {}
     for g in bp.node_groups:
-        nics = [n for n in (g.hardware.nics if g.hardware else []) if n.netdev and n.link_layer == "infiniband"]
-        if not nics:
+        netdev = node_settings(bp, g).ipoib_netdev
+        if not netdev:
             continue
         for h in g.hosts:
             try:
@@ -266,7 +266,7 @@ def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
                     f"network.infiniband.ipoib.cidr {subnet} has too few free addresses for the InfiniBand hosts "
                     f"(ran out at {h.name}) — use a larger subnet"
                 ) from None
-            out[h.name] = [{"netdev": nics[0].netdev or "", "address": f"{addr}/{subnet.prefixlen}"}]
+            out[h.name] = [{"netdev": netdev, "address": f"{addr}/{subnet.prefixlen}"}]
     return out
 
 

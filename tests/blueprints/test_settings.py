@@ -19,7 +19,8 @@ def test_dgx_ib_training_node():
     assert s.nccl_env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
     assert s.gpudirect_rdma == "nvidia-peermem"
     assert s.scratch is not None and s.scratch.expected_drives == 8 and s.scratch.mount == "/raid"
-    assert s.lustre[0].source == "192.168.100.2@o2ib:/lustre1" and s.lustre[0].lnet_networks == "o2ib0(ibp24s0)"  # the first IPoIB port
+    assert s.ipoib_netdev == "ibp24s0"  # the first declared InfiniBand port
+    assert s.lustre[0].source == "192.168.100.2@o2ib:/lustre1" and s.lustre[0].lnet_networks == "o2ib0(ibp24s0)"
     assert _settings("onprem-dgx-h100-ib.yaml", "mgmt").opensm
 
 
