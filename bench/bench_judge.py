@@ -1,6 +1,6 @@
 """Parse + judge time for a 10,000-row nccl-tests log and a 1,000-job fio JSON (figures printed, never asserted).
 
-Inputs are generated in the formats of the real outputs in ``shared/fixtures``: the nccl-tests
+Inputs are generated in the formats of the real outputs in ``tests/fixtures``: the nccl-tests
 log uses nccl-09's header (2 x 8 A100, current format) and a linear size sweep (``-i``) with a
 saturating busbw curve; the fio document repeats fio-01's job with 1,000 distinct job names.
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = Path(os.environ.get("CLUSTERFORGE_SHARED", ROOT.parent / "shared"))
+FIXTURES = ROOT / "tests" / "fixtures"
 
 from validate.expectations import context_from_flags
 from validate.judge import judge_file, judge_text
@@ -31,7 +30,7 @@ from validate.parsers.nccl import parse_nccl
 
 def nccl_log(rows: int) -> str:
     """A nccl-tests all_reduce log with ``rows`` sizes (linear step), 16 ranks on 2 nodes."""
-    head = (SHARED / "fixtures" / "nccl-tests" / "nccl-09.txt").read_text().split("           8 ")[0]
+    head = (FIXTURES / "nccl-tests" / "nccl-09.txt").read_text().split("           8 ")[0]
     lines = [head.rstrip("\n")]
     step = 1 << 20
     for i in range(rows):
@@ -47,7 +46,7 @@ def nccl_log(rows: int) -> str:
 
 def fio_json(jobs: int) -> str:
     """fio-01's document with ``jobs`` jobs (distinct names)."""
-    doc = json.loads((SHARED / "fixtures" / "fio" / "fio-01.json").read_text())
+    doc = json.loads((FIXTURES / "fio" / "fio-01.json").read_text())
     base = doc["jobs"][0]
     doc["jobs"] = []
     for i in range(jobs):

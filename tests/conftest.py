@@ -1,16 +1,14 @@
-"""Shared test fixtures: paths to the repo, the examples and the shared fixtures folder."""
+"""Shared test fixtures: paths to the repo, the examples and the public fixtures folder (tests/fixtures)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "blueprints" / "examples"
-SHARED = Path(os.environ.get("CLUSTERFORGE_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +23,4 @@ def examples() -> Path:
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES} (set CLUSTERFORGE_SHARED)")
     return FIXTURES

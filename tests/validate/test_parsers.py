@@ -1,4 +1,4 @@
-"""Parsers read every real output in shared/fixtures and the format variations launchers and
+"""Parsers read every real output in tests/fixtures and the format variations launchers and
 nccl-tests versions produce (prefixes, header lines without '#', NCCL INFO inside the table,
 exponent numbers, several runs, -J JSON), fio JSON/text with its quirks, and the AMP JSON."""
 
