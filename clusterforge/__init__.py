@@ -1,3 +1,5 @@
 """clusterforge: declarative infrastructure-as-code for AI clusters (CLI and glue)."""
 
-__version__ = "0.1.0"
+from blueprints.version import __version__
+
+__all__ = ["__version__"]

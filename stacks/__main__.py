@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 
 from blueprints.catalog import InstanceTypeSpec, UnknownHardwareError, catalog
 from blueprints.models import AwsTarget, EfaNetwork, KubernetesOrchestrator, LustreStorage
+from blueprints.naming import Naming
 from blueprints.settings import cluster_settings
 from stacks.cloud_init import runtime_handler
 from stacks.components import (
@@ -39,7 +40,6 @@ from stacks.components import (
     decide_placement,
 )
 from stacks.config import load_stack_blueprint, read_stack_config
-from stacks.naming import Naming
 from stacks.outputs import ansible_inventory
 
 loaded = load_stack_blueprint(read_stack_config())

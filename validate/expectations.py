@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blueprints.catalog import GpuSpec, UnknownHardwareError, catalog
+from blueprints.errors import UsageError
 from blueprints.hardware import group_hardware
 from blueprints.models import (
     Blueprint,
@@ -41,7 +42,6 @@ from blueprints.models import (
     NodeGroup,
 )
 from blueprints.settings import node_settings
-from clusterforge.errors import UsageError
 
 __all__ = [
     "RDMA_FABRICS",

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprints.catalog import UnknownHardwareError, catalog
-from clusterforge.errors import UsageError
+from blueprints.errors import UsageError
 
 from .expectations import (
     RDMA_FABRICS,

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from clusterforge.errors import UsageError
+from blueprints.errors import UsageError
 
 from .judge import VERDICTS, JudgeResult, fmt_bytes, worst
 
@@ -114,7 +114,7 @@ def build_report(results: list[JudgeResult], *, title: str, blueprint: Any) -> d
 
     ``blueprint`` is the blueprint's name (a :class:`~blueprints.models.Blueprint` is accepted: its name is used).
     """
-    from clusterforge import __version__
+    from blueprints.version import __version__
 
     if blueprint is not None and not isinstance(blueprint, str):
         blueprint = getattr(blueprint, "name", str(blueprint))

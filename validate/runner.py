@@ -36,9 +36,9 @@ from typing import Any, Protocol
 
 from blueprints import LoadedBlueprint
 from blueprints.catalog import UnknownHardwareError, catalog
+from blueprints.errors import InvalidRunError, UsageError
 from blueprints.models import Blueprint, LustreStorage, NodeGroup
 from blueprints.settings import node_settings, on_mount
-from clusterforge.errors import InvalidRunError, UsageError
 
 from .judge import exit_code_for, judge_file, worst
 from .launchers.common import Launcher, LaunchResult, PlannedTest

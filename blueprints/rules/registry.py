@@ -84,9 +84,7 @@ def rule(id: str, severity: Severity, summary: str, fix: str, source: str) -> Ca
 
 
 def all_rules() -> list[Rule]:
-    """Every registered rule, sorted by id."""
-    from . import _load_all  # noqa: F401  (imports the rule modules)
-
+    """Every registered rule, sorted by id (the rule modules register when :mod:`blueprints.rules` is imported)."""
     return sorted(_RULES.values(), key=lambda r: r.id)
 
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..naming import Naming
+from blueprints.naming import Naming
+
 from .iam import assume_role_policy
 
 __all__ = ["CLUSTER_POLICY", "EksCluster", "EksClusterArgs", "kubeconfig_json"]

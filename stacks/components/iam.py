@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..naming import Naming
+from blueprints.naming import Naming
 
 __all__ = ["EKS_NODE_POLICIES", "SSM_POLICY", "NodeIam", "NodeIamArgs"]
 

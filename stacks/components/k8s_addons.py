@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..naming import LABEL_EFA, LABEL_SANDBOX, Naming
+from blueprints.naming import LABEL_EFA, LABEL_SANDBOX, Naming
 
 __all__ = [
     "EFA_PLUGIN_REPO",

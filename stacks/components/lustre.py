@@ -24,8 +24,7 @@ import pulumi
 import pulumi_aws as aws
 
 from blueprints.models import FsxLustre
-
-from ..naming import Naming
+from blueprints.naming import Naming
 
 __all__ = ["LustreFileSystem", "LustreFileSystemArgs"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from ..naming import Naming
+from blueprints.naming import Naming
 
 __all__ = ["LUSTRE_PORTS", "Network", "NetworkArgs"]
 

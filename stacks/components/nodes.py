@@ -42,10 +42,10 @@ from blueprints.models import (
     ReservationCapacity,
     SpotCapacity,
 )
+from blueprints.naming import LABEL_EFA, LABEL_NODE_GROUP, LABEL_SANDBOX, Naming
 from blueprints.settings import NodeSettings
 
 from .. import cloud_init
-from ..naming import LABEL_EFA, LABEL_NODE_GROUP, LABEL_SANDBOX, Naming
 
 __all__ = [
     "DLAMI_SSM_PARAMETER",

@@ -20,8 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from blueprints.models import AwsTarget, Blueprint, CapacityBlockCapacity, ReservationCapacity
-
-from ..naming import Naming
+from blueprints.naming import Naming
 
 __all__ = ["Placement", "PlacementArgs", "PlacementDecision", "decide_placement"]
 

@@ -9,9 +9,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from blueprints.naming import LABEL_EFA, LABEL_SANDBOX
 from clusterforge.plan import PlannedResource, PlanResult
 from stacks.components.k8s_addons import EFA_PLUGIN_REPO, FSX_CSI_REPO, GPU_OPERATOR_REPO
-from stacks.naming import LABEL_EFA, LABEL_SANDBOX
 
 from .conftest import plan_example, user_data
 

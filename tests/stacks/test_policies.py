@@ -12,8 +12,8 @@ import pytest
 
 from blueprints import load_blueprint
 from blueprints.catalog import catalog
+from blueprints.naming import TAG_BLUEPRINT, TAG_NODE_GROUP, TAG_ROLE
 from stacks.components.network import LUSTRE_PORTS
-from stacks.naming import TAG_BLUEPRINT, TAG_NODE_GROUP, TAG_ROLE
 from tests.conftest import EXAMPLES
 
 from .conftest import (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprints import LoadedBlueprint
-from clusterforge.errors import UsageError
+from blueprints.errors import UsageError
 
 from .common import Launcher, LaunchResult, PlannedTest, stage_payloads
 

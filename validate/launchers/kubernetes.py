@@ -39,10 +39,10 @@ from ruamel.yaml import YAML
 
 from blueprints import LoadedBlueprint
 from blueprints.catalog import catalog
+from blueprints.errors import ProvisionError, ToolMissingError
 from blueprints.models import KubernetesOrchestrator, LustreStorage, NfsStorage
+from blueprints.naming import LABEL_NODE_GROUP, Naming
 from blueprints.settings import node_settings, on_mount
-from clusterforge.errors import ProvisionError, ToolMissingError
-from stacks.naming import LABEL_NODE_GROUP, Naming
 
 from .common import (
     MASTER_PORT,

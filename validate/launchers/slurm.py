@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 
 from blueprints import LoadedBlueprint
+from blueprints.errors import ToolMissingError
 from blueprints.models import SlurmOrchestrator
-from clusterforge.errors import ToolMissingError
 
 from .common import (
     MASTER_PORT,

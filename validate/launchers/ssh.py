@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blueprints import LoadedBlueprint
-from clusterforge.errors import ToolMissingError, UsageError
+from blueprints.errors import ToolMissingError, UsageError
 from validate.payloads import PAYLOAD_FILES
 
 from .common import (
