@@ -7,11 +7,41 @@ Typical use::
     findings = check(loaded)                                               # pre-deploy rules
 """
 
-from .catalog import Catalog, catalog
-from .findings import BlueprintInvalid, Finding
-from .loader import LoadedBlueprint, load_blueprint, parse_blueprint
-from .models import Blueprint
-from .rules import all_rules, check
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .catalog import Catalog, catalog
+    from .findings import BlueprintInvalid, Finding
+    from .loader import LoadedBlueprint, load_blueprint, parse_blueprint
+    from .models import Blueprint
+    from .rules import all_rules, check
+
+# Names are imported on first use (PEP 562), so `import blueprints.errors` or `clusterforge --help`
+# does not pay for building the pydantic models and registering the rules.
+_LAZY = {
+    "Blueprint": "models",
+    "BlueprintInvalid": "findings",
+    "Catalog": "catalog",
+    "Finding": "findings",
+    "LoadedBlueprint": "loader",
+    "all_rules": "rules",
+    "catalog": "catalog",
+    "check": "rules",
+    "load_blueprint": "loader",
+    "parse_blueprint": "loader",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Blueprint",
