@@ -16,7 +16,9 @@ For on-prem blueprints the plan is the Ansible run instead:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import gc
 import hashlib
 import logging
 import re
@@ -24,7 +26,7 @@ import runpy
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,6 +285,25 @@ class _EngineLog(logging.Handler):
         self.messages.append((record.levelname.lower(), record.getMessage()))
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one bounded plan run.
+
+    The mock engine keeps every resource's inputs, outputs and asyncio tasks (about 60 ``Output``
+    objects per resource) alive until the run ends, and each full collection walks all of them, so
+    with the collector on the cost per resource grew with the plan's size (3 ms per resource at 2
+    instances, 7.5 ms at 1,024). Paused, it stays flat; the garbage is collected once afterwards.
+    Figures: ``bench/bench_plan.py``. Reference counting still frees everything acyclic meanwhile.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def run_program(program: Callable[[], None], *, stack: str, config: dict[str, str], region: str = "us-east-1",
                 project: str = PROJECT) -> PlanResult:
     """Run ``program`` (a Pulumi program as a function) under the mock engine and record it.
@@ -309,7 +330,8 @@ def run_program(program: Callable[[], None], *, stack: str, config: dict[str, st
         return PlanResult(stack=stack, resources=resources, outputs=outputs, invokes=list(mocks.invokes),
                           messages=list(log.messages), seconds=time.perf_counter() - t0)
 
-    return contextvars.Context().run(_run)
+    with _cyclic_gc_paused():
+        return contextvars.Context().run(_run)
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
