@@ -44,6 +44,8 @@ from blueprints.models import (
 from blueprints.settings import node_settings
 
 __all__ = [
+    "BUSBW_BOUND_MARGIN",
+    "FIO_BOUND_MARGIN",
     "RDMA_FABRICS",
     "AmpThresholds",
     "BusbwExpectation",
@@ -56,7 +58,9 @@ __all__ = [
     "context_from_blueprint",
     "context_from_flags",
     "expected_busbw",
+    "fsx_client_mb_s",
     "mfu_floor",
+    "tree_two_node_fraction",
 ]
 
 RDMA_FABRICS = ("efa", "infiniband", "roce")
@@ -72,8 +76,8 @@ TORCHTITAN_H100 = "https://github.com/pytorch/torchtitan/blob/main/benchmarks/ll
 
 MFU_FLOOR_HOPPER = 0.30
 """Default MFU floor (warn below, fail below half) for an H100-class GPU running the bf16 GPT
-step: just under torchtitan's 33-39% MFU on H100 (:data:`TORCHTITAN_H100`); our own H200
-measurements (``shared/reference/gpu-measurements.md``) reach 31.8% (GPT-124M, eager) to 59%
+step: just under torchtitan's 33-39% MFU on H100 (:data:`TORCHTITAN_H100`); the project's own
+measurements of this step on one H200 (torch 2.11, CUDA 13) reach 31.8% (GPT-124M, eager) to 59%
 (GPT-1.3B+, compiled). Scaled for other GPUs by their measured matmul efficiency (MAMF)."""
 
 _MAMF_KEYS = {
@@ -101,6 +105,14 @@ class NcclThresholds:
     min_busbw_gbps: float | None = None
     warn_ratio: float = 0.8
     fail_ratio: float = 0.5
+
+
+FIO_BOUND_MARGIN = 1.25
+"""A fio result more than 25% above the storage's physical upper bound is ``invalid``: drive vendors'
+sequential and IOPS figures are maxima measured at high queue depth, and a RAID0 adds nothing beyond
+the sum of its members; fio on a healthy drive lands within a few percent of the rating, and burst
+or SLC-cache effects stay well inside 25%. More than that was served by RAM (page cache) or by other
+storage than the declared one."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +143,10 @@ class StorageExpectation:
     ``kind`` one of ``nvme-raid0``, ``nvme``, ``instance-store``, ``fsx-lustre``, ``lustre``, ``nfs``;
     ``read_mb_s``/``write_mb_s`` sequential MB/s (1e6 bytes/s); ``read_iops_4k``/``write_iops_4k``
     4 KiB random IOPS; ``None`` where no source gives a number. ``derivation`` says how the
-    numbers were computed, ``source`` where the per-unit figures come from.
+    numbers were computed, ``source`` where the per-unit figures come from. ``upper_*`` are the
+    physical upper bounds (the drives' rated maxima; for FSx the smaller of the file system's
+    burst network throughput and the client's network), with ``upper_derivation``; a result above
+    them by more than :data:`validate.expectations.FIO_BOUND_MARGIN` cannot come from this storage.
     """
 
     mount: str | None
@@ -144,6 +159,16 @@ class StorageExpectation:
     drives: int | None = None
     derivation: str = ""
     source: str = ""
+    upper_read_mb_s: float | None = None
+    upper_write_mb_s: float | None = None
+    upper_read_iops_4k: float | None = None
+    upper_write_iops_4k: float | None = None
+    upper_derivation: str = ""
+
+    @property
+    def is_device(self) -> bool:
+        """True for block devices (local NVMe, instance store), False for file systems over the network."""
+        return self.kind in ("nvme-raid0", "nvme", "instance-store")
 
     @property
     def has_numbers(self) -> bool:
@@ -266,6 +291,8 @@ def _nvme_expectations(bp: Blueprint, g: NodeGroup) -> list[StorageExpectation]:
         return [StorageExpectation(
             mount=sc.mount, kind="instance-store", name=f"{g.name} NVMe instance store {sc.mount}",
             read_iops_4k=store.random_read_iops_4k, write_iops_4k=store.write_iops_4k, drives=store.count,
+            upper_read_iops_4k=store.random_read_iops_4k, upper_write_iops_4k=store.write_iops_4k,
+            upper_derivation="AWS's published IOPS (at queue-depth saturation, all volumes)",
             derivation=(f"{g.instance_type} instance store, {store.count} drives: AWS's 4 KiB random IOPS for all "
                         "volumes together (AWS publishes no per-drive MB/s, so sequential rates are not judged)"),
             source=src,
@@ -298,10 +325,31 @@ def _nvme_expectations(bp: Blueprint, g: NodeGroup) -> list[StorageExpectation]:
         mount=sc.mount, kind=kind, name=f"{g.name} NVMe {'RAID0 ' if kind == 'nvme-raid0' else ''}scratch {sc.mount}",
         read_mb_s=times(rd), write_mb_s=times(wr), read_iops_4k=times(rio), write_iops_4k=times(wio),
         drives=hw.count, derivation=deriv, source=src or "blueprint hardware.nvme",
+        upper_read_mb_s=times(rd), upper_write_mb_s=times(wr), upper_read_iops_4k=times(rio),
+        upper_write_iops_4k=times(wio), upper_derivation=f"{n} x the drive's rated maximum",
     )]
 
 
-def _shared_expectations(bp: Blueprint) -> list[StorageExpectation]:
+def fsx_client_mb_s(instance_gbps: float | None, efa_enabled: bool) -> tuple[float, str]:
+    """What one FSx for Lustre client can drive, MB/s: the smaller of AWS's per-client limit (without EFA,
+    or with EFA when the file system has it) and the client instance's network bandwidth (Gbit/s x 125).
+
+    Returns ``(MB/s, derivation)``. Source: catalog ``fsx_lustre_client`` (AWS "Throughput to individual
+    client instances")."""
+    limits = catalog().extras["fsx_lustre_client"]["max_gbps"]
+    cap = float(limits["efa" if efa_enabled else "ena"])
+    what = "with EFA" if efa_enabled else "without EFA"
+    if instance_gbps is not None and instance_gbps < cap:
+        return instance_gbps * 125.0, f"the client instance's {instance_gbps:g} Gbit/s"
+    return cap * 125.0, f"AWS's per-client limit {what}, {cap:g} Gbit/s"
+
+
+def _shared_expectations(bp: Blueprint, client_gbps: float | None = None) -> list[StorageExpectation]:
+    """Expectations of the shared file systems as seen from one client of ``client_gbps`` (Gbit/s, ``None``: unknown).
+
+    FSx for Lustre: the file system's throughput (capacity x MB/s per TiB) is a total over all
+    clients and OSTs; one client (fio runs on one node) gets at most its own share
+    (:func:`fsx_client_mb_s`), so the expectation is the smaller of the two."""
     out: list[StorageExpectation] = []
     cat = catalog()
     for s in bp.storage:
@@ -327,8 +375,26 @@ def _shared_expectations(bp: Blueprint) -> list[StorageExpectation]:
                          f"{row.get('disk_write_mb_s_per_tib')} MB/s/TiB write (disk baseline)")
             else:
                 deriv = f"FSx {fx.deployment_type}: no per-unit throughput in the catalog"
+            client, client_text = fsx_client_mb_s(client_gbps, bool(getattr(fx, "efa_enabled", False)))
+            csrc = str(cat.extras["fsx_lustre_client"]["source"])
+            if rd is not None and client < rd:
+                deriv += f"; one client gets at most {client:.0f} MB/s ({client_text}): that share is expected"
+                rd = client
+            if wr is not None and client < wr:
+                wr = client
+            # upper bound: the burst network throughput of the whole file system, and the client's network
+            key = f"PERSISTENT-{fx.throughput_per_tib_mbps}" if fx.deployment_type.startswith("PERSISTENT") else fx.deployment_type
+            row = perf.get(key, {}) if isinstance(perf.get(key), dict) else {}
+            burst = row.get("network_burst_mb_s_per_tib") or row.get("network_baseline_mb_s_per_tib")
+            up = None
+            up_text = ""
+            if burst:
+                up = min(tib * float(burst), client)
+                up_text = (f"min(file system network {'burst' if row.get('network_burst_mb_s_per_tib') else 'baseline'} "
+                           f"{tib:.3g} TiB x {burst} MB/s/TiB, one client {client:.0f} MB/s) = {up:.0f} MB/s")
             out.append(StorageExpectation(mount=s.mount, kind="fsx-lustre", name=f"FSx for Lustre {s.name} {s.mount}",
-                                          read_mb_s=rd, write_mb_s=wr, derivation=deriv, source=src))
+                                          read_mb_s=rd, write_mb_s=wr, derivation=deriv, source=f"{src}; {csrc}",
+                                          upper_read_mb_s=up, upper_write_mb_s=up, upper_derivation=up_text))
         else:
             kind = "lustre" if isinstance(s, LustreStorage) else "nfs"
             out.append(StorageExpectation(mount=s.mount, kind=kind, name=f"{kind} {s.name} {s.mount}",
@@ -388,7 +454,11 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
             spec = cat.gpu(ns.gpu_model)
         except UnknownHardwareError:
             spec = None
-    storage = _nvme_expectations(bp, g) + _shared_expectations(bp)
+    client_gbps = None
+    if bp.is_aws and g.instance_type:
+        it_c = group_hardware(bp, g, cat).instance
+        client_gbps = it_c.network_gbps if it_c else None
+    storage = _nvme_expectations(bp, g) + _shared_expectations(bp, client_gbps)
     v = bp.validation
     fio_th = FioThresholds(v.fio.thresholds.min_read_mb_s, v.fio.thresholds.min_write_mb_s,
                            v.fio.thresholds.warn_ratio, v.fio.thresholds.fail_ratio)
@@ -454,7 +524,8 @@ def apply_overrides(ctx: JudgeContext, **overrides: Any) -> JudgeContext:
                 read_iops_4k=st.random_read_iops_4k, write_iops_4k=st.write_iops_4k, drives=st.count,
                 derivation=(f"{it.name} instance store, {st.count} drives: AWS's 4 KiB random IOPS for all volumes "
                             "together (no per-drive MB/s is published)"),
-                source=it.source),)
+                source=it.source, upper_read_iops_4k=st.random_read_iops_4k, upper_write_iops_4k=st.write_iops_4k,
+                upper_derivation="AWS's published IOPS (at queue-depth saturation, all volumes)"),)
     if "gpu_model" in changes:
         key = cat.resolve_gpu_key(str(changes["gpu_model"]))
         if key is None:
@@ -492,8 +563,29 @@ def context_from_flags(
     base = context_from_blueprint(blueprint, group) if blueprint is not None else JudgeContext()
     if blueprint is None and group:
         raise ContextError("--group needs --blueprint")
-    return apply_overrides(base, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu, instance_type=instance_type,
-                           fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, fio_target=target)
+    ctx = apply_overrides(base, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu, instance_type=instance_type,
+                          fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, fio_target=target)
+    if target is not None:
+        ctx = _resolve_target(ctx, target)
+    return ctx
+
+
+def _resolve_target(ctx: JudgeContext, target: str) -> JudgeContext:
+    """Check that ``--target`` names a declared storage mount; a local NVMe known only from
+    ``--instance-type`` (no mount) takes the target as its mount. Raises :class:`ContextError`."""
+    want = target.rstrip("/") or "/"
+    mounts = [s.mount for s in ctx.storage if s.mount]
+    if any((m.rstrip("/") or "/") == want for m in mounts):
+        return ctx
+    unmounted = [s for s in ctx.storage if s.mount is None]
+    if unmounted and not mounts:
+        storage = tuple(dataclasses.replace(s, mount=want) if s.mount is None else s for s in ctx.storage)
+        return dataclasses.replace(ctx, storage=storage)
+    if not ctx.storage:
+        raise ContextError(f"--target {target}: no storage is declared to judge it against; pass --blueprint (or "
+                           "--instance-type for its local NVMe)")
+    raise ContextError(f"--target {target} is not a storage mount the blueprint declares; declared: "
+                       f"{', '.join(mounts) or 'none'}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,13 +593,27 @@ def context_from_flags(
 # ---------------------------------------------------------------------------------------------
 
 
+BUSBW_BOUND_MARGIN = 1.10
+"""A peak busbw more than 10% above the physical upper bound (:attr:`BusbwExpectation.upper_gbps`)
+cannot come from the declared hardware: nccl-tests prints busbw with 2 decimals and times with CUDA
+events averaged over its iterations (well under 1% error), and vendors' link rates are exact products
+of lane rates (NVLink 4: 18 links x 25 GB/s); 10% leaves room for clock and rounding effects only."""
+
+NCCL_TREE_BLOG = "https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/"
+NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
+
+
 @dataclass(frozen=True)
 class BusbwExpectation:
     """Expected peak busbw (GB/s) of one collective run, with how it was derived.
 
     ``basis``: ``threshold`` (blueprint/flag), ``nvlink``, ``pcie`` or ``network`` (whichever
-    bound is lower); ``intra_gbps``/``inter_gbps`` the two bounds (``None`` when not applicable
-    or unknown); ``derivation`` a sentence with the arithmetic; ``source`` the URL of the formula.
+    bound is lower); ``algorithm``: the NCCL algorithm the figure assumes (``ring``, ``tree``,
+    ``alltoall``, ``p2p``); ``intra_gbps``/``inter_gbps`` the two bounds (``None`` when not
+    applicable or unknown: ``inter_gbps`` is ``None`` for a multi-node run without a NIC rate);
+    ``upper_gbps`` the physical upper bound at line rate (no efficiency factor; ``None`` when no
+    bound is known) with ``upper_derivation``; ``derivation`` a sentence with the arithmetic;
+    ``source`` the URL of the formula.
     """
 
     busbw_gbps: float
@@ -517,6 +623,9 @@ class BusbwExpectation:
     intra_gbps: float | None = None
     inter_gbps: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    algorithm: str = "ring"
+    upper_gbps: float | None = None
+    upper_derivation: str = ""
 
 
 def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
@@ -539,6 +648,22 @@ def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
     return None
 
 
+def _nvls(gpu_key: str | None) -> bool:
+    """True for NVSwitch parts with NVLink SHARP (NVLink 4+: H100/H200/B200/GB200), which reduce in the switch."""
+    if not gpu_key:
+        return False
+    try:
+        return int(catalog().gpu(gpu_key).nvlink_gen or 0) >= 4
+    except UnknownHardwareError:
+        return False
+
+
+def tree_two_node_fraction() -> float:
+    """Measured fraction of the tree algorithm's line-rate busbw that healthy 2-node all_reduce runs reach
+    (catalog ``nccl_algorithms.tree_two_node_fraction``, with the measurements it comes from)."""
+    return float(catalog().extras["nccl_algorithms"]["tree_two_node_fraction"])
+
+
 def expected_busbw(
     ctx: JudgeContext,
     *,
@@ -550,69 +675,154 @@ def expected_busbw(
 ) -> BusbwExpectation | None:
     """Expected peak busbw for ``collective`` over ``ranks`` ranks on ``nodes`` nodes of ``gpu_key``.
 
-    See the module docstring for the formulas. ``collective`` ``None`` with ``candidates`` uses the
-    lowest candidate expectation. Returns ``None`` when neither an intra-node nor an inter-node
-    bound can be computed (unknown GPU and unknown NIC rate) and no threshold is set.
+    Notation: ``n`` ranks, ``k`` nodes, ``g = n / k`` GPUs per node, ``L`` the per-GPU link rate
+    inside the node (NVLink unidirectional, else PCIe x16; GB/s), ``B`` the per-GPU share of the
+    node's NICs (NICs x Gbit/s / 8 / GPUs per node; GB/s), ``f`` the catalog's achievable fraction
+    (0.8), ``t`` the measured tree fraction (:func:`tree_two_node_fraction`, 0.65).
+
+    Expected figure (what a healthy cluster delivers; NCCL picks the faster algorithm):
+
+    * one node: ``f x L`` (ring; NVLS may exceed it, which is noted, not judged);
+    * all_reduce across nodes: ring ``f x g x B`` (every channel's ring leaves each node once, so
+      busbw is the node's NIC rate over its GPUs' rings); on exactly two nodes the double binary
+      tree sends each byte across the network once per direction instead of twice, so busbw
+      reaches ``t x 2(n-1)/n x g x B`` (NCCL 2.4 trees: :data:`NCCL_TREE_BLOG`; on more nodes
+      the tree's interior nodes carry twice the traffic and it is no faster than the ring);
+      published measurements agree: 2 x p5 487 GB/s (tree), 4 x p6-b200 382 and 4 x p5en 365
+      GB/s (ring, 95% and 91% of ``g x B`` = 400);
+    * all_gather, reduce_scatter, broadcast, reduce (rings only): ``f x g x B``;
+    * alltoall: ``f x B x (n-1)/(n-g)`` (only the off-node share crosses the NICs);
+    * sendrecv: ``f x B``;
+    * each capped by the intra-node figure ``f x L`` (``f x L x 2(n-1)/n`` for the tree on NVLS
+      parts, where the NVSwitch reduces so each GPU sends and receives the data once).
+
+    Physical upper bound (``upper_gbps``, line rate, no efficiency; a result above it with
+    :data:`BUSBW_BOUND_MARGIN` cannot come from this hardware): inside a node ``L`` (every
+    all_reduce without in-switch reduction sends ``2(n-1)/n`` of the data per GPU: Patarasuk and
+    Yuan's bandwidth-optimal bound), ``2(n-1)/n x L`` for all_reduce on NVLS parts; across nodes
+    all_reduce/all_gather/reduce_scatter ``B x (n-1)/(k-1)`` (the same bound per node; on
+    InfiniBand, where SHARP can reduce in the switch, ``2(n-1)/n x g x B``), broadcast, reduce and
+    sendrecv ``g x B``, alltoall ``B x (n-1)/(n-g)``.
+
+    ``collective`` ``None`` with ``candidates`` uses the lowest candidate expectation. Returns
+    ``None`` when neither an intra-node nor an inter-node figure can be computed and no threshold
+    is set. For a multi-node run without a NIC rate the intra-node figure is returned with
+    ``inter_gbps`` ``None``: the judge then gives no bandwidth verdict.
     """
     cat = catalog()
     frac = cat.achievable_fraction
-    th = ctx.nccl.min_busbw_gbps
-    if th is not None:
-        return BusbwExpectation(th, "threshold", f"validation.nccl.thresholds.min_busbw_gbps = {th:g} GB/s", "blueprint")
+    tfrac = tree_two_node_fraction()
     ranks = max(ranks, 1)
     nodes = max(min(nodes, ranks), 1)
     g = max(ranks // nodes, 1)
-    intra = None
-    intra_text = ""
+    n, k = ranks, nodes
+    colls = [collective] if collective else (list(candidates) or ["all_reduce"])
+    link = None
+    link_kind = ""
     intra_src = ""
-    notes: list[str] = []
-    if g >= 2:
+    if g >= 2 or k >= 2:
         got = intra_node_gbytes_s(gpu_key)
         if got is not None:
-            rate, kind, intra_src = got
-            intra = rate * frac
-            intra_text = f"{kind} {rate:g} GB/s per GPU x {frac:g} = {intra:.1f} GB/s"
-    inter = None
-    inter_text = ""
-    colls = [collective] if collective else list(candidates)
-    if nodes >= 2:
-        node_gbps = None
-        if ctx.nic_gbps is not None:
-            nics = ctx.nics_per_node
-            if nics is None:
-                nics = g
-                notes.append(f"NIC count unknown: assumed one {ctx.nic_gbps:g} Gbit/s NIC per GPU (pass --nics-per-node)")
-            node_gbps = ctx.nic_gbps * nics
-            gpus = max(ctx.gpus_per_node or g, g)  # the node's NICs are shared by all its GPUs (rails)
-            b = node_gbps / 8.0 / gpus  # per-GPU NIC rate, GB/s
-            best: tuple[float, str] | None = None
-            for c in colls or ["all_reduce"]:
-                if c == "all_reduce":
-                    v = b * frac * (ranks - 1) / (nodes - 1)
-                    t = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU x {frac:g}"
-                         f" x (n-1)/(k-1) = {ranks - 1}/{nodes - 1} = {v:.1f} GB/s")
-                elif c == "alltoall":
-                    v = b * frac * (ranks - 1) / max(ranks - g, 1)
-                    t = (f"network {b:.3g} GB/s per GPU x {frac:g} x (n-1)/(n-g) = {ranks - 1}/{ranks - g}"
-                         f" = {v:.1f} GB/s (alltoall: the off-node share crosses the NICs)")
-                elif c == "sendrecv":
-                    v = b * frac
-                    t = f"network {b:.3g} GB/s per GPU x {frac:g} = {v:.1f} GB/s"
+            link, link_kind, intra_src = got
+    nvls = _nvls(gpu_key) and link_kind == "nvlink"
+    ar = 2.0 * (n - 1) / n
+    notes: list[str] = []
+    b = node_gbps = None
+    gpus = max(ctx.gpus_per_node or g, g)
+    if k >= 2 and ctx.nic_gbps is not None:
+        nics = ctx.nics_per_node
+        if nics is None:
+            nics = g
+            notes.append(f"NIC count unknown: assumed one {ctx.nic_gbps:g} Gbit/s NIC per GPU (pass --nics-per-node)")
+        node_gbps = ctx.nic_gbps * nics
+        b = node_gbps / 8.0 / gpus  # per-GPU NIC rate, GB/s (the node's NICs are shared by all its GPUs)
+    best: tuple[float, str, str, str, float | None, float | None, float | None, str] | None = None
+    for c in colls:
+        intra_exp = intra_up = None
+        algo = "ring"
+        inter = inter_up = None
+        inter_text = up_text = ""
+        if b is not None:
+            if c == "all_reduce":
+                ring = frac * g * b
+                tree = tfrac * ar * g * b if k == 2 else 0.0
+                if tree > ring:
+                    algo, inter = "tree", tree
+                    inter_text = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU; "
+                                  f"2 nodes: tree {tfrac:g} x 2(n-1)/n x g x B = {tfrac:g} x {ar:.4g} x {g} x {b:.3g} "
+                                  f"= {tree:.1f} GB/s")
                 else:
-                    v = b * frac * g
-                    t = (f"network {b:.3g} GB/s per GPU x {g} GPUs per node (ring: one NIC rail per ring) x {frac:g}"
-                         f" = {v:.1f} GB/s")
-                if best is None or v < best[0]:
-                    best = (v, t)
-            if best:
-                inter, inter_text = best
-    if intra is None and inter is None:
-        return None
-    if inter is not None and (intra is None or inter < intra):
-        return BusbwExpectation(inter, "network", inter_text, ML_NETWORK, intra, inter, tuple(notes))
-    assert intra is not None
-    basis = "nvlink" if "nvlink" in intra_text else "pcie"
-    return BusbwExpectation(intra, basis, intra_text, intra_src or ML_NETWORK, intra, inter, tuple(notes))
+                    inter = ring
+                    inter_text = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU; "
+                                  f"{k} nodes: ring {frac:g} x g x B = {frac:g} x {g} x {b:.3g} = {ring:.1f} GB/s")
+                if ctx.fabric == "infiniband":
+                    inter_up, up_text = ar * g * b, f"network {ar:.4g} x g x B = {ar * g * b:.1f} GB/s (SHARP)"
+                else:
+                    inter_up = b * (n - 1) / (k - 1)
+                    up_text = f"network B x (n-1)/(k-1) = {b:.3g} x {n - 1}/{k - 1} = {inter_up:.1f} GB/s"
+            elif c == "alltoall":
+                inter = frac * b * (n - 1) / max(n - g, 1)
+                inter_up = b * (n - 1) / max(n - g, 1)
+                algo = "alltoall"
+                inter_text = (f"network {b:.3g} GB/s per GPU x {frac:g} x (n-1)/(n-g) = {n - 1}/{n - g} = {inter:.1f} GB/s "
+                              "(alltoall: the off-node share crosses the NICs)")
+                up_text = f"network B x (n-1)/(n-g) = {inter_up:.1f} GB/s"
+            elif c == "sendrecv":
+                inter, inter_up, algo = frac * b, g * b, "p2p"
+                inter_text = f"network {b:.3g} GB/s per GPU x {frac:g} = {inter:.1f} GB/s"
+                up_text = f"network g x B = {inter_up:.1f} GB/s"
+            else:
+                inter = frac * g * b
+                inter_text = (f"network {b:.3g} GB/s per GPU x {g} GPUs per node (ring: the node's NICs carry every "
+                              f"ring once) x {frac:g} = {inter:.1f} GB/s")
+                if c in ("all_gather", "reduce_scatter", "gather", "scatter"):
+                    inter_up = b * (n - 1) / (k - 1)
+                    up_text = f"network B x (n-1)/(k-1) = {inter_up:.1f} GB/s"
+                else:
+                    inter_up = g * b
+                    up_text = f"network g x B = {inter_up:.1f} GB/s"
+        if link is not None:
+            # NVLS reduces in the NVSwitch: each GPU sends and receives the data once (algbw <= L);
+            # without it every GPU sends 2(n-1)/n of the data (busbw <= L), whatever the algorithm
+            chain = ar if (algo == "tree" and nvls) else 1.0
+            intra_exp = frac * link * chain
+            intra_up = link * (ar if (c == "all_reduce" and nvls) else 1.0)
+        cand_exp = min(x for x in (inter, intra_exp) if x is not None) if (inter is not None or intra_exp is not None) else None
+        if cand_exp is None:
+            continue
+        ups = [x for x in (inter_up, intra_up) if x is not None]
+        up = min(ups) if ups else None
+        if up is not None:
+            parts = [t for t in (up_text,) if t and inter_up == up]
+            if intra_up == up:
+                parts.append(f"{link_kind} {link:g} GB/s per GPU" + (f" x 2(n-1)/n = {intra_up:.1f} GB/s"
+                                                                     if intra_up != link else ""))
+            up_deriv = " and ".join(parts)
+        else:
+            up_deriv = ""
+        if best is None or cand_exp < best[0]:
+            intra_text = ""
+            if intra_exp is not None:
+                intra_text = (f"{link_kind} {link:g} GB/s per GPU x {frac:g}" + (" x 2(n-1)/n (NVLS)" if chain != 1.0 else "")
+                              + f" = {intra_exp:.1f} GB/s")
+            if inter is not None and (intra_exp is None or inter < intra_exp):
+                basis, text = "network", inter_text
+            else:
+                basis, text = (link_kind or "nvlink"), intra_text
+            best = (cand_exp, basis, text, algo, intra_exp, inter, up, up_deriv)
+    th = ctx.nccl.min_busbw_gbps
+    if best is None:
+        if th is None:
+            return None
+        return BusbwExpectation(th, "threshold", f"validation.nccl.thresholds.min_busbw_gbps = {th:g} GB/s", "blueprint")
+    val, basis, text, algo, intra_exp, inter, up, up_deriv = best
+    src = ML_NETWORK if basis == "network" else (intra_src or ML_NETWORK)
+    if algo == "tree":
+        src = f"{NCCL_TREE_BLOG}; {ML_NETWORK}"
+    if th is not None:
+        return BusbwExpectation(th, "threshold", f"validation.nccl.thresholds.min_busbw_gbps = {th:g} GB/s", "blueprint",
+                                intra_exp, inter, tuple(notes), algo, up, up_deriv)
+    return BusbwExpectation(val, basis, text, src, intra_exp, inter, tuple(notes), algo, up, up_deriv)
 
 
 def mfu_floor(gpu_key: str | None) -> tuple[float, str, str]:

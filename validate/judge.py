@@ -40,6 +40,8 @@ from blueprints.catalog import UnknownHardwareError, catalog
 from blueprints.errors import UsageError
 
 from .expectations import (
+    BUSBW_BOUND_MARGIN,
+    FIO_BOUND_MARGIN,
     RDMA_FABRICS,
     JudgeContext,
     StorageExpectation,
@@ -49,7 +51,8 @@ from .expectations import (
 from .parsers.amp import AmpRun, parse_amp
 from .parsers.detect import KINDS, NotText, detect_kind, read_text
 from .parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio
-from .parsers.nccl import NcclRun, iter_curve, parse_nccl
+from .parsers.nccl import NcclRun, NetUsage, iter_curve, net_usage, parse_nccl
+from .signatures import by_id, diagnose, doc_ref
 
 __all__ = [
     "VERDICTS",
@@ -80,14 +83,11 @@ COLLAPSE = 0.15
 """busbw that stays more than 15% below its best up to the last size (two or more sizes) is a
 sustained collapse (warn); 50% or more is a fail."""
 ABOVE = 1.15
-"""Peak busbw above 115% of the ring-model expectation gets a note (NVLS/SHARP/tree)."""
-IMPLAUSIBLE = 1.6
-"""Peak busbw above 160% of the expectation is more than NVLS or tree algorithms explain (H100/H200
-NVLS all_reduce reaches ~1.3x the ring model: shared/reference/hardware-catalog.yaml
-reference_benchmarks): the declared hardware probably is not what produced the log -> warn."""
+"""Peak busbw above 115% of the ring-model expectation gets a note (NVLS/SHARP/tree). Above the physical
+upper bound (:data:`~validate.expectations.BUSBW_BOUND_MARGIN`) the result is ``invalid``."""
 SOCKET = 0.25
-"""On an RDMA fabric, multi-node busbw below 25% of expected is the socket-fallback signature
-(shared/reference/field-failures.md bug-09, rule `nccl-transport-is-fabric`)."""
+"""On an RDMA fabric, multi-node busbw below 25% of the inter-node expectation is the socket-fallback
+signature (single-digit Gbit/s per NIC instead of hundreds; docs/troubleshooting.md#socket-on-rdma)."""
 
 _FABRIC_NAME = {"efa": "EFA", "infiniband": "InfiniBand", "roce": "RoCE", "ethernet": "Ethernet"}
 
@@ -340,28 +340,6 @@ def _label(base: str | None, name: str, part: str | None, many: bool) -> str:
 # NCCL
 # ---------------------------------------------------------------------------------------------
 
-_ERROR_CAUSES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"busy or unavailable", re.IGNORECASE),
-     ("another process holds the GPUs or they are in Exclusive-Process compute mode: check `nvidia-smi` for leftover "
-     "processes on every node and `nvidia-smi -q | grep 'Compute Mode'`; make sure one job owns the node")),
-    (re.compile(r"out of memory|cudaErrorMemoryAllocation", re.IGNORECASE),
-     ("GPU memory exhausted: lower the largest message size (-e / validation.nccl.max_bytes) or free the GPUs")),
-    (re.compile(r"Invalid number of GPUs", re.IGNORECASE),
-     ("more GPUs requested per process than the node has: check -g and the number of processes per node")),
-    (re.compile(r"unhandled system error|ncclSystemError|ibv_|Cannot allocate memory", re.IGNORECASE),
-     ("NCCL could not set up the network: RDMA devices not visible to the job or locked memory too small; "
-     "check `ulimit -l` is unlimited inside the job and the RDMA devices are passed in (field failures bug-10, bug-11)")),
-    (re.compile(r"remote process exited|ncclRemoteError|Connection (?:reset|refused|closed)", re.IGNORECASE),
-     ("a peer rank died or the network dropped the connection: look at the other ranks' logs and the fabric "
-     "(security group self-reference on EFA, bug-01; link errors with `ibstat`)")),
-    (re.compile(r"timeout|timed out", re.IGNORECASE),
-     ("the collective hung: typically PCIe ACS or IOMMU translation on bare metal (bug-14/15) or a fabric that "
-     "drops packets; rerun one node alone to separate NVLink/PCIe from the network")),
-    (re.compile(r"invalid usage|ncclInvalidUsage", re.IGNORECASE),
-     ("NCCL was called wrongly (mismatched ranks or devices): check one process per GPU and the launcher's rank mapping")),
-]
-
-
 def _first_errors(errors: list[str], limit: int = 2) -> list[str]:
     """Distinct error messages with the host/pid prefix removed (``node-1: X`` and ``node-2: X`` are one)."""
     out: list[str] = []
@@ -373,14 +351,6 @@ def _first_errors(errors: list[str], limit: int = 2) -> list[str]:
     return out[:limit]
 
 
-def _error_cause(errors: list[str]) -> str | None:
-    for e in errors:
-        for rx, cause in _ERROR_CAUSES:
-            if rx.search(e):
-                return cause
-    return None
-
-
 def _hosts_in(errors: list[str]) -> list[str]:
     hosts: list[str] = []
     for e in errors:
@@ -388,6 +358,23 @@ def _hosts_in(errors: list[str]) -> list[str]:
         if m and m.group(1) not in hosts and not m.group(1).startswith("Test"):
             hosts.append(m.group(1))
     return hosts
+
+
+def _diagnosis(run: NcclRun, multi: bool | None, fabric: str | None) -> str | None:
+    """``"Likely cause: ... Fix: ... (docs/...)"`` from the first log signature in the run's whole output
+    (errors, NCCL WARN/INFO lines, anything else it printed), plus the other signatures seen; ``None``
+    when no signature matches."""
+    found = diagnose([*run.errors, *run.warnings, *run.log_lines], multi=multi, fabric=fabric)
+    if not found:
+        return None
+    sig, line = found[0]
+    text = sig.text()
+    if line and line not in " ".join(run.errors[:2]):
+        text += f" [log: {line[:200]!r}]"
+    others = [s.title for s, _ in found[1:3]]
+    if others:
+        text += f". Also in the log: {'; '.join(others)}"
+    return text
 
 
 def _judge_nccl_text(text: str, ctx: JudgeContext, source: str, label: str | None) -> list[JudgeResult]:
@@ -408,6 +395,15 @@ def _resolve_gpu(name: str | None) -> str | None:
     return catalog().resolve_gpu_key(name) if name else None
 
 
+def _gpu_mismatch(name: str, log_key: str | None, declared: str) -> bool:
+    """True when the GPU the log names is not the declared one: a different catalog key, or a name the
+    catalog does not know that lacks the declared model's family (``h100`` of ``h100-sxm``)."""
+    if log_key is not None:
+        return log_key != declared
+    family = declared.split("-")[0].lower()
+    return family not in name.lower().replace(" ", "")
+
+
 def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
     """Judge one parsed nccl-tests (or torch benchmark) run; see the module docstring for the order."""
     r = JudgeResult(source=source, kind="nccl", label=label)
@@ -422,16 +418,24 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     log_nodes = run.nodes
     nodes = ctx.nodes if ctx.is_explicit("nodes") and ctx.nodes else (log_nodes or ctx.nodes)
     ranks = run.ranks or run.inferred_ranks()
+    if ranks is not None and not run.ranks:
+        r.note(f"no 'Using devices' lines: {ranks} ranks follow from the table (busbw / algbw or size / count)")
     if ranks is None and nodes and ctx.gpus_per_node:
         ranks = nodes * ctx.gpus_per_node
         r.note(f"ranks not in the log: assumed {nodes} node(s) x {ctx.gpus_per_node} GPUs = {ranks}")
+    if not run.devices and not ctx.is_explicit("nodes") and ranks and ctx.gpus_per_node and ranks > ctx.gpus_per_node:
+        nodes = max(nodes or 1, -(-ranks // ctx.gpus_per_node))
     log_gpu = _resolve_gpu(run.device_name)
-    gpu_key = ctx.gpu_model if ctx.is_explicit("gpu_model") else (log_gpu or ctx.gpu_model)
-    if run.device_name and not log_gpu and not run.is_cpu and not ctx.is_explicit("gpu_model"):
+    declared = ctx.gpu_model
+    mismatch = bool(run.device_name and declared and not run.is_cpu
+                    and _gpu_mismatch(run.device_name, log_gpu, declared))
+    gpu_key = declared if (ctx.is_explicit("gpu_model") or mismatch) else (log_gpu or declared)
+    if run.device_name and not log_gpu and not run.is_cpu and not mismatch:
         r.note(f"GPU {run.device_name!r} is not in the hardware catalog"
-               + (f"; using the blueprint's {ctx.gpu_model}" if ctx.gpu_model else "; no NVLink expectation (pass --gpu)"))
+               + (f"; using the declared {declared}" if declared else "; no NVLink expectation (pass --gpu)"))
     if ctx.is_explicit("nodes") and log_nodes and ctx.nodes != log_nodes:
         r.note(f"--nodes {ctx.nodes} overrides the {log_nodes} host(s) named in the log")
+    multi: bool | None = bool(nodes and nodes > 1) if nodes else None
     m["ranks"] = ranks
     m["nodes"] = nodes
     m["gpu_model"] = gpu_key
@@ -448,6 +452,10 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         m["networks"] = list(run.networks)
     if run.net_provider:
         m["net_provider"] = run.net_provider
+    usage = net_usage(run.log_lines)
+    if usage.channel_lines:
+        m["transports"] = dict(usage.transports)
+        m["nics_used"] = {h: sorted(v) for h, v in usage.nics_used.items()}
     for note in run.format_notes:
         r.note(f"format: {note}")
     r.series = {
@@ -462,6 +470,13 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                              "collective crossed GPUs. Likely cause: nccl-tests built without MPI but launched with "
                              "mpirun/srun; fix: rebuild with `make MPI=1 MPI_HOME=...` (or run one process with -g N)")
         return r
+    if mismatch:
+        assert declared is not None and run.device_name is not None
+        by = "the flags" if ctx.is_explicit("gpu_model") else (f"blueprint {ctx.blueprint}" if ctx.blueprint else "the context")
+        r.degrade("invalid", f"not this hardware: the log's GPUs are {run.device_name!r}"
+                             + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declare {declared}; its figures say "
+                             "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
+        return r
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)
@@ -471,11 +486,12 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                 msg += f" (also {errs[1]!r})"
             if hosts:
                 msg += f" on {', '.join(hosts)}"
-            cause = _error_cause(run.errors)
-            r.degrade("fail", msg + (f". Likely cause: {cause}" if cause else ""))
+            cause = _diagnosis(run, multi, ctx.fabric)
+            r.degrade("fail", msg + (f". {cause}" if cause else ". Rerun with NCCL_DEBUG=INFO to see why"))
         else:
+            cause = _diagnosis(run, multi, ctx.fabric)
             r.degrade("invalid", "no result table: the run printed a header but no sizes (interrupted before the "
-                                 "first size, or output cut); rerun and keep the whole output")
+                                 "first size, or output cut); rerun and keep the whole output" + (f". {cause}" if cause else ""))
         return r
     if ranks == 1:
         r.degrade("invalid", "one rank: busbw is 0 by definition (bus factor (n-1)/n = 0), so this run says nothing "
@@ -507,12 +523,12 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if run.errors:
         errs = _first_errors(run.errors)
         hosts = _hosts_in(run.errors)
-        cause = _error_cause(run.errors)
+        cause = _diagnosis(run, multi, ctx.fabric)
         text = f"the run reported {errs[0]!r}" + (f" on {', '.join(hosts)}" if hosts else "")
         if r.verdict == "fail":
             r.note(text + " (nccl-tests exits non-zero after wrong results)")
         else:
-            r.degrade("fail", text + (f". Likely cause: {cause}" if cause else ""))
+            r.degrade("fail", text + (f". {cause}" if cause else ""))
     for w in run.warnings[:3]:
         r.note(f"NCCL WARN {w}")
     if run.avg_busbw_check == "FAILED":
@@ -532,18 +548,9 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
         _curve(run, r, peak_bw, cpu=True)
         return r
-    # ---- transport ---------------------------------------------------------------------------
+    # ---- transport and NICs (NCCL INFO lines) ------------------------------------------------
     fabric = ctx.fabric
-    multi = bool(nodes and nodes > 1)
-    if fabric in RDMA_FABRICS and multi:
-        fname = _FABRIC_NAME[fabric]
-        socket = "Socket" in run.networks or (run.net_provider in ("tcp", "sockets"))
-        if run.net_plugin_missing and fabric == "efa":
-            socket = True
-        if socket:
-            r.degrade("fail", f"NCCL used TCP sockets on an {fname} cluster ("
-                              + ("'NET/Plugin' found no plugin" if run.net_plugin_missing else "network 'Socket' in the NCCL INFO lines")
-                              + f"). {_socket_cause(fabric)}")
+    _transport(run, usage, ctx, r, bool(multi), gpu_key)
     # ---- expectation -------------------------------------------------------------------------
     if ranks is None:
         r.note("number of ranks unknown (no 'Using devices' lines and the table does not pin it down): pass --nodes "
@@ -556,6 +563,22 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if multi:
         factor = (nodes_eff - 1) / (ranks - 1) if ranks > 1 else 0
         m["per_gpu_network_gbytes_s"] = round(peak_bw * factor, 4)
+    if exp is not None and exp.upper_gbps and peak_bw > exp.upper_gbps * BUSBW_BOUND_MARGIN:
+        r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
+        r.degrade("invalid", f"not this hardware: peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} is above the "
+                             f"physical upper bound of the declared hardware, {exp.upper_gbps:.4g} GB/s "
+                             f"({exp.upper_derivation}; more than {BUSBW_BOUND_MARGIN - 1:.0%} over it): the log was not "
+                             "produced by the hardware it is judged against. " + by_id("not-this-hardware").hint())
+        return r
+    if multi and ctx.nic_gbps is None and ctx.nccl.min_busbw_gbps is None:
+        r.degrade("warn", f"no bandwidth verdict: a run across {nodes_eff} nodes is limited by the network, and no NIC "
+                          f"rate is declared (peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded; the "
+                          "NVLink figure alone would pass a broken network). " + by_id("network-unknown").hint())
+        if exp is not None and exp.upper_gbps:
+            r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
+        _check_ranks(run, ctx, r, ranks)
+        _curve(run, r, peak_bw)
+        return r
     if exp is None:
         missing = []
         if not gpu_key:
@@ -569,9 +592,11 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     ratio = peak_bw / exp.busbw_gbps
     th = ctx.nccl
     r.expected.update({
-        "busbw_gbps": round(exp.busbw_gbps, 3), "basis": exp.basis, "derivation": exp.derivation, "source": exp.source,
+        "busbw_gbps": round(exp.busbw_gbps, 3), "basis": exp.basis, "algorithm": exp.algorithm,
+        "derivation": exp.derivation, "source": exp.source,
         "intra_node_gbps": round(exp.intra_gbps, 3) if exp.intra_gbps else None,
         "inter_node_gbps": round(exp.inter_gbps, 3) if exp.inter_gbps else None,
+        "upper_gbps": round(exp.upper_gbps, 3) if exp.upper_gbps else None,
         "warn_ratio": th.warn_ratio, "fail_ratio": th.fail_ratio, "ratio": round(ratio, 4),
     })
     for n in exp.notes:
@@ -579,19 +604,18 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     fig = (f"peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} ({peak_where}) = {_pct(ratio)} of the expected "
            f"{exp.busbw_gbps:.4g} GB/s ({exp.derivation})")
     inter = exp.inter_gbps
+    explained = any("NET/Socket" in x or "TCP sockets" in x for x in r.reasons)
     if ratio < th.fail_ratio:
         if fabric in RDMA_FABRICS and multi and inter and peak_bw < SOCKET * inter:
             assert fabric is not None
             r.degrade("fail", fig + f": socket speed on an RDMA fabric ({_pct(peak_bw / inter)} of the "
                                     f"inter-node rate {inter:.4g} GB/s). {_socket_cause(fabric)}")
         else:
-            r.degrade("fail", fig + f", below the fail ratio {th.fail_ratio:g}. {_low_cause(exp.basis, fabric, multi)}")
+            r.degrade("fail", fig + f", below the fail ratio {th.fail_ratio:g}. "
+                      + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
     elif ratio < th.warn_ratio:
-        r.degrade("warn", fig + f", below the warn ratio {th.warn_ratio:g}. {_low_cause(exp.basis, fabric, multi)}")
-    elif ratio > IMPLAUSIBLE and exp.basis != "threshold":
-        r.degrade("warn", fig + f", more than {_pct(IMPLAUSIBLE)} of what the declared hardware can deliver. Likely "
-                                "cause: the log was not produced by the hardware it is judged against; check --gpu, "
-                                "--instance-type, --fabric, --nodes or the blueprint")
+        r.degrade("warn", fig + f", below the warn ratio {th.warn_ratio:g}. "
+                  + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
     else:
         r.note(fig)
         if ratio > ABOVE and exp.basis != "threshold":
@@ -602,6 +626,58 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     _check_ranks(run, ctx, r, ranks)
     _curve(run, r, peak_bw)
     return r
+
+
+def _transport(run: NcclRun, u: NetUsage, ctx: JudgeContext, r: JudgeResult, multi: bool, gpu_key: str | None) -> None:
+    """Judge what the NCCL INFO lines say: socket transport on an RDMA fabric (fail), fewer NICs used than
+    declared, GPUDirect RDMA missing on some node, GPU peer-to-peer through host memory (warn); log
+    signatures that explain a run that finished (GPUDirect RDMA disabled) likewise."""
+    fabric = ctx.fabric
+    if fabric in RDMA_FABRICS and multi:
+        fname = _FABRIC_NAME[fabric]
+        via_socket = u.transports.get("NET/Socket", 0)
+        socket = bool(via_socket) or "Socket" in run.networks or (run.net_provider in ("tcp", "sockets"))
+        if run.net_plugin_missing and fabric == "efa" and not any(t != "NET/Socket" for t in u.net_transports):
+            socket = True
+        if socket:
+            if via_socket:
+                how = f"{via_socket} channel(s) 'via NET/Socket'"
+            elif run.net_plugin_missing and fabric == "efa":
+                how = "'NET/Plugin' found no plugin"
+            else:
+                how = "network 'Socket' in the NCCL INFO lines"
+            r.degrade("fail", f"NCCL used TCP sockets on an {fname} cluster ({how}). {_socket_cause(fabric)}")
+        declared = ctx.nics_per_node
+        if u.nics_used and declared:
+            used = {h: len(v) for h, v in u.nics_used.items()}
+            fewest_host = min(used, key=used.__getitem__)
+            fewest = used[fewest_host]
+            pool = u.nics_listed if (u.nics_listed and fabric != "efa") else None
+            avail = min(declared, pool) if pool else (declared if fabric != "efa" else None)
+            if pool and pool < declared:
+                names = ", ".join(u.nic_names.get(i, str(i)) for i in sorted(u.nic_names))
+                r.degrade("warn", f"NCCL saw {pool} of the {declared} declared NICs ({names}), so inter-node bandwidth "
+                                  f"is capped at {pool}/{declared} of the NIC rate. {by_id('nics-unused').text()}")
+            elif avail and fewest < avail:
+                names = ", ".join(u.nic_names.get(i, f"#{i}") for i in sorted(u.nics_used[fewest_host]))
+                r.degrade("warn", f"{fewest} of {avail} NICs used on {fewest_host} (inter-node channels via {names}). "
+                                  + by_id("nics-unused").text())
+        if fabric == "efa" and u.nics_found is not None and declared and u.nics_found < declared:
+            r.degrade("warn", f"the OFI plugin found {u.nics_found} of the {declared} declared EFA interfaces. "
+                              + by_id("nics-unused").text())
+        if fabric in ("infiniband", "roce") and u.gdr:
+            without = [h for h, (w, wo) in u.gdr.items() if w == 0 and wo > 0]
+            with_gdr = [h for h, (w, _) in u.gdr.items() if w > 0]
+            if without and (with_gdr or "GPU Direct RDMA Disabled" in " ".join(run.log_lines)):
+                r.degrade("warn", f"GPUDirect RDMA not used on {', '.join(sorted(without))} (its inter-node channels "
+                                  "lack /GDRDMA). " + by_id("gdr-disabled").text())
+        for sig, line in diagnose(run.log_lines, multi=True, fabric=fabric):
+            if sig.id == "gdr-disabled" and not any("GPUDirect RDMA" in x for x in r.reasons):
+                r.degrade("warn", f"the log says {line[line.find('GPU Direct'):][:80]!r}. " + sig.text())
+    shm = u.transports.get("SHM", 0)
+    if shm and not u.transports.get("P2P") and (_nvlink_gen(gpu_key) or multi is False):
+        r.degrade("warn", f"{shm} intra-node channel(s) 'via SHM': GPUs of one node exchanged data through host "
+                          "memory. " + by_id("p2p-through-host").text())
 
 
 def _nvlink_gen(gpu_key: str | None) -> int:
@@ -619,38 +695,45 @@ def _socket_cause(fabric: str) -> str:
         return ("Likely cause: NCCL is not using the EFA provider: check the OFI plugin path (the aws-ofi-nccl "
                 "directory, /opt/amazon/ofi-nccl/lib, and libfabric, /opt/amazon/efa/lib, must be on LD_LIBRARY_PATH "
                 "inside the job); with NCCL_DEBUG=INFO the log must say 'Selected Provider is efa' "
-                "(field failure bug-09)")
+                f"({doc_ref('socket-on-rdma')})")
     return ("Likely cause: NCCL fell back to TCP sockets instead of IB verbs: the job cannot open the HCAs. Pass the "
             "RDMA devices (/dev/infiniband), IPC_LOCK and memlock unlimited into the container, check NCCL_IB_HCA"
-            + (" and NCCL_IB_GID_INDEX (RoCEv2)" if fabric == "roce" else "") + " (field failures bug-10, bug-11)")
-
-
-_NVLINK_CAUSE = ("GPU peer-to-peer is not using NVLink/NVSwitch at full rate: check the Fabric Manager service "
-                 "(nvidia-fabricmanager), `nvidia-smi topo -m`, `nvidia-smi nvlink -s`, and on bare metal PCIe ACS and "
-                 "IOMMU translation (iommu=pt; field failures bug-14, bug-15)")
-_PCIE_CAUSE = ("PCIe peer-to-peer goes through the CPU: check PCIe ACS and IOMMU translation on bare metal (iommu=pt; "
-               "field failures bug-14, bug-15) and `nvidia-smi topo -m`")
+            + (" and NCCL_IB_GID_INDEX (RoCEv2)" if fabric == "roce" else "") + f" ({doc_ref('socket-on-rdma')})")
 
 
 def _network_cause(fabric: str | None) -> str:
     extra = {
         "efa": "every EFA interface attached and up (`fi_info -p efa`), all nodes in one cluster placement group",
         "infiniband": "every HCA listed in NCCL_IB_HCA and at full link rate (`ibstat`), the subnet manager healthy",
-        "roce": "every NIC in NCCL_IB_HCA at full rate, PFC/ECN on the RoCE priority (drops collapse RoCE, bug-17)",
+        "roce": "every NIC in NCCL_IB_HCA at full rate, PFC/ECN on the RoCE priority (drops collapse RoCE)",
     }.get(fabric or "", "the NICs' link rate")
-    return ("inter-node traffic below the NIC rate: check GPUDirect RDMA on every node (nvidia-peermem or DMA-BUF; "
-            f"bug-12) and {extra}")
+    return ("inter-node traffic below the NIC rate: check GPUDirect RDMA on every node (nvidia-peermem or DMA-BUF) "
+            f"and {extra}")
 
 
-def _low_cause(basis: str, fabric: str | None, multi: bool = False) -> str:
+def _low_cause(basis: str, fabric: str | None, multi: bool, usage: NetUsage | None = None,
+               explained: bool = False) -> str:
+    """The likely causes of low busbw. A single-node run gets only node-local causes; a multi-node run
+    without NCCL INFO channel lines gets every cause the numbers allow, and the advice to rerun with them."""
     if basis == "threshold":
         return "Below the blueprint's validation.nccl.thresholds.min_busbw_gbps"
-    local = _NVLINK_CAUSE if basis == "nvlink" else _PCIE_CAUSE
-    if multi:
-        return (f"Likely cause: {_network_cause(fabric)}; if one node alone is slow too, {local}")
-    if basis == "network":
-        return f"Likely cause: {_network_cause(fabric)}"
-    return f"Likely cause: {local}"
+    local = by_id("nvlink-below-rate")
+    if basis == "pcie":
+        local_text = ("PCIe peer-to-peer goes through the CPU: check PCIe ACS and IOMMU translation on bare metal "
+                      f"(iommu=pt) and `nvidia-smi topo -m` ({doc_ref(local.id)})")
+    else:
+        local_text = f"{local.cause}; {local.fix} ({doc_ref(local.id)})"
+    if not multi:
+        return f"Likely cause: {local_text}"
+    net = by_id("network-below-rate")
+    if explained:
+        return "Likely cause: the transport named above"
+    if usage is not None and usage.channel_lines:
+        return (f"Likely cause: {_network_cause(fabric)} ({doc_ref(net.id)}); the NCCL INFO lines show "
+                f"{', '.join(f'{k} x{v}' for k, v in usage.transports.items())}; if one node alone is slow too, "
+                f"{local_text}")
+    return (f"Possible causes (the log has no NCCL INFO channel lines to tell them apart): {net.cause}; or, if one "
+            f"node alone is slow too, {local_text}. Fix: {net.fix} ({doc_ref(net.id)})")
 
 
 def _check_ranks(run: NcclRun, ctx: JudgeContext, r: JudgeResult, ranks: int) -> None:
@@ -709,12 +792,13 @@ def _curve(run: NcclRun, r: JudgeResult, peak: float, cpu: bool = False) -> None
             lo_size = pts[first][0]
             end_size, end_bw = pts[last]
             recovered = last < len(pts) - 1
-            if not recovered and len(seg) >= 2 and depth >= COLLAPSE:
-                msg = (f"{placement} busbw collapses beyond {fmt_bytes(ref_size)}: from {ref_bw:.4g} GB/s to "
-                       f"{end_bw:.4g} GB/s at {fmt_bytes(end_size)} (-{_pct(depth)}) and does not recover. Likely cause: "
-                       "congestion or packet drops on the fabric at large messages (PFC/ECN on RoCE, bug-17), memory "
-                       "pressure, or thermal/power throttling (nvidia-smi -q -d PERFORMANCE)")
-                r.degrade("fail" if depth >= 0.5 else "warn", msg)
+            if not recovered and ((len(seg) >= 2 and depth >= COLLAPSE) or depth >= 0.5):
+                cliff = by_id("busbw-cliff")
+                msg = (f"{placement} busbw cliff from {fmt_bytes(lo_size)}: busbw collapses from {ref_bw:.4g} GB/s at "
+                       f"{fmt_bytes(ref_size)} to {end_bw:.4g} GB/s at {fmt_bytes(end_size)} (-{_pct(depth)}) and does "
+                       f"not recover. {cliff.text()}")
+                r.metrics.setdefault("cliff_start_bytes", lo_size)
+                r.degrade("fail" if depth >= 0.5 and len(seg) >= 2 else "warn", msg)
             elif recovered and len(seg) >= 2 and depth >= CLIFF:
                 msg = (f"{placement} mid-size cliff: busbw drops from {ref_bw:.4g} GB/s ({fmt_bytes(ref_size)}) to "
                        f"{min(pts[i][1] for i, *_ in seg):.4g} GB/s between {fmt_bytes(lo_size)} and {fmt_bytes(end_size)} "
@@ -841,13 +925,21 @@ def _target(job: FioJob, ctx: JudgeContext, r: JudgeResult) -> StorageExpectatio
 
 
 def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
-    """Judge one fio job (group) against the storage target its paths (or ``ctx.fio_target``) name."""
+    """Judge one fio job (group) against the storage target its paths (or ``ctx.fio_target``) name.
+
+    Order: job error -> fail; no I/O -> invalid; no target -> figures only; buffered I/O (no
+    ``direct=1``, or ``buffered=1``) against a device or file-system expectation -> invalid (it
+    measured the page cache); above the target's physical upper bound by more than
+    :data:`~validate.expectations.FIO_BOUND_MARGIN` -> invalid; sequential (>= 128 KiB blocks)
+    bandwidth or 4 KiB random IOPS against the expectation -> pass/warn/fail by ratio. A missing
+    ``rw`` or ``bs`` is judged with fio's defaults (``read``, 4 KiB).
+    """
     r = JudgeResult(source=source, kind="fio", label=label)
     m = r.metrics
     m.update({
-        "job": job.name, "rw": job.rw, "block_size_bytes": job.block_size,
+        "job": job.name, "rw": job.rw_effective, "block_size_bytes": job.block_size_effective,
         "numjobs": int(job.option("numjobs") or 0) or job.clones, "iodepth": int(job.option("iodepth") or 0) or None,
-        "direct": job.direct, "paths": job.paths,
+        "direct": job.direct, "buffered": job.buffered, "paths": job.paths,
         "read_bw_bytes_per_s": job.read.bw_bytes_per_s, "write_bw_bytes_per_s": job.write.bw_bytes_per_s,
         "read_iops": job.read.iops, "write_iops": job.write.iops,
         "read_mb_s": round(job.read.bw_bytes_per_s / 1e6, 3), "write_mb_s": round(job.write.bw_bytes_per_s / 1e6, 3),
@@ -855,6 +947,11 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         "write_p99_latency_us": round(job.write.p99_ns / 1e3, 3) if job.write.p99_ns else None,
         "error": job.error,
     })
+    defaults = [f"{k}={v}" for k, v, given in (("rw", job.rw_effective, job.rw), ("bs", job.block_size_effective,
+                                                                                  job.block_size)) if given is None]
+    if defaults:
+        r.note(f"the job does not set {' and '.join(d.split('=')[0] for d in defaults)}: judged with fio's defaults "
+               f"({', '.join(defaults)})")
     if job.error:
         r.degrade("fail", f"fio job {job.name!r} ended with error {job.error} ({os.strerror(job.error)}): the I/O "
                           "failed; check the target is mounted and writable and dmesg for device errors")
@@ -870,15 +967,26 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
     r.expected.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
                        "derivation": tgt.derivation, "source": tgt.source,
                        "warn_ratio": ctx.fio.warn_ratio, "fail_ratio": ctx.fio.fail_ratio})
-    bs = job.block_size
-    mixed = len(active) > 1 or (job.rw or "") in ("rw", "readwrite", "randrw")
+    if job.buffered and tgt.has_numbers:
+        how = "buffered=1" if (job.option("buffered") or "0").strip() not in ("0", "false") else (
+            "direct=0" if job.direct is False else "no direct=1 (fio's default is buffered I/O)")
+        got = "; ".join(f"{d} {getattr(job, d).bw_bytes_per_s / 1e6:.5g} MB/s" for d in active)
+        r.degrade("invalid", f"fio job {job.name!r} ran with {how}: it measured the page cache in RAM, not "
+                             f"{tgt.name} ({got}), so it says nothing about the {'device' if tgt.is_device else 'file system'}. "
+                             + by_id("fio-page-cache").hint())
+        _fio_bound(job, tgt, r, active)
+        return r
+    if _fio_bound(job, tgt, r, active):
+        return r
+    bs = job.block_size_effective
+    mixed = len(active) > 1 or job.rw_effective in ("rw", "readwrite", "randrw")
     if mixed:
         r.note("mixed read/write job: rates recorded, not judged (expectations are for pure reads or writes)")
         return r
     d = active[0]
     io = getattr(job, d)
     ratio = None
-    if not job.random and bs and bs >= SEQ_MIN_BS:
+    if not job.random_effective and bs >= SEQ_MIN_BS:
         exp = getattr(tgt, f"{d}_mb_s")
         if exp:
             got = io.bw_bytes_per_s / 1e6
@@ -888,7 +996,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
                    f"{exp:.5g} MB/s for {tgt.name} ({tgt.derivation})")
         else:
             r.note(f"no sequential {d} expectation for {tgt.name}: {tgt.derivation}")
-    elif job.random and bs == RAND_BS:
+    elif job.random_effective and bs == RAND_BS:
         exp = getattr(tgt, f"{d}_iops_4k")
         if exp:
             ratio = io.iops / exp
@@ -898,7 +1006,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         else:
             r.note(f"no 4 KiB random {d} IOPS expectation for {tgt.name}")
     else:
-        r.note(f"{job.rw or 'unknown pattern'} with {fmt_bytes(bs)} blocks: only sequential >= {fmt_bytes(SEQ_MIN_BS)} "
+        r.note(f"{job.rw_effective} with {fmt_bytes(bs)} blocks: only sequential >= {fmt_bytes(SEQ_MIN_BS)} "
                "and 4 KiB random jobs are judged")
     if ratio is None:
         return r
@@ -910,22 +1018,45 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         r.degrade("warn", f"{fig}, below the warn ratio {ctx.fio.warn_ratio:g}. {cause}")
     else:
         r.note(fig)
-        if ratio > 1.5 and job.direct is False:
-            r.note("well above the device rate with direct=0: the page cache served part of the I/O (use direct=1)")
     return r
+
+
+def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: list[str]) -> bool:
+    """Degrade ``r`` to invalid when a direction's throughput (or 4 KiB IOPS) exceeds the target's physical
+    upper bound by more than FIO_BOUND_MARGIN; True when it did."""
+    hit = False
+    for d in active:
+        io = getattr(job, d)
+        up_mb = getattr(tgt, f"upper_{d}_mb_s")
+        if up_mb and io.bw_bytes_per_s / 1e6 > up_mb * FIO_BOUND_MARGIN:
+            r.expected[f"upper_{d}_mb_s"] = round(up_mb, 3)
+            r.degrade("invalid", f"{d} {io.bw_bytes_per_s / 1e6:.5g} MB/s is above what {tgt.name} can physically deliver "
+                                 f"({up_mb:.5g} MB/s: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): "
+                                 "the I/O was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
+            hit = True
+            continue
+        up_io = getattr(tgt, f"upper_{d}_iops_4k")
+        if up_io and job.block_size_effective <= RAND_BS and io.iops > up_io * FIO_BOUND_MARGIN:
+            r.expected[f"upper_{d}_iops"] = round(up_io, 1)
+            r.degrade("invalid", f"{d} {io.iops:.5g} IOPS is above what {tgt.name} can physically deliver ({up_io:.5g} "
+                                 f"IOPS: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): the I/O "
+                                 "was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
+            hit = True
+    return hit
 
 
 def _fio_cause(tgt: StorageExpectation, job: FioJob) -> str:
     depth = f" (this job: numjobs={job.option('numjobs') or job.clones}, iodepth={job.option('iodepth') or '?'}, direct={job.option('direct') or '?'})"
+    ref = f" ({doc_ref('fio-below-device')})"
     if tgt.kind in ("nvme-raid0", "nvme", "instance-store"):
         return ("Likely cause: the RAID0 does not span every drive (`cat /proc/mdstat`, expect "
                 f"{tgt.drives or 'all'} members), too little parallelism{depth}, a drive at a degraded PCIe link "
-                "(`lspci -vv` LnkSta) or thermal throttling (`nvme smart-log`)")
+                "(`lspci -vv` LnkSta) or thermal throttling (`nvme smart-log`)" + ref)
     if tgt.kind == "fsx-lustre":
-        return ("Likely cause: FSx throughput is the file system's total across clients and OSTs: use several clients "
-                "and jobs, stripe large files over all OSTs (`lfs setstripe -c -1`), and check the burst-credit "
-                f"balance in CloudWatch{depth}")
-    return f"Likely cause: too little parallelism{depth} or a slow server/network path"
+        return ("Likely cause: the expectation is this one client's share of the file system (its network and AWS's "
+                "per-client limit, at most the file system's total); below it: too few jobs, files striped over too few "
+                f"OSTs (`lfs setstripe -c -1`) or exhausted burst credits (CloudWatch){depth}" + ref)
+    return f"Likely cause: too little parallelism{depth} or a slow server/network path" + ref
 
 
 # ---------------------------------------------------------------------------------------------

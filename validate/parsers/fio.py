@@ -1,6 +1,6 @@
 """Parse fio output: JSON (``--output-format=json`` / ``json+``) and the normal text output.
 
-JSON quirks handled (``shared/reference/validation.md`` §b5, fio(1) man page):
+JSON quirks handled (fio(1) man page, https://fio.readthedocs.io/en/latest/fio_doc.html, and public outputs):
 
 * text before (and after) the JSON document (``filename: (g=0): rw=...``, ``Starting 1 process``,
   verify errors on stderr merged into the same file): the parser decodes from the first ``{``
@@ -24,7 +24,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FioIo", "FioJob", "FioReport", "VerifyFailure", "parse_fio", "parse_fio_json", "parse_fio_text", "parse_size"]
+__all__ = ["FIO_DEFAULT_BS", "FIO_DEFAULT_RW", "FioIo", "FioJob", "FioReport", "VerifyFailure", "parse_fio", "parse_fio_json", "parse_fio_text", "parse_size"]
+
+FIO_DEFAULT_RW = "read"
+"""fio's default I/O pattern (fio(1) ``rw``: "Default: read"; https://fio.readthedocs.io/en/latest/fio_doc.html#cmdoption-arg-readwrite)."""
+FIO_DEFAULT_BS = 4096
+"""fio's default block size in bytes (fio(1) ``bs``: "Defaults to 4096"; https://fio.readthedocs.io/en/latest/fio_doc.html#cmdoption-arg-blocksize)."""
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
 
@@ -65,7 +70,9 @@ class FioIo:
 class FioJob:
     """One fio job (or job group). ``options`` merges ``global options`` and ``job options``
     (string values; a list where a key was repeated). ``clones`` is how many JSON entries were
-    summed (numjobs without group reporting)."""
+    summed (numjobs without group reporting). ``options_complete``: the options are every option the
+    job was given (JSON output lists them all, so an absent option has fio's default); False for the
+    text output, which shows only rw, bs, ioengine and iodepth."""
 
     name: str
     groupid: int = 0
@@ -76,6 +83,7 @@ class FioJob:
     trim: FioIo = field(default_factory=FioIo)
     clones: int = 1
     elapsed_s: float | None = None
+    options_complete: bool = True
 
     def option(self, key: str) -> str | None:
         """The effective value of a fio option (the last one given), or ``None``."""
@@ -113,6 +121,34 @@ class FioJob:
         """``direct=1`` (O_DIRECT, no page cache); ``None`` when not given."""
         v = self.option("direct")
         return None if v is None else v.strip() not in ("0", "false")
+
+    @property
+    def buffered(self) -> bool | None:
+        """True when the job went through the page cache: ``buffered=1``, or ``direct`` not 1 (fio's
+        default is ``direct=0``, so an absent ``direct`` means buffered when the options are complete);
+        ``None`` when the output does not say (text output)."""
+        b = self.option("buffered")
+        if b is not None and b.strip() not in ("0", "false"):
+            return True
+        d = self.direct
+        if d is not None:
+            return not d
+        return True if self.options_complete else None
+
+    @property
+    def rw_effective(self) -> str:
+        """``rw`` with fio's default (``read``) when the job does not set it (fio(1): rw=str, default read)."""
+        return self.rw or FIO_DEFAULT_RW
+
+    @property
+    def block_size_effective(self) -> int:
+        """Block size in bytes with fio's default (4096, fio(1): bs=int, default 4096) when not set."""
+        return self.block_size or FIO_DEFAULT_BS
+
+    @property
+    def random_effective(self) -> bool:
+        """True for random patterns, with fio's default ``rw=read`` (sequential) when not set."""
+        return self.rw_effective.startswith("rand")
 
     @property
     def paths(self) -> list[str]:
@@ -365,7 +401,7 @@ def parse_fio_text(text: str) -> FioReport:
                     opts["ioengine"] = engine
                 if depth:
                     opts["iodepth"] = depth
-            cur = FioJob(name=name, groupid=int(hm.group(2)), error=int(hm.group(4)), options=opts)
+            cur = FioJob(name=name, groupid=int(hm.group(2)), error=int(hm.group(4)), options=opts, options_complete=False)
             report.jobs.append(cur)
             cur_dir = None
             continue
@@ -397,7 +433,7 @@ def parse_fio_text(text: str) -> FioReport:
             continue
         gm = _GROUP.match(s)
         if gm and group_id is not None:
-            job = groups.setdefault(group_id, FioJob(name=f"group {group_id}", groupid=group_id))
+            job = groups.setdefault(group_id, FioJob(name=f"group {group_id}", groupid=group_id, options_complete=False))
             bw = _rate(gm.group(4), gm.group(5)) if gm.group(4) else _rate(gm.group(2), gm.group(3))
             io = getattr(job, gm.group(1).lower())
             io.bw_bytes_per_s, io.io_bytes = bw, max(io.io_bytes, 1)

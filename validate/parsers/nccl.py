@@ -3,8 +3,8 @@
 The built-in torch.distributed benchmark (:mod:`validate.payloads.collectives`) prints the same
 table, so this module reads it too (its "Using devices" lines name ``cpu (gloo)`` on CPUs).
 
-What the text parser copes with (all seen in ``shared/fixtures/nccl-tests`` or described in
-``shared/reference/validation.md`` §b1):
+What the text parser copes with (all seen in the public outputs under ``tests/fixtures/nccl-tests``
+or in the nccl-tests sources):
 
 * pre-2.13 tables: no ``Group`` in Rank lines, ``error`` (max deviation) instead of ``#wrong``,
   no ``root`` column, all_gather without a ``redop`` column, broadcast with ``root`` instead of
@@ -41,9 +41,11 @@ __all__ = [
     "COLLECTIVES",
     "Device",
     "NcclRun",
+    "NetUsage",
     "Placement",
     "Row",
     "bus_factor",
+    "net_usage",
     "normalize_collective",
     "parse_nccl",
     "parse_nccl_json",
@@ -183,7 +185,10 @@ class NcclRun:
     ``errors`` are fatal lines (crash, CUDA/NCCL failure, timeout), deduplicated, in order;
     ``networks`` the NCCL network transports named in ``NCCL INFO`` lines (``Socket``, ``IB``,
     ``AWS Libfabric`` ...); ``duplicated_rank0`` is set when several processes each printed their
-    own rank 0 (a non-MPI nccl-tests build launched as N processes).
+    own rank 0 (a non-MPI nccl-tests build launched as N processes); ``log_lines`` every line of
+    the run's output that is not part of the table or its header (``NCCL INFO``/``NCCL WARN``
+    lines, error lines, launcher messages; at most :data:`MAX_LOG_LINES`), which the judge reads
+    for failure signatures and :func:`net_usage` for the transport and NICs of each channel.
     """
 
     index: int = 0
@@ -213,6 +218,7 @@ class NcclRun:
     truncated: bool = False
     first_line: int = 0
     format_notes: list[str] = field(default_factory=list)
+    log_lines: list[str] = field(default_factory=list, repr=False)
     stage: int = field(default=-1, repr=False)
 
     # ---- derived facts -----------------------------------------------------------------------
@@ -274,36 +280,47 @@ class NcclRun:
         """Ranks recovered from the table when the header is missing.
 
         Per-rank-count collectives (all_gather, reduce_scatter, alltoall): size = count x typesize
-        x n exactly. Otherwise from busbw/algbw = factor(n) at the row with the largest algbw
-        (only when algbw >= 10 GB/s, so the printed 2 decimals are precise enough, and the
-        estimate rounds cleanly). ``None`` when neither works.
+        x n exactly. all_reduce (and the ``(n-1)/n`` collectives): busbw / algbw = 2(n-1)/n (resp.
+        (n-1)/n), so ``n`` is the one rank count whose factor reproduces every printed busbw from
+        its algbw within the printing precision (nccl-tests prints 6 characters: 2 decimals below
+        1000 GB/s, 1 below 10,000). ``None`` when no row or more than one rank count fits.
         """
         coll = self.collective
+        per_rank = ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter")
+        if coll is None and self.candidates and all(c in per_rank for c in self.candidates):
+            coll = self.candidates[0]  # the same size/count and busbw/algbw relations hold for every candidate
         for r in reversed(self.rows):
             ts = TYPE_BYTES.get(r.dtype.lower())
-            if ts and r.count > 0 and coll in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter"):
+            if ts and r.count > 0 and coll in per_rank:
                 q = r.size_bytes / (r.count * ts)
                 if q >= 2 and abs(q - round(q)) < 1e-9:
                     return round(q)
-        best = None
-        for r in self.rows:
-            for _, p in r.placements:
-                if (p.algbw_gbps and p.busbw_gbps is not None and p.algbw_gbps >= 10
-                        and (best is None or p.algbw_gbps > best[0])):
-                    best = (p.algbw_gbps, p.busbw_gbps)
-        if best is None or coll is None:
-            return None
-        ratio = best[1] / best[0]
-        if coll == "all_reduce" and ratio < 2:
-            est = 2.0 / (2.0 - ratio)
-        elif coll in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter") and ratio < 1:
-            est = 1.0 / (1.0 - ratio)
+        if coll == "all_reduce":
+            def fac(n: int) -> float:
+                return 2.0 * (n - 1) / n
+        elif coll in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter"):
+            def fac(n: int) -> float:
+                return (n - 1) / n
         else:
             return None
-        n = round(est)
-        if n < 2 or n > 256 or abs(est - n) > 0.2:
+        pts = [(p.algbw_gbps, p.busbw_gbps) for r in self.rows for _, p in r.placements
+               if p.algbw_gbps and p.busbw_gbps and p.algbw_gbps >= 0.05]
+        if not pts:
             return None
-        return int(n)
+        pts.sort(reverse=True)
+        pts = pts[:64]
+
+        def tol(v: float) -> float:
+            return 0.005 if v < 1000 else (0.05 if v < 10000 else 0.5)
+
+        fits = []
+        for n in range(2, 4097):
+            f = fac(n)
+            if all(abs(bus - alg * f) <= tol(alg) * f + tol(bus) + 1e-9 for alg, bus in pts):
+                fits.append(n)
+                if len(fits) > 1:
+                    return None
+        return fits[0] if fits else None
 
     @property
     def label(self) -> str:
@@ -352,6 +369,10 @@ _FATAL = re.compile(
     r"|Timed out|timed out after|\bkilled\b.*\bsignal\b|^Killed$",
     re.IGNORECASE,
 )
+MAX_LOG_LINES = 20000
+"""At most this many non-table lines are kept per run (a full NCCL_DEBUG=INFO log of a large job is
+longer; the signatures and channel lines come early, at communicator setup)."""
+
 _NCCL_WARN = re.compile(r"NCCL WARN\s+(.*)$")
 _USING_NETWORK = re.compile(r"NCCL INFO\s+Using network\s+(.+?)\s*$")
 _VIA_NET = re.compile(r"via NET/([^/\s]+(?: [^/\s]+)?)/")
@@ -373,6 +394,39 @@ def _strip_prefix(line: str) -> tuple[str | None, str]:
                 line = q.sub("", line, count=1)
             break
     return stream, line
+
+
+_LINE_START = (r"(?=\s*(?:#|\d+\s+\d+\s+[A-Za-z]|[\w.\-]+:\d+:\d+ \[\d+\] NCCL|nThread|Using devices|Rank\s+\d"
+               r"|[\w.\-]+: Test |\.\. ))")
+_MID_TAGS = re.compile(
+    r"\[\d+,(?P<mpi>\d+)\]<(?:stdout|stderr)>:\s?"                      # mpirun --tag-output, anywhere
+    r"|(?<![\w:\[/.\-])(?P<srun>\d+): " + _LINE_START +                 # srun --label
+    r"|(?<![\w:/.\-])\[(?P<br>\d+)\] " + _LINE_START                   # "[0] "
+)
+_MID_TAG_HINT = re.compile(r"\]<std|\d: |\d\] ")
+
+
+def _split_interleaved(stream: str | None, line: str) -> list[tuple[str | None, str]]:
+    """Split a line at launcher tags that appear inside it (output of several ranks interleaved).
+
+    ``"   1048576  262144  float  sum  -1[1,1]<stdout>:node-2:7:7 [1] NCCL INFO x"`` ->
+    ``[(stream, "   1048576  262144  float  sum  -1"), ("1", "node-2:7:7 [1] NCCL INFO x")]``.
+    An ``N: `` or ``[N] `` tag counts only where a known line start follows it (a table row,
+    ``#``, an NCCL log line, a Rank line), so numbers inside text are not taken for tags.
+    """
+    out: list[tuple[str | None, str]] = []
+    pos = 0
+    cur = stream
+    for m in _MID_TAGS.finditer(line):
+        if m.start() == 0 and not out and pos == 0:
+            cur = m.group("mpi") or m.group("srun") or m.group("br")
+            pos = m.end()
+            continue
+        out.append((cur, line[pos:m.start()]))
+        cur = m.group("mpi") or m.group("srun") or m.group("br")
+        pos = m.end()
+    out.append((cur, line[pos:]))
+    return out
 
 
 _MISSING = object()
@@ -486,6 +540,7 @@ class _StreamParser:
         self.orphan_networks: list[str] = []
         self.orphan_provider: str | None = None
         self.orphan_plugin_missing = False
+        self.orphan_log: list[str] = []
         self.pending_collective: str | None = None
         self.pending_version: str | None = None
         self.pending_backend: str | None = None
@@ -608,6 +663,7 @@ class _StreamParser:
             return
         if _FATAL.search(s):
             msg = s.lstrip("#").strip()
+            self._log(msg)
             target = self.cur.errors if self.cur is not None else self.orphan_errors
             if msg not in target:
                 target.append(msg)
@@ -620,8 +676,16 @@ class _StreamParser:
                 cur.collective, cur.collective_from = coll, "command line"
             else:
                 self.pending_collective = coll
+            return
+        self._log(h)
+
+    def _log(self, line: str) -> None:
+        target = self.cur.log_lines if self.cur is not None else self.orphan_log
+        if len(target) < MAX_LOG_LINES:
+            target.append(line)
 
     def _nccl_line(self, h: str) -> None:
+        self._log(h)
         cur = self.cur
         nets = cur.networks if cur is not None else self.orphan_networks
         um = _USING_NETWORK.search(h)
@@ -653,6 +717,7 @@ class _StreamParser:
             runs.append(NcclRun(first_line=self.first_line))
         if runs:
             first = runs[0]
+            first.log_lines[:0] = self.orphan_log[: max(MAX_LOG_LINES - len(first.log_lines), 0)]
             first.errors[:0] = [e for e in self.orphan_errors if e not in first.errors]
             first.warnings[:0] = [w for w in self.orphan_warnings if w not in first.warnings]
             for n in self.orphan_networks:
@@ -676,14 +741,30 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
     """
     streams: dict[str | None, _StreamParser] = {}
     order: list[str | None] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        stream, line = _strip_prefix(raw.rstrip("\r"))
+    pending: dict[str | None, str] = {}
+
+    def feed(lineno: int, stream: str | None, line: str) -> None:
         sp = streams.get(stream)
         if sp is None:
             sp = streams[stream] = _StreamParser()
             sp.first_line = lineno
             order.append(stream)
         sp.feed(lineno, line)
+
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        stream, line = _strip_prefix(raw.rstrip("\r"))
+        if pending or ((":" in line or "]" in line) and _MID_TAG_HINT.search(line)):
+            segs = _split_interleaved(stream, line)
+            for i, (sid, seg) in enumerate(segs):
+                seg = pending.pop(sid, "") + seg
+                if i < len(segs) - 1:
+                    pending[sid] = seg  # cut by another stream's tag: its line continues later
+                else:
+                    feed(lineno, sid, seg)
+            continue
+        feed(lineno, stream, line)
+    for sid, seg in pending.items():
+        feed(lineno + 1 if text else 1, sid, seg)
     per_stream = [(sid, streams[sid].finish()) for sid in order]
     with_content = [(sid, runs) for sid, runs in per_stream if any(_has_content(r) for r in runs)]
     runs: list[NcclRun] = []
@@ -700,6 +781,7 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
     extra_errors: list[str] = []
     extra_warn: list[str] = []
     extra_nets: list[str] = []
+    extra_log: list[str] = []
     plugin_missing = False
     provider = None
     for sid, rs in per_stream:
@@ -709,6 +791,7 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
             extra_errors += [e for e in r.errors if e not in extra_errors]
             extra_warn += [w for w in r.warnings if w not in extra_warn]
             extra_nets += [n for n in r.networks if n not in extra_nets]
+            extra_log += r.log_lines[: max(MAX_LOG_LINES - len(extra_log), 0)]
             plugin_missing = plugin_missing or r.net_plugin_missing
             provider = provider or r.net_provider
             if not with_content:
@@ -727,6 +810,7 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
         for r in runs:
             r.net_plugin_missing = r.net_plugin_missing or plugin_missing
             r.net_provider = r.net_provider or provider
+            r.log_lines += extra_log[: max(MAX_LOG_LINES - len(r.log_lines), 0)]
     # drop empty shells (a version line alone with nothing else) unless they hold errors
     runs = [r for r in runs if _has_content(r) or r.errors]
     # several single-rank runs of the same collective, one after the other: N processes of a
@@ -979,3 +1063,91 @@ def iter_curve(run: NcclRun, placement: str) -> Iterable[tuple[int, float]]:
         for name, p in r.placements:
             if name == placement and p.busbw_gbps is not None:
                 yield r.size_bytes, p.busbw_gbps
+
+
+# ---------------------------------------------------------------------------------------------
+# NCCL INFO: transports and NICs per channel (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NetUsage:
+    """What the ``NCCL INFO`` lines say about the transports and NICs the channels used.
+
+    ``transports``: channel count per transport (``"NET/IB"``, ``"NET/Socket"``, ``"NET/AWS Libfabric"``,
+    ``"P2P"``, ``"SHM"``, ``"NVLS"``, ...); ``nics_used``: per host, the network device indices
+    (the ``N`` of ``via NET/IB/N``) that inter-node channels used; ``gdr``: per host, ``[channels
+    with /GDRDMA, channels without]``; ``nic_names``: device index -> name from the ``NET/IB :
+    Using [0]mlx5_0:1/IB ...`` (or ``NET/Socket : Using``) line; ``nics_listed``: how many devices
+    that line lists (``None`` without it); ``nics_found``: the OFI plugin's ``(found N nics)``;
+    ``channel_lines``: how many channel lines were read (0: the log has no NET/INIT debug output).
+    Source of the formats: NVIDIA/nccl src/transport.cc and src/transport/net_ib.cc
+    (https://github.com/NVIDIA/nccl).
+    """
+
+    transports: dict[str, int] = field(default_factory=dict)
+    nics_used: dict[str, set[int]] = field(default_factory=dict)
+    gdr: dict[str, list[int]] = field(default_factory=dict)
+    nic_names: dict[int, str] = field(default_factory=dict)
+    nics_listed: int | None = None
+    nics_found: int | None = None
+    channel_lines: int = 0
+
+    @property
+    def net_transports(self) -> list[str]:
+        """The inter-node transports seen (``NET/...``), most used first."""
+        return [t for t, _ in sorted(self.transports.items(), key=lambda kv: -kv[1]) if t.startswith("NET/")]
+
+
+_HOST = re.compile(r"^([\w.\-]+):\d+:\d+ \[\d+\]")
+_CHANNEL = re.compile(r"\b(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:.*?\bvia\s+(\S+(?: Libfabric)?(?:/\S+)?)")
+_NET_DEV = re.compile(r"^NET/([^/]+)/(\d+)(/GDRDMA)?")
+_USING_DEVS = re.compile(r"NET/(IB|Socket)\s*:\s*Using\s+(.*?)(?:;\s*OOB.*)?$")
+_DEV_ITEM = re.compile(r"\[(\d+)\]([^\s:\[]+)")
+_FOUND_NICS = re.compile(r"\(found (\d+) nics?\)")
+
+
+def net_usage(lines: Iterable[str]) -> NetUsage:
+    """Read the channel, device-list and OFI lines among ``lines`` (a run's ``log_lines``).
+
+    ``Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/1/GDRDMA`` counts transport ``NET/IB``, NIC 1
+    for the line's host, one GDRDMA channel; ``via P2P/IPC``, ``via P2P/CUMEM`` count ``P2P``;
+    ``via SHM`` and the old ``via direct shared memory`` count ``SHM``; ``via NVLS`` ``NVLS``.
+    """
+    u = NetUsage()
+    for line in lines:
+        if "NCCL INFO" not in line:
+            continue
+        if " via " in line:
+            cm = _CHANNEL.search(line)
+            if not cm:
+                continue
+            via = cm.group(1)
+            u.channel_lines += 1
+            hm = _HOST.match(line)
+            host = hm.group(1) if hm else "?"
+            nm = _NET_DEV.match(via)
+            if nm:
+                t = "NET/" + nm.group(1)
+                u.nics_used.setdefault(host, set()).add(int(nm.group(2)))
+                g = u.gdr.setdefault(host, [0, 0])
+                g[0 if nm.group(3) else 1] += 1
+            elif via.startswith("P2P"):
+                t = "P2P"
+            elif via.startswith(("SHM", "direct")):
+                t = "SHM"
+            else:
+                t = via.split("/")[0]
+            u.transports[t] = u.transports.get(t, 0) + 1
+            continue
+        um = _USING_DEVS.search(line)
+        if um:
+            items = _DEV_ITEM.findall(um.group(2))
+            if items and (u.nics_listed is None or um.group(1) == "IB"):
+                u.nics_listed = len(items)
+                u.nic_names = {int(i): n for i, n in items}
+            continue
+        fm = _FOUND_NICS.search(line)
+        if fm:
+            u.nics_found = int(fm.group(1))
+    return u
