@@ -472,11 +472,17 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         return r
     if mismatch:
         assert declared is not None and run.device_name is not None
-        by = "the flags" if ctx.is_explicit("gpu_model") else (f"blueprint {ctx.blueprint}" if ctx.blueprint else "the context")
+        if ctx.is_explicit("gpu_model"):
+            by = "--gpu"
+        elif ctx.is_explicit("instance_type"):
+            by = f"--instance-type {ctx.instance_type}"
+        else:
+            by = f"blueprint {ctx.blueprint}" if ctx.blueprint else "the context"
         r.degrade("invalid", f"not this hardware: the log's GPUs are {run.device_name!r}"
-                             + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declare {declared}; its figures say "
+                             + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declares {declared}; its figures say "
                              "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
-        return r
+        if run.rows or not run.errors:
+            return r
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)

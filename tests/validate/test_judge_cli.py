@@ -58,10 +58,23 @@ def test_fail_beats_invalid_and_invalid_alone_exits_3(fixtures_dir, capsys):
     assert rc == 1
 
 
-def test_warn_exits_0(fixtures_dir, capsys):
-    # A100 log judged as if the GPUs were H100: 235 GB/s of 360 expected is a warn, still exit 0
-    rc, out, _ = _run(capsys, "judge", _nt(fixtures_dir, "nccl-04.txt"), "--gpu", "h100-sxm")
+def test_warn_exits_0_and_another_gpu_exits_3(fixtures_dir, capsys, tmp_path):
+    # the A100 log with every busbw at 70%: 165 GB/s of 240 expected is a warn, still exit 0
+    log = tmp_path / "slow.txt"
+    lines = []
+    for ln in _nt(fixtures_dir, "nccl-04.txt").read_text().splitlines():
+        toks = ln.split()
+        if len(toks) == 12 and toks[0].isdigit():  # pre-2.13 row: size count type redop, 2 x (time algbw busbw error)
+            for i in (5, 6, 9, 10):
+                toks[i] = f"{float(toks[i]) * 0.7:.2f}"
+            ln = "  ".join(toks)
+        lines.append(ln)
+    log.write_text("\n".join(lines) + "\n")
+    rc, out, _ = _run(capsys, "judge", log, "--gpu", "a100-40gb-sxm", "--nodes", "1")
     assert rc == 0 and "warn" in out and "below the warn ratio" in out
+    # judged as if the GPUs were H100: not this hardware, exit 3
+    rc, out, _ = _run(capsys, "judge", _nt(fixtures_dir, "nccl-04.txt"), "--gpu", "h100-sxm")
+    assert rc == 3 and "not this hardware" in out
 
 
 def test_blueprint_gives_the_context(fixtures_dir, capsys, tmp_path):

@@ -48,12 +48,14 @@ def test_local_run_of_a_gpu_blueprint_on_a_cpu_machine_is_invalid_not_pass(tmp_p
     assert all(float(c.get("time")) > 0 for c in suite.iter("testcase"))
 
 
-def test_implausibly_high_busbw_warns_that_the_declared_hardware_is_wrong(fixtures_dir, capsys):
+def test_busbw_above_the_physical_bound_is_invalid(fixtures_dir, capsys):
     log = fixtures_dir / "nccl-tests" / "nccl-09.txt"  # 2 x 8 A100 on RoCE, judged as if on p4d EFA
-    assert main(["judge", str(log), "--instance-type", "p4d.24xlarge", "--fabric", "efa", "--json"]) == 0
+    assert main(["judge", str(log), "--instance-type", "p4d.24xlarge", "--fabric", "efa", "--json"]) == 3
     doc = json.loads(capsys.readouterr().out)
-    assert doc["verdict"] == "warn"
+    assert doc["verdict"] == "invalid"
+    # p4d: 4 x 100 Gbit/s / 8 GPUs = 6.25 GB/s per GPU; all_reduce bound B x (n-1)/(k-1) = 93.75 GB/s < 237.9
     assert "not produced by the hardware it is judged against" in " ".join(doc["results"][0]["reasons"])
+    assert doc["results"][0]["expected"]["upper_gbps"] == 93.75
 
 
 def test_truncated_nccl_log_warns_without_blaming_the_fabric(fixtures_dir, tmp_path, capsys):
