@@ -427,7 +427,7 @@ def troubleshooting_markdown() -> str:
         "|---|---|---|---|",
     ]
     for s in SIGNATURES:
-        how = "log line" if s.pattern else "measurement"
+        how = "log line" if s.pattern else "derived from the results"
         out.append(f"| [`{s.id}`](#{s.id}) | {s.title} | {s.scope} | {how} |")
     out.append("")
     for s in SIGNATURES:

@@ -38,6 +38,14 @@ must be set), or with ``--spawn N`` to start N local processes itself (no torchr
     python3 collectives.py --spawn 4 -o all_reduce -b 1K -e 4M -f 2 -n 20 -w 5 -c 1
     torchrun --nproc-per-node 8 collectives.py -o all_reduce,all_gather -b 8 -e 8G
 
+NCCL debug output: with the NCCL backend every rank runs with ``NCCL_DEBUG=INFO`` and
+``NCCL_DEBUG_SUBSYS=INIT,NET`` (unless the environment sets them) and NCCL writes to a per-process
+``NCCL_DEBUG_FILE``; after each collective the ranks gather their new ``NCCL INFO``/``NCCL WARN``
+lines to rank 0, which prints them after the table rows, so the judge can read which transport
+and which NIC every channel used (``via NET/IB/1/GDRDMA``, ``via P2P/IPC``, ``via NET/Socket/0``)
+and any warning, from all nodes (NCCL environment variables:
+https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html).
+
 Testing hook (documented, for tests only): ``--corrupt-rank R`` (or the environment variable
 ``CLUSTERFORGE_CORRUPT_RANK=R``) makes rank R overwrite the first ``--corrupt-elements`` (default 3)
 output elements of every checked operation before the check, so the check must report them.
@@ -52,6 +60,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -578,6 +587,40 @@ def _emit(lines: list[str], out_file: Any) -> None:
         out_file.flush()
 
 
+NCCL_DEBUG_DEFAULTS = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+"""What NCCL logs during the benchmark: communicator setup (INIT) and the network (NET), which name the
+transport and NIC of every channel, without the per-operation noise of the other subsystems."""
+MAX_DEBUG_LINES = 2000
+"""At most this many NCCL debug lines per rank and collective are passed to rank 0."""
+
+
+def nccl_debug_env(environ: dict[str, str] | Any, tmpdir: str | None = None) -> str | None:
+    """Set NCCL's debug variables in ``environ`` unless already set; returns the debug file this process
+    should read back (``None`` when the user chose their own ``NCCL_DEBUG_FILE`` or disabled INFO)."""
+    for k, v in NCCL_DEBUG_DEFAULTS.items():
+        environ.setdefault(k, v)
+    if "NCCL_DEBUG_FILE" in environ or environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE", "WARN"):
+        return None
+    path = os.path.join(tmpdir or tempfile.gettempdir(), f"clusterforge-nccl-{os.getpid()}.log")
+    environ["NCCL_DEBUG_FILE"] = path
+    return path
+
+
+def read_debug_lines(path: str | None, offset: int) -> tuple[list[str], int]:
+    """The ``NCCL INFO``/``NCCL WARN`` lines NCCL appended to ``path`` since byte ``offset`` (at most
+    :data:`MAX_DEBUG_LINES`), and the new offset. A missing file gives ``([], offset)``."""
+    if not path:
+        return [], offset
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return [], offset
+    keep = [ln for ln in data.decode("utf-8", "replace").splitlines() if "NCCL INFO" in ln or "NCCL WARN" in ln]
+    return keep[:MAX_DEBUG_LINES], offset + len(data)
+
+
 def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, init_method: str) -> int:
     """Run every requested collective on this rank; returns the exit status (1 on wrong results or errors)."""
     import torch
@@ -585,6 +628,8 @@ def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, i
 
     bench = _Bench(args, rank, world, local_rank)
     kwargs: dict[str, Any] = {}
+    debug_file = nccl_debug_env(os.environ) if bench.backend == "nccl" else None
+    offset = 0
     if bench.device.type == "cuda":
         kwargs["device_id"] = bench.device
     dist.init_process_group(bench.backend, init_method=init_method, rank=rank, world_size=world,
@@ -603,10 +648,16 @@ def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, i
             except Exception as e:  # noqa: BLE001 - report the failure in the output, like nccl-tests
                 msg = f" .. {socket.gethostname()} pid {os.getpid()}: Test failure {coll} on rank {rank}: " \
                       f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                print(msg, file=sys.stderr, flush=True)
+                debug, offset = read_debug_lines(debug_file, offset)
+                print("\n".join([*debug, msg]), file=sys.stderr, flush=True)
                 if out_file is not None:
-                    _emit([msg], out_file)
+                    _emit([*debug, msg], out_file)
                 return 1
+            if debug_file is not None:
+                mine, offset = read_debug_lines(debug_file, offset)
+                every: list[Any] = [None] * world
+                dist.all_gather_object(every, mine)
+                rows = rows + [ln for part in every for ln in (part or [])]
             if rank == 0:
                 _emit(rows + [
                     f"# Out of bounds values : {oob} {'OK' if oob == 0 else 'FAILED'}",
@@ -622,6 +673,11 @@ def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, i
         if out_file is not None:
             out_file.close()
         dist.destroy_process_group()
+        if debug_file is not None:
+            try:
+                os.unlink(debug_file)
+            except OSError:
+                pass
     return status
 
 
