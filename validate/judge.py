@@ -576,6 +576,13 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                              f"({exp.upper_derivation}; more than {BUSBW_BOUND_MARGIN - 1:.0%} over it): the log was not "
                              "produced by the hardware it is judged against. " + by_id("not-this-hardware").hint())
         return r
+    if nodes is None and ranks > 1 and ctx.nccl.min_busbw_gbps is None:
+        r.degrade("warn", f"no bandwidth verdict: the log does not say how many nodes its {ranks} ranks ran on (no "
+                          f"'Using devices' lines), so NVLink and the network cannot be told apart (peak busbw "
+                          f"{peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded). Fix: pass --nodes and --gpus-per-node "
+                          f"(or --blueprint) ({doc_ref('network-unknown')})")
+        _curve(run, r, peak_bw)
+        return r
     if multi and ctx.nic_gbps is None and ctx.nccl.min_busbw_gbps is None:
         r.degrade("warn", f"no bandwidth verdict: a run across {nodes_eff} nodes is limited by the network, and no NIC "
                           f"rate is declared (peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded; the "
