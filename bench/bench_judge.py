@@ -1,4 +1,5 @@
-"""Parse + judge time for a 10,000-row nccl-tests log and a 1,000-job fio JSON (figures printed, never asserted).
+"""Parse + judge time for a 10,000-row nccl-tests log (plain, launcher-tagged with NCCL INFO lines, rows only) and a
+1,000-job fio JSON (figures printed, never asserted).
 
 Inputs are generated in the formats of the real outputs in ``tests/fixtures``: the nccl-tests
 log uses nccl-09's header (2 x 8 A100, current format) and a linear size sweep (``-i``) with a
@@ -42,6 +43,22 @@ def nccl_log(rows: int) -> str:
                      f"       0  {t_us:7.1f}  {alg:6.2f}  {bus:6.2f}       0")
     lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 200.0", "#"]
     return "\n".join(lines) + "\n"
+
+
+def tagged_log(rows: int) -> str:
+    """The same log as :func:`nccl_log` the way mpirun --tag-output delivers it with NCCL_DEBUG=INFO: every line
+    tagged, an NCCL INFO channel line from rank 1 every 10 rows, and every 100th row cut by another rank's line."""
+    out = []
+    for i, ln in enumerate(nccl_log(rows).splitlines()):
+        if i % 10 == 0:
+            out.append(f"[1,1]<stdout>:node-2:42:{i} [1] NCCL INFO Channel {i % 32:02d}/0 : 9[1] -> 1[1] [receive] via "
+                       f"NET/IB/{i % 8}/GDRDMA")
+        if i % 100 == 50 and len(ln) > 40:
+            out.append(f"[1,0]<stdout>:{ln[:30]}[1,1]<stdout>:node-2:42:1 [1] NCCL INFO comm 0x1 rank 9 - Init COMPLETE")
+            out.append(f"[1,0]<stdout>:{ln[30:]}")
+        else:
+            out.append(f"[1,0]<stdout>:{ln}")
+    return "\n".join(out) + "\n"
 
 
 def fio_json(jobs: int) -> str:
@@ -88,6 +105,13 @@ def main() -> int:
         print(f"  parse              {t_parse * 1e3:8.1f} ms  ({rows / t_parse:,.0f} rows/s)")
         print(f"  parse + judge      {t_judge * 1e3:8.1f} ms  ({rows / t_judge:,.0f} rows/s)")
         print(f"  judge_file (+read, detect) {t_file * 1e3:8.1f} ms")
+        ttext = tagged_log(a.rows)
+        t_tag, tres = timed(lambda: judge_text(ttext, ctx, source="tagged.log", kind="nccl"), a.repeat)
+        print(f"  tagged + NCCL INFO lines, parse + judge {t_tag * 1e3:8.1f} ms  (verdict {tres[0].verdict})")  # type: ignore[index]
+        excerpt = "\n".join(ln for ln in ntext.splitlines() if ln[:1] == " ") + "\n"
+        t_ex, xres = timed(lambda: judge_text(excerpt, ctx, source="excerpt.log", kind="nccl"), a.repeat)
+        print(f"  rows only (no header), parse + judge {t_ex * 1e3:8.1f} ms  "
+              f"({xres[0].metrics['ranks']} ranks inferred)")  # type: ignore[index]
         t_fparse, rep = timed(lambda: parse_fio(ftext), a.repeat)
         t_fjudge, fres = timed(lambda: judge_text(ftext, ctx, source=str(fdoc), kind="fio"), a.repeat)
         t_ffile, _ = timed(lambda: judge_file(fdoc, ctx), a.repeat)

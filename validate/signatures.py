@@ -381,9 +381,92 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 """The table, most specific first. Ids are a contract: reports and docs link to them."""
 
+_SPECIAL = set("\\.^$*+?{}[]|()")
+_CLASSES = set("dDsSwWbBAZ")
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """``pattern`` split at its top-level ``|`` (not inside groups or classes)."""
+    parts, cur, depth, i, in_class = [], [], 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            cur.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+def _literal(alt: str) -> str | None:
+    """The longest run of literal characters outside groups in one alternative (lower case), ``None``
+    when it has none of 3 characters or more: every line the alternative matches contains it."""
+    runs: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    i = 0
+    in_class = False
+    while i < len(alt):
+        ch = alt[i]
+        if in_class:
+            in_class = ch != "]"
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < len(alt):
+            nxt = alt[i + 1]
+            if depth == 0 and nxt not in _CLASSES and not nxt.isdigit():
+                cur.append(nxt)
+            else:
+                runs.append("".join(cur))
+                cur = []
+            i += 2
+            continue
+        if ch in "?*{" and cur:
+            cur.pop()  # the previous character is optional or repeated
+        if ch in _SPECIAL or depth:
+            runs.append("".join(cur))
+            cur = []
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            elif ch == "[":
+                in_class = True
+            i += 1
+            continue
+        cur.append(ch)
+        i += 1
+    runs.append("".join(cur))
+    best = max(runs, key=len).lower()
+    return best if len(best) >= 3 else None
+
+
+def _keys(pattern: str) -> tuple[str, ...] | None:
+    """One required literal per alternative of ``pattern``, or ``None`` when an alternative has none."""
+    keys = [_literal(a) for a in _alternatives(pattern)]
+    return None if any(k is None for k in keys) else tuple(k for k in keys if k)
+
+
 _BY_ID = {s.id: s for s in SIGNATURES}
 _PATTERNED = tuple(s for s in SIGNATURES if s.pattern)
-_ANY = re.compile("|".join(f"(?:{s.pattern})" for s in _PATTERNED), re.IGNORECASE)
+_KEYS = {s.id: _keys(s.pattern or "") for s in _PATTERNED}
+_ALWAYS = tuple(s for s in _PATTERNED if _KEYS[s.id] is None)
+_ALL_KEYS = tuple(sorted({k for ks in _KEYS.values() if ks for k in ks}))
 
 
 def by_id(sig_id: str) -> Signature:
@@ -395,16 +478,28 @@ def diagnose(lines: Iterable[str], *, multi: bool | None = None, fabric: str | N
     """The signatures found in ``lines``, most specific first, each with the first line that matched it.
 
     Only signatures that :meth:`Signature.applies` to a run on ``multi`` nodes of ``fabric`` are
-    returned (a single-node run never gets a network cause). Cost: one combined regular-expression
-    scan per line, then the individual patterns only on the lines that matched.
+    returned (a single-node run never gets a network cause). Cost: one search for the patterns'
+    required literal words per line (lower-cased), then the patterns themselves only on the lines
+    that hold one of their words.
     """
     hits: dict[str, str] = {}
     cand = [s for s in _PATTERNED if s.applies(multi=multi, fabric=fabric)]
+    always = [s for s in cand if _KEYS[s.id] is None]
     for line in lines:
-        if not _ANY.search(line):
+        low = line.lower()
+        if any(k in low for k in _ALL_KEYS):
+            todo = cand
+        elif always:
+            todo = always
+        else:
             continue
-        for s in cand:
-            if s.id not in hits and s.regex.search(line):  # type: ignore[union-attr]
+        for s in todo:
+            if s.id in hits:
+                continue
+            keys = _KEYS[s.id]
+            if keys is not None and not any(k in low for k in keys):
+                continue
+            if s.regex.search(line):  # type: ignore[union-attr]
                 hits[s.id] = line.strip()
     return [(s, hits[s.id]) for s in cand if s.id in hits]
 
