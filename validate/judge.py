@@ -8,19 +8,32 @@ Verdicts (DESIGN.md "Verdicts"): ``pass``; ``warn`` (works, degraded or anomalou
 rank, duplicated rank 0, no result table, unknown content). Every non-pass reason names what
 was measured, what was expected and why, and the likely cause and fix when one is known.
 
-NCCL, in order: duplicated rank 0 -> invalid; no table (crash lines -> fail quoting the error,
+NCCL, in order: duplicated rank 0 -> invalid; the log's GPU (device lines, JSON ``devices``) is not
+the declared one -> invalid ("not this hardware"); no table (crash lines -> fail quoting the error,
 else invalid); one rank -> invalid; ``#wrong`` > 0 or "Out of bounds ... FAILED" -> fail; error
-lines -> fail; NCCL over TCP sockets (or a missing net plugin) on an RDMA fabric -> fail; peak
-busbw / expected (:func:`validate.expectations.expected_busbw`) below ``fail_ratio`` -> fail (at
-socket speed on an RDMA fabric: the fallback is named), below ``warn_ratio`` -> warn; the size
-curve: a sustained collapse to the last size -> warn (fail when it halves), a recovered cliff
-over several sizes -> warn, an isolated one-size dip -> note. CPU (gloo) runs have no GPU or
-fabric expectation: they pass with a note unless the data is wrong or the run crashed.
+lines -> fail. Every crash or error is diagnosed from the whole log through the signature table
+(:mod:`validate.signatures`: NCCL WARN and INFO lines, CUDA errors, not only the last line; a
+single-node run never gets a network cause). The NCCL INFO channel lines (``NCCL_DEBUG=INFO
+NCCL_DEBUG_SUBSYS=INIT,NET``) say which transport and NIC every channel used: TCP sockets on an
+RDMA fabric -> fail; fewer NICs than declared, GPUDirect RDMA missing on a node, GPU peer-to-peer
+through host memory -> warn. Bandwidth: above the physical upper bound of the declared hardware
+(:data:`validate.expectations.BUSBW_BOUND_MARGIN`) -> invalid; a multi-node run without a declared
+NIC rate, or with an unknown node count -> warn, no bandwidth verdict; peak busbw / expected
+(:func:`validate.expectations.expected_busbw`, ring or tree as NCCL would pick) below
+``fail_ratio`` -> fail (at socket speed on an RDMA fabric: the fallback is named), below
+``warn_ratio`` -> warn, with the causes the NCCL INFO lines single out, or every cause the numbers
+allow when the log has none; the size curve: a cliff (busbw collapsing at larger sizes and not
+recovering) -> warn (fail when it halves) naming the size where it starts, a recovered mid-size
+cliff -> warn, an isolated one-size dip -> note. CPU (gloo) runs have no GPU or fabric
+expectation: they pass with a note unless the data is wrong or the run crashed.
 
-fio: job error -> fail; verify failure -> fail; bandwidth (sequential, >= 128 KiB blocks) or
-4 KiB IOPS (random) against the target's expectation -> pass/warn/fail by ratio.
+fio: job error -> fail; verify failure -> fail; buffered I/O (no ``direct=1``, or ``buffered=1``)
+against a device or file-system expectation -> invalid (the page cache was measured); above the
+storage's physical upper bound (:data:`validate.expectations.FIO_BOUND_MARGIN`) -> invalid;
+bandwidth (sequential, >= 128 KiB blocks) or 4 KiB IOPS (random) against the target's expectation
+-> pass/warn/fail by ratio. A job without ``rw``/``bs`` is judged with fio's defaults (read, 4 KiB).
 
-AMP: error -> fail; non-finite or rising loss -> fail (flat -> warn); MFU below the GPU's floor
+AMP: another GPU than the declared one -> invalid; error -> fail; non-finite or rising loss -> fail (flat -> warn); MFU below the GPU's floor
 -> warn (below half of it -> fail); AMP slower than fp32 -> fail, less than the required
 speed-up -> warn (GPU only; on CPU these are notes).
 """
@@ -1100,7 +1113,8 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
     m = r.metrics
     gpu = run.device == "cuda" or (run.device is None and bool(run.gpu_name))
     log_gpu = _resolve_gpu(run.gpu_name)
-    gpu_key = ctx.gpu_model if ctx.is_explicit("gpu_model") else (log_gpu or ctx.gpu_model if gpu else None)
+    mismatch = bool(gpu and run.gpu_name and ctx.gpu_model and _gpu_mismatch(run.gpu_name, log_gpu, ctx.gpu_model))
+    gpu_key = ctx.gpu_model if (ctx.is_explicit("gpu_model") or mismatch) else (log_gpu or ctx.gpu_model if gpu else None)
     m.update({
         "device": run.device, "gpu_name": run.gpu_name, "gpu_model": gpu_key, "gpu_count": run.gpu_count,
         "precision": run.precision, "compile": run.compile, "parameters": run.model.parameters,
@@ -1111,6 +1125,11 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
         "loss_start": run.loss_start, "loss_end": run.loss_end, "peak_memory_bytes": run.peak_memory_bytes,
     })
     r.series = {"losses": list(run.losses)}
+    if mismatch:
+        r.degrade("invalid", f"not this hardware: the AMP result ran on {run.gpu_name!r}"
+                             + (f" ({log_gpu})" if log_gpu else "") + f" but {ctx.gpu_model} is declared; its MFU says "
+                             "nothing about the declared GPUs. " + by_id("not-this-hardware").hint())
+        return r
     if run.error:
         low = run.error.lower()
         cause = ("GPU memory exhausted: lower validation.amp.batch_size or the model size" if "out of memory" in low

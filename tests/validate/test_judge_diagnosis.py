@@ -549,3 +549,17 @@ def test_fsx_expectation_is_one_clients_share(tmp_path, it, gib, per_tib, expect
     assert fsx.upper_read_mb_s is not None and fsx.upper_read_mb_s >= fsx.read_mb_s
     if expect == 100 * 125:
         assert "one client gets at most" in fsx.derivation
+
+
+# ---- AMP: the GPU in the result is compared with the declared one ---------------------------
+
+
+@pytest.mark.parametrize("declared,verdict", [("h100-sxm", "pass"), ("h100", "pass"), ("a100-40gb-sxm", "invalid"),
+                                              ("b200", "invalid"), ("l40s", "invalid")])
+def test_amp_result_from_another_gpu_is_invalid(declared, verdict):
+    from .test_judge import AMP
+
+    (r,) = judge_text(json.dumps(AMP), context_from_flags(gpu=declared), source="amp.json", kind="amp")
+    assert r.verdict == verdict, r.reasons
+    if verdict == "invalid":
+        assert "not this hardware" in r.reasons[0] and "NVIDIA H100 80GB HBM3" in r.reasons[0]

@@ -17,9 +17,11 @@ from validate.parsers.detect import detect_kind
 from validate.parsers.fio import parse_fio, parse_fio_json, parse_fio_text, parse_size
 from validate.parsers.nccl import (
     bus_factor,
+    net_usage,
     normalize_collective,
     parse_nccl,
     parse_nccl_json,
+    parse_nccl_text,
 )
 
 
@@ -429,3 +431,99 @@ def test_parsers_never_raise_on_odd_text(lines, prefix):
         for r in judge_text(text, JudgeContext(), source="fuzz.txt", kind=kind):
             assert r.verdict in ("pass", "warn", "fail", "invalid")
             json.dumps(r.to_json())
+
+
+# ---- NCCL INFO lines, interleaved launcher output, excerpts ----------------------------------
+
+INFO = """node-1:11:11 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [2]mlx5_2:1/IB [RO]; OOB ib0:10.0.0.1<0>
+node-1:11:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA
+node-1:11:40 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/IB/2
+node-2:12:41 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [send] via NET/IB/1/GDRDMA/Shared
+node-1:11:40 [0] NCCL INFO Channel 00/1 : 0[0] -> 1[1] via P2P/CUMEM/read
+node-1:11:40 [0] NCCL INFO Channel 02 : 0[0] -> 1[1] via SHM/direct/direct
+gpu2:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000] via direct shared memory
+node-3:13:13 [0] NCCL INFO Channel 00/0 : 16[0] -> 0[0] [receive] via NET/Socket/0
+node-4:14:14 [0] NCCL INFO Channel 00/0 : 24[0] -> 0[0] [send] via NET/AWS Libfabric/3/GDRDMA
+node-4:14:14 [0] NCCL INFO NET/OFI Selected Provider is efa, fabric is efa-direct (found 32 nics)
+node-1:11:11 [0] NCCL INFO comm 0x55 rank 0 nranks 16 cudaDev 0 busId 1c000 - Init COMPLETE
+"""
+
+
+def test_net_usage_reads_transport_nic_and_gdr_per_channel():
+    u = net_usage(INFO.splitlines())
+    assert u.channel_lines == 8
+    assert u.transports == {"NET/IB": 3, "P2P": 1, "SHM": 2, "NET/Socket": 1, "NET/AWS Libfabric": 1}
+    assert u.nics_used == {"node-1": {0, 2}, "node-2": {1}, "node-3": {0}, "node-4": {3}}
+    assert u.gdr["node-1"] == [1, 1] and u.gdr["node-2"] == [1, 0]
+    assert u.nics_listed == 3 and u.nic_names == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2"} and u.nics_found == 32
+    assert u.net_transports[0] == "NET/IB"
+    assert net_usage(["no nccl here", "# Avg bus bandwidth : 1"]).channel_lines == 0
+
+
+def test_every_non_table_line_is_kept_for_the_judge(fixtures_dir):
+    text = _nccl(fixtures_dir, "nccl-09.txt")
+    text = text.replace("# Using devices", "node-1:1:1 [0] misc/shmutils.cc:71 NCCL WARN Error: failed to extend "
+                        "/dev/shm/nccl-x to 9637892 bytes\nsome launcher message\n# Using devices", 1)
+    (run,) = parse_nccl(text)
+    assert any("failed to extend /dev/shm" in ln for ln in run.log_lines)
+    assert "some launcher message" in run.log_lines and len(run.rows) == 31
+
+
+@pytest.mark.parametrize("tag", ["[1,{r}]<stdout>:", "{r}: ", "[{r}] "])
+@pytest.mark.parametrize("seed", range(4))
+def test_launcher_tags_inside_a_line(fixtures_dir, tag, seed):
+    """Rows cut at a random place by another rank's line parse as if the output were clean."""
+    import random
+
+    clean = parse_nccl(_nccl(fixtures_dir, "nccl-09.txt"))[0]
+    rnd = random.Random(seed)
+    out = []
+    for ln in _nccl(fixtures_dir, "nccl-09.txt").splitlines():
+        if re.match(r"^\s*\d+\s+\d+\s+float", ln) and rnd.random() < 0.6:
+            cut = rnd.choice([m.start() for m in re.finditer(r"\s\S", ln)][1:])
+            other = rnd.choice(["node-2:7:7 [1] NCCL INFO Channel 02/0 : 9[1] -> 1[1] via NET/IB/1/GDRDMA",
+                                "#  Rank 12 Group  0 Pid 99 on node-2 device  4 [0x07] NVIDIA A100-SXM4-40GB"])
+            out.append(tag.format(r=0) + ln[:cut] + tag.format(r=1) + other)
+            out.append(tag.format(r=0) + ln[cut:])
+        else:
+            out.append(tag.format(r=0) + ln)
+    (run,) = [r for r in parse_nccl("\n".join(out)) if r.rows]
+    assert [(r.size_bytes, r.busbw_gbps) for r in run.rows] == [(r.size_bytes, r.busbw_gbps) for r in clean.rows]
+    assert run.ranks == 16 and run.collective == "all_reduce"
+
+
+@pytest.mark.parametrize("n", [3, 4, 8, 12, 16, 24, 32, 64, 128])  # 2 ranks: busbw = algbw, the table says sendrecv
+def test_all_reduce_ranks_follow_from_busbw_over_algbw(n):
+    f = 2 * (n - 1) / n
+    rows = []
+    for i, alg in enumerate((0.5, 3.1, 17.25, 64.4, 121.77, 190.02)):
+        size = 2 ** (20 + i)
+        rows.append(f"{size:12d} {size // 4:12d}    float    sum    -1   {size / alg / 1e3:8.1f}  {alg:6.2f}  {alg * f:6.2f}"
+                    f"      0   {size / alg / 1e3:8.1f}  {alg:6.2f}  {alg * f:6.2f}      0")
+    (run,) = parse_nccl_text("\n".join(rows))
+    assert run.collective == "all_reduce" and run.inferred_ranks() == n
+
+
+def test_rank_count_is_not_guessed_when_the_precision_does_not_allow_it():
+    # algbw 0.05 GB/s printed with two decimals cannot tell 16 from 17 ranks
+    rows = "   1048576  262144  float  sum  -1  20000.0  0.05  0.09  0  20000.0  0.05  0.09  0\n"
+    (run,) = parse_nccl_text(rows)
+    assert run.inferred_ranks() is None
+
+
+def test_fio_defaults_and_buffered(fixtures_dir):
+    doc = json.loads((fixtures_dir / "field" / "10-fio-buffered-read.json").read_text())
+    (job,) = parse_fio_json(json.dumps(doc)).jobs
+    assert job.rw is None and job.rw_effective == "read" and job.block_size_effective == 4096
+    assert job.buffered is True and job.direct is None and not job.random_effective
+    doc["jobs"][0]["job options"].update({"direct": "1", "rw": "randread", "bs": "4k"})
+    (job,) = parse_fio_json(json.dumps(doc)).jobs
+    assert job.buffered is False and job.random_effective
+    doc["jobs"][0]["job options"]["buffered"] = "1"
+    assert parse_fio_json(json.dumps(doc)).jobs[0].buffered is True
+    # the text output lists no direct option: buffered is unknown, not assumed
+    text = ("seq: (g=0): rw=read, bs=(R) 1024KiB-1024KiB, (W) 1024KiB-1024KiB, ioengine=libaio, iodepth=32\n"
+            "seq: (groupid=0, jobs=1): err= 0: pid=42: Mon Apr  3 12:00:00 2017\n"
+            "  read: IOPS=2861, BW=2861MiB/s (3000MB/s)(168GiB/60001msec)\n")
+    (job,) = parse_fio_text(text).jobs
+    assert job.buffered is None and job.rw == "read" and job.block_size == 2**20

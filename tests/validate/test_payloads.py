@@ -375,3 +375,22 @@ def test_amp_compile_failure_falls_back_to_eager(tmp_path: Path) -> None:
     assert "torch.compile failed" in p.stderr and "running eager" in p.stderr
     d = json.loads(out.read_text())
     assert d["compile"] is False and d["error"] is None and d["loss_end"] < d["loss_start"]
+
+
+def test_collectives_turn_on_nccl_init_and_net_debug_output(tmp_path):
+    env: dict[str, str] = {}
+    path = collectives.nccl_debug_env(env, str(tmp_path))
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert path and env["NCCL_DEBUG_FILE"] == path and path.startswith(str(tmp_path))
+    # the user's own settings win, and their own debug file is not read back
+    mine = {"NCCL_DEBUG": "WARN", "NCCL_DEBUG_FILE": "/var/log/nccl.%h.%p"}
+    assert collectives.nccl_debug_env(mine, str(tmp_path)) is None and mine["NCCL_DEBUG"] == "WARN"
+    # what NCCL appends is read back incrementally, NCCL lines only
+    Path(path).write_text("node-1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\nunrelated\n")
+    lines, off = collectives.read_debug_lines(path, 0)
+    assert lines == ["node-1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"]
+    with open(path, "a") as f:
+        f.write("node-1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n")
+    lines, off2 = collectives.read_debug_lines(path, off)
+    assert lines == ["node-1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"] and off2 > off
+    assert collectives.read_debug_lines(str(tmp_path / "missing"), 5) == ([], 5)
