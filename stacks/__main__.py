@@ -14,6 +14,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from blueprints.aws import capacity_for
 from blueprints.catalog import InstanceTypeSpec, UnknownHardwareError, catalog
 from blueprints.models import AwsTarget, EfaNetwork, KubernetesOrchestrator, LustreStorage
 from blueprints.naming import Naming
@@ -95,7 +96,7 @@ groups = {}
 for g in bp.node_groups:
     groups[g.name] = NodeGroupComponent(naming.name(g.name), NodeGroupArgs(
         naming=naming, group=g, settings=settings[g.name], instance=spec(g.instance_type),
-        efa_interfaces=efa.efa.interfaces if efa else 0, capacity=target.capacity,
+        efa_interfaces=efa.efa.interfaces if efa else 0, capacity=capacity_for(bp, g),
         availability_zone=target.availability_zone,
         subnet_id=network.public_subnet_id if g.public_ip and network.public_subnet_id is not None else network.subnet_id,
         security_group_ids=security_groups, placement_group=placement.group_name if g.role == "compute" else None,
@@ -128,7 +129,6 @@ if cluster is not None and orchestrator is not None:
         fsx=[FsxVolume(name=k, capacity_gib=s.fsx.storage_capacity_gib, file_system_id=filesystems[k].file_system_id,
                        dns_name=filesystems[k].dns_name, mount_name=filesystems[k].mount_name)
              for k, s in ((s.name, s) for s in fsx_storage) if s.fsx is not None and k in filesystems],
-        subnet_id=network.subnet_id, security_group_id=network.fsx_security_group_id,
         depends_on=list(groups.values()),
     ), pulumi.ResourceOptions(providers=[k8s_provider]))
     pulumi.export("kubeconfig", cluster.kubeconfig)

@@ -217,7 +217,7 @@ def test_user_data_builds_raid_mounts_lustre_and_writes_nccl_env(example: str) -
         assert "#cloud-config" in text
         if g.local_nvme is not None:
             assert "mdadm --create \"$MD\"" in text and "--level=0" in text, f"{lt.urn}: no RAID0"
-            assert "BYID=/dev/disk/by-id" in text and '"$BYID"/nvme-Amazon_EC2_NVMe_Instance_Storage_' in text, (
+            assert "BYID=${BYID:-/dev/disk/by-id}" in text and '"$BYID"/nvme-Amazon_EC2_NVMe_Instance_Storage_' in text, (
                 f"{lt.urn}: instance-store drives not discovered by model")
             assert f"MOUNT={g.local_nvme.mount}" in text
         assert not re.search(r"/dev/nvme\d", text), f"{lt.urn}: fixed NVMe device name (bug-25)"
