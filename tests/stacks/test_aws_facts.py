@@ -25,12 +25,27 @@ import pytest
 from blueprints import check, load_blueprint
 from blueprints.aws import efa_group, reserved_groups
 from blueprints.catalog import catalog
-from blueprints.models import Blueprint, CapacityBlockCapacity, ReservationCapacity, SpotCapacity
+from blueprints.models import Blueprint, CapacityBlockCapacity, SpotCapacity
 from clusterforge.plan import PlanResult, plan_aws
 from stacks.components.network import LUSTRE_PORTS
 from stacks.naming import TAG_NODE_GROUP
+from tests.conftest import EXAMPLES
 
-from .conftest import AWS_EXAMPLES, EGRESS, FSX, INGRESS, LT, NODEGROUP, PG, by_id, rules_of, sg_named, user_data, variant_yaml
+from .conftest import (
+    AWS_EXAMPLES,
+    EGRESS,
+    FSX,
+    INGRESS,
+    LT,
+    NODEGROUP,
+    PG,
+    by_id,
+    plan_example,
+    rules_of,
+    sg_named,
+    user_data,
+    variant_yaml,
+)
 
 pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -157,10 +172,6 @@ def assert_aws_facts(bp: Blueprint, plan: PlanResult) -> None:
 
 @pytest.mark.parametrize("example", AWS_EXAMPLES)
 def test_examples_keep_the_aws_facts(example: str) -> None:
-    from tests.conftest import EXAMPLES
-
-    from .conftest import plan_example
-
     assert_aws_facts(load_blueprint(EXAMPLES / f"{example}.yaml").blueprint, plan_example(example))
 
 
