@@ -7,20 +7,20 @@ setting from the blueprint. What a node gets at first boot:
 * sysctls, locked-memory limit ``unlimited`` for PAM sessions and systemd services;
 * ``/etc/nccl.conf`` (``NCCL_*``), ``/etc/profile.d/clusterforge-nccl.sh`` (every variable) and,
   on EFA, the OFI plugin and libfabric directories in ``/etc/ld.so.conf.d`` — NCCL silently
-  falls back to TCP sockets when it cannot ``dlopen`` the plugin (field failure bug-09);
+  falls back to TCP sockets when it cannot ``dlopen`` the plugin;
 * on EFA node groups only: the EFA software when the AMI has none (the installer's record and the
   ``efa`` kernel module tell; what the AMI ships is never replaced), and a check that the OFI
   plugin is in one of the catalog's plugin directories;
 * NVMe scratch: the Deep Learning AMI's own instance-store volume bound at the declared mount,
   or a per-boot script that finds the instance-store drives by their NVMe model
   ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller model in
-  sysfs — what ``nvme id-ctrl`` reports), never by device name (bug-25), builds RAID0 with
+  sysfs — what ``nvme id-ctrl`` reports), never by device name, builds RAID0 with
   ``mdadm`` and mounts it; it runs at every boot because the instance store is blank after a
   stop/start;
 * Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023) and an
   ``/etc/fstab`` mount of ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options, then
   the declared ``lfs setstripe`` layouts;
-* the sandbox runtime: the NVIDIA runtime as default (bug-19), gVisor (``runsc`` with
+* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc`` with
   ``nvproxy``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
   ``vfio-pci`` and reboot once into the IOMMU kernel command line.
 
@@ -288,7 +288,7 @@ def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: st
         if settings.container_default_runtime != "nvidia" or not docker:
             return None  # EKS: the AL2023 NVIDIA AMI and the GPU Operator set the runtime
         body += [
-            "# NVIDIA runtime as Docker's default (bug-19: pods/containers without it see no GPU).",
+            "# NVIDIA runtime as Docker's default (pods/containers without it see no GPU).",
             "nvidia-ctk runtime configure --runtime=docker --set-as-default && systemctl restart docker",
         ]
     elif sb.runtime == "gvisor":

@@ -7,7 +7,7 @@
   (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/amazon-eks.html);
 * **AWS EFA device plugin** (Helm, https://aws.github.io/eks-charts) scheduled by the
   ``clusterforge.io/efa=true`` label that only EFA node groups carry, and limited to their
-  instance types (bug-23);
+  instance types;
 * **FSx for Lustre CSI driver** (Helm) and, for every FSx file system of the stack, a statically
   provisioned PersistentVolume + PersistentVolumeClaim bound by name with the empty storage class
   (``volumeHandle`` = the file system id, ``dnsname`` / ``mountname`` attributes)
@@ -15,7 +15,7 @@
   No dynamic StorageClass: it would need a throughput value and FSx permissions for the CSI
   controller, and a claim against it would stay Pending without them;
 * a **RuntimeClass** per declared Kata / gVisor sandbox, scheduled onto the node groups that
-  configured that runtime (bug-19: GPU pods need the right runtime);
+  configured that runtime (GPU pods need the right runtime);
 * the **Kubeflow MPI operator** (its release manifest, server-side) for the validation jobs;
 * the validation **Namespace**.
 """

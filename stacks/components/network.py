@@ -3,7 +3,7 @@
 Security groups follow the rules AWS documents for EFA and FSx for Lustre:
 
 * node SG: all traffic **in from** and **out to** itself (EFA OS-bypass traffic needs both; a
-  ``0.0.0.0/0`` egress does not cover it — field failure bug-01,
+  ``0.0.0.0/0`` egress does not cover it:
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security);
   SSH (TCP 22) only from ``target.ssh_ingress_cidrs`` (none by default: use SSM Session
   Manager); egress to the internet (through the NAT gateway) for packages;
@@ -14,7 +14,7 @@ Security groups follow the rules AWS documents for EFA and FSx for Lustre:
   never created before them.
 
 New VPCs get one private compute subnet in ``target.availability_zone`` (every EFA peer must be
-in one subnet, bug-02), a public subnet with the NAT gateway when ``vpc.nat_gateway`` is on,
+in one subnet), a public subnet with the NAT gateway when ``vpc.nat_gateway`` is on,
 and, for EKS, one small control-plane subnet in a second AZ (EKS requires subnets in two AZs).
 """
 
@@ -95,7 +95,7 @@ class Network(pulumi.ComponentResource):
             vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr_block, enable_dns_support=True,
                               enable_dns_hostnames=True, tags=tags("vpc"), opts=child)
             self.vpc_id = vpc.id
-            # Private compute subnet: never maps public IPs (multi-NIC EFA instances cannot get one, bug-04).
+            # Private compute subnet: never maps public IPs (multi-NIC EFA instances cannot get one).
             subnet = aws.ec2.Subnet(f"{name}-compute", vpc_id=vpc.id, cidr_block=args.subnet_cidr_block,
                                     availability_zone=args.availability_zone, map_public_ip_on_launch=False,
                                     tags=tags("compute"), opts=child)
@@ -173,7 +173,7 @@ class Network(pulumi.ComponentResource):
             tags=rule_tags, opts=child)
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-nodes-self-egress", security_group_id=node_sg.id, referenced_security_group_id=node_sg.id,
-            ip_protocol="-1", description="all traffic to the node SG itself (EFA needs the explicit egress, bug-01)",
+            ip_protocol="-1", description="all traffic to the node SG itself (EFA needs the explicit egress)",
             tags=rule_tags, opts=child)
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-nodes-internet-egress", security_group_id=node_sg.id, cidr_ipv4="0.0.0.0/0", ip_protocol="-1",

@@ -3,12 +3,12 @@
 One launch template per node group carries everything about a node:
 
 * **network interfaces** — the multi-card layout AWS documents today
-  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html, cloud.md rule 24,
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html,
   catalog ``efa.interfaces``), pinned by :func:`efa_layout`: the primary interface is an ENA
   (``interface``) at network card 0 / device 0; card 0 also gets an ``efa-only`` interface at
   device 1; every further card ``k`` gets one ``efa-only`` interface at device 0 — so the node has
   exactly the catalog's maximum of EFA interfaces, one per network card, on distinct
-  ``network_card_index`` values (bug-04). Only the ENA interface takes an IP address;
+  ``network_card_index`` values. Only the ENA interface takes an IP address;
 * **IMDSv2 required** (``http_tokens: required``; hop limit 2 so containers reach it);
 * an **encrypted gp3 root volume**;
 * **market options**: spot (``max_price``), ``capacity-block`` with the reservation id, or a

@@ -29,7 +29,7 @@ def test_spot_launch_template_requests_spot_without_reservation(plan_variant) ->
 def test_reservation_uses_its_own_placement_group_and_creates_none(plan_variant) -> None:
     plan = plan_variant("aws-p5-efa-lustre", {"target": {"capacity": {
         "type": "reservation", "reservation_id": "cr-0abc", "instance_count": 2, "placement_group": "odcr-pg"}}})
-    assert not plan.of_type(PG), "a reservation must not get a new placement group (bug-03)"
+    assert not plan.of_type(PG), "a reservation must not get a new placement group"
     (lt,) = plan.of_type(LT)
     assert lt.inputs["placement"]["groupName"] == "odcr-pg", f"{lt.urn}: not in the reservation's group"
     assert lt.inputs["capacityReservationSpecification"] == {
