@@ -24,7 +24,7 @@ import pytest
 
 from blueprints import check, load_blueprint
 from blueprints.aws import efa_group, reserved_groups
-from blueprints.catalog import catalog
+from blueprints.catalog import catalog, ec2_instance_type_names
 from blueprints.models import Blueprint, CapacityBlockCapacity, SpotCapacity
 from clusterforge.plan import PlanResult, plan_aws
 from stacks.components.network import LUSTRE_PORTS
@@ -132,6 +132,10 @@ def assert_aws_facts(bp: Blueprint, plan: PlanResult) -> None:
                 assert "instanceType" not in lt.inputs and ng.inputs["instanceTypes"] == [g.instance_type], where
                 want = "SPOT" if isinstance(cap, SpotCapacity) else "ON_DEMAND"
                 assert ng.inputs["capacityType"] == want, ng.urn
+        # every launched instance type exists in EC2; KVM sandboxes only on bare metal
+        assert g.instance_type in ec2_instance_type_names(), where
+        if g.sandbox.runtime in ("kata", "vm"):
+            assert g.instance_type.endswith(".metal") or ".metal-" in g.instance_type, where
         # 3. the group's hardware decides its EFA software and environment
         text = user_data(lt)
         spec = catalog().instance_type(g.instance_type) if g.instance_type in catalog().instance_type_names else None
@@ -200,6 +204,20 @@ def test_the_matrix_covers_every_kind() -> None:
     assert rdma == {True, False}
     assert all(catalog().instance_type(t).instance_store for t in COMPUTE_TYPES)
     assert {g["role"] for g in OTHER_GROUPS} | {"compute"} == {"compute", "login", "controller"}
+
+
+@pytest.mark.parametrize(("itype", "ok"), [("m7i.metal-24xl", True), ("c6i.metal", True), ("m6i.2xlarge", False)])
+def test_kata_group_needs_a_metal_type(itype: str, ok: bool, tmp_path: Path) -> None:
+    patch = _variant("on-demand", False, "p5.48xlarge", "efa")
+    patch["node_groups"][1] = {**OTHER_GROUPS[0], "instance_type": itype, "sandbox": "kata"}
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-p5-efa-lustre", patch))
+    loaded = load_blueprint(path)
+    if ok:
+        assert_aws_facts(loaded.blueprint, plan_aws(loaded))
+    else:
+        with pytest.raises(pulumi.RunError, match="kata-needs-kvm"):
+            plan_aws(loaded)
 
 
 def test_explicit_node_groups_take_the_reservation(tmp_path: Path) -> None:
