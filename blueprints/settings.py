@@ -16,7 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from .aws import efa_group
-from .hardware import group_hardware
+from .catalog import catalog
+from .hardware import group_hardware, instance_spec
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -189,9 +190,6 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
     group without EFA or GPUs, ``FI_EFA_USE_DEVICE_RDMA`` only where the EFA has RDMA read.
     The plugin directories (every layout the installers use) go on the library path, or NCCL
     silently falls back to TCP sockets."""
-    from .catalog import catalog
-    from .hardware import instance_spec
-
     net = bp.network
     if not isinstance(net, EfaNetwork) or not gpu_count or not efa_group(bp, g):
         return {}
