@@ -26,9 +26,9 @@ from blueprints import check, load_blueprint
 from blueprints.aws import efa_group, reserved_groups
 from blueprints.catalog import catalog, ec2_instance_type_names
 from blueprints.models import Blueprint, CapacityBlockCapacity, SpotCapacity
+from blueprints.naming import TAG_NODE_GROUP
 from clusterforge.plan import PlanResult, plan_aws
 from stacks.components.network import LUSTRE_PORTS
-from stacks.naming import TAG_NODE_GROUP
 from tests.conftest import EXAMPLES
 
 from .conftest import (
