@@ -235,3 +235,17 @@ def test_explicit_node_groups_take_the_reservation(tmp_path: Path) -> None:
     lts = {lt.inputs["tags"][TAG_NODE_GROUP]: lt for lt in plan.of_type(LT)}
     assert lts["login"].inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert "capacityReservationSpecification" not in lts["gpu-od"].inputs
+
+
+def test_only_the_reserved_groups_join_the_reservations_placement_group(tmp_path: Path) -> None:
+    patch = _variant("reservation", False, "p5.48xlarge", "efa")
+    patch["target"]["capacity"] = {**CAPACITY["reservation"], "node_groups": ["gpu"]}
+    patch["node_groups"] = [patch["node_groups"][0], {"name": "gpu-od", "count": 1, "instance_type": "p5e.48xlarge"}]
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-p5-efa-lustre", patch))
+    loaded = load_blueprint(path)
+    plan = plan_aws(loaded)
+    assert_aws_facts(loaded.blueprint, plan)
+    lts = {lt.inputs["tags"][TAG_NODE_GROUP]: lt for lt in plan.of_type(LT)}
+    assert lts["gpu"].inputs["placement"]["groupName"] == "odcr-pg"
+    assert "groupName" not in lts["gpu-od"].inputs.get("placement", {}), "an on-demand group in the ODCR's group"
