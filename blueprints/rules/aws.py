@@ -7,7 +7,7 @@ import difflib
 import ipaddress
 from collections.abc import Iterator
 
-from ..aws import accelerator_family, instance_arch, reserved_groups
+from ..aws import accelerator_family, efa_group, instance_arch, reserved_groups
 from ..catalog import ec2_instance_type_names
 from ..models import (
     AwsTarget,
@@ -233,8 +233,9 @@ def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
         it = instance_spec(g, ctx.catalog)
         if it is None:
             continue
-        nics = it.network_cards if efa is not None and g.role == "compute" else 1
-        if efa is not None and g.role == "compute" and efa.efa.interfaces != "max":
+        has_efa = efa is not None and efa_group(ctx.bp, g, ctx.catalog)  # the stack's own test for EFA interfaces
+        nics = it.network_cards if has_efa else 1
+        if efa is not None and has_efa and efa.efa.interfaces != "max":
             nics = max(1, min(int(efa.efa.interfaces), it.network_cards))
         if nics > 1:
             yield Hit(("node_groups", i, "public_ip"),
