@@ -22,7 +22,7 @@ from .models import (
     ReservationCapacity,
 )
 
-__all__ = ["accelerator_family", "capacity_for", "efa_group", "instance_arch", "reserved_groups"]
+__all__ = ["accelerator_family", "capacity_for", "efa_group", "instance_arch", "kvm_source", "reserved_groups"]
 
 
 def reserved_groups(bp: Blueprint) -> list[NodeGroup]:
@@ -92,4 +92,17 @@ def accelerator_family(instance_type: str, cat: Catalog | None = None) -> str | 
             continue
         if family == prefix or re.fullmatch(rf"{re.escape(prefix)}\d+[a-z]*", family):
             return str(what)
+    return None
+
+
+def kvm_source(instance_type: str, eks: bool, cat: Catalog | None = None) -> str | None:
+    """Where a node of ``instance_type`` gets KVM from: ``metal`` (bare-metal types), ``nested``
+    (a family of the catalog's ``kvm.nested_virtualization_families`` on EC2, with nested
+    virtualization enabled in the launch template; EKS managed node groups ignore it), or ``None``."""
+    t = instance_type.lower()
+    if t.endswith(".metal") or ".metal-" in t:
+        return "metal"
+    kvm = (cat or catalog()).aws["kvm"]
+    if t.split(".")[0] in kvm["nested_virtualization_families"] and (not eks or kvm["eks_managed_node_groups_nested"]):
+        return "nested"
     return None

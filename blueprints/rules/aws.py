@@ -7,7 +7,7 @@ import difflib
 import ipaddress
 from collections.abc import Iterator
 
-from ..aws import accelerator_family, efa_group, instance_arch, reserved_groups
+from ..aws import accelerator_family, efa_group, instance_arch, kvm_source, reserved_groups
 from ..catalog import ec2_instance_type_names
 from ..models import (
     AwsTarget,
@@ -702,19 +702,23 @@ def ami_architecture(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="kata-needs-kvm",
     severity="error",
-    summary="Kata Containers and VM sandboxes need KVM, which EC2 exposes only on bare-metal (`.metal`) instance "
-            "types (EKS managed node groups do not enable nested virtualization).",
+    summary="Kata Containers and VM sandboxes need KVM: bare-metal (`.metal`) instance types, or on plain EC2 the "
+            "families with nested virtualization (catalog `kvm`, enabled by the stack); EKS managed node groups do "
+            "not enable nested virtualization.",
     fix="use a `.metal` instance type for this group, or `sandbox: gvisor` / `container`",
     source="https://github.com/kata-containers/kata-containers/blob/main/docs/install/aws-installation-guide.md",
 )
 def kata_needs_kvm(ctx: RuleContext) -> Iterator[Hit]:
     if _aws(ctx) is None:
         return
+    eks = isinstance(ctx.bp.orchestrator, KubernetesOrchestrator)
     for i, g in enumerate(ctx.bp.node_groups):
         t = g.instance_type or ""
-        if g.sandbox.runtime in ("kata", "vm") and t and not (t.endswith(".metal") or ".metal-" in t):
+        if g.sandbox.runtime in ("kata", "vm") and t and kvm_source(t, eks, ctx.catalog) is None:
+            nested = " (EKS managed node groups do not enable its nested virtualization)" if kvm_source(
+                t, False, ctx.catalog) else ""
             yield Hit(("node_groups", i, "sandbox"), f"`node_groups.{i}.sandbox` `{g.sandbox.runtime}` needs KVM but "
-                      f"`{t}` is a virtual machine without it")
+                      f"`{t}` is a virtual machine without it{nested}")
 
 
 # --- fabric ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ One launch template per node group carries everything about a node:
   device 1; every further card ``k`` gets one ``efa-only`` interface at device 0 — so the node has
   exactly the catalog's maximum of EFA interfaces, one per network card, on distinct
   ``network_card_index`` values. Only the ENA interface takes an IP address;
+* **nested virtualization** for Kata / VM sandboxes on the families that offer it (catalog ``kvm``);
 * **IMDSv2 required** (``http_tokens: required``; hop limit 2 so containers reach it);
 * an **encrypted gp3 root volume**;
 * **market options**: spot (``max_price``), ``capacity-block`` with the reservation id, or a
@@ -37,7 +38,7 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.aws import instance_arch
+from blueprints.aws import instance_arch, kvm_source
 from blueprints.catalog import InstanceTypeSpec
 from blueprints.models import Capacity as CapacityModel
 from blueprints.models import (
@@ -270,6 +271,10 @@ class NodeGroupComponent(pulumi.ComponentResource):
             if (args.placement_group is not None or eks is None) else None,
             instance_market_options=market,
             capacity_reservation_specification=reservation,
+            # Kata / VM sandboxes on a nested-virtualization family: KVM must be switched on
+            cpu_options=aws.ec2.LaunchTemplateCpuOptionsArgs(nested_virtualization="enabled")
+            if settings.sandbox.runtime in ("kata", "vm") and kvm_source(g.instance_type, eks is not None) == "nested"
+            else None,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
                 instance_metadata_tags="disabled"),

@@ -23,7 +23,7 @@ import pulumi
 import pytest
 
 from blueprints import check, load_blueprint
-from blueprints.aws import efa_group, reserved_groups
+from blueprints.aws import efa_group, kvm_source, reserved_groups
 from blueprints.catalog import catalog, ec2_instance_type_names
 from blueprints.models import Blueprint, CapacityBlockCapacity, SpotCapacity
 from blueprints.naming import TAG_NODE_GROUP
@@ -134,8 +134,11 @@ def assert_aws_facts(bp: Blueprint, plan: PlanResult) -> None:
                 assert ng.inputs["capacityType"] == want, ng.urn
         # every launched instance type exists in EC2; KVM sandboxes only on bare metal
         assert g.instance_type in ec2_instance_type_names(), where
+        kvm = kvm_source(g.instance_type, eks)
         if g.sandbox.runtime in ("kata", "vm"):
-            assert g.instance_type.endswith(".metal") or ".metal-" in g.instance_type, where
+            assert kvm is not None, f"{where}: KVM sandbox without KVM"
+        nested = lt.inputs.get("cpuOptions", {}).get("nestedVirtualization")
+        assert (nested == "enabled") == (g.sandbox.runtime in ("kata", "vm") and kvm == "nested"), where
         # 3. the group's hardware decides its EFA software and environment
         text = user_data(lt)
         spec = catalog().instance_type(g.instance_type) if g.instance_type in catalog().instance_type_names else None
@@ -206,9 +209,13 @@ def test_the_matrix_covers_every_kind() -> None:
     assert {g["role"] for g in OTHER_GROUPS} | {"compute"} == {"compute", "login", "controller"}
 
 
-@pytest.mark.parametrize(("itype", "ok"), [("m7i.metal-24xl", True), ("c6i.metal", True), ("m6i.2xlarge", False)])
-def test_kata_group_needs_a_metal_type(itype: str, ok: bool, tmp_path: Path) -> None:
-    patch = _variant("on-demand", False, "p5.48xlarge", "efa")
+@pytest.mark.parametrize(("itype", "eks", "ok"), [
+    ("m7i.metal-24xl", False, True), ("c6i.metal", True, True), ("m6i.2xlarge", False, False),
+    ("m8i.2xlarge", False, True), ("c8i.4xlarge", False, True), ("m8i.2xlarge", True, False)])
+def test_kata_group_needs_kvm(itype: str, eks: bool, ok: bool, tmp_path: Path) -> None:
+    """Bare metal anywhere; nested-virtualization families on EC2 only (enabled in the launch
+    template); everything else is refused before deploy."""
+    patch = _variant("on-demand", eks, "p5.48xlarge", "efa")
     patch["node_groups"][1] = {**OTHER_GROUPS[0], "instance_type": itype, "sandbox": "kata"}
     path = tmp_path / "bp.yaml"
     path.write_text(variant_yaml("aws-p5-efa-lustre", patch))
