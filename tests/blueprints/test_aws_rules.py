@@ -101,3 +101,28 @@ def test_reservation_reaches_only_its_groups(cap: str, role: str, tmp_path: Path
 def test_unset_placement_with_a_capacity_block_is_no_finding(tmp_path: Path) -> None:
     ids = _ids({"network": {"placement": None}}, tmp_path, "aws-p5-capacity-block")
     assert not [r for r, _ in ids if "placement" in r], ids
+
+
+@pytest.mark.parametrize(("node_groups", "groups", "expect"), [
+    (["gpu"], None, None),
+    (["gpus"], None, "is not a node group (did you mean `gpu`?)"),
+    ([], None, "is empty"),
+    (None, [{"name": "login", "role": "login", "count": 1, "instance_type": "m6i.2xlarge"}], "no `compute` group"),
+    (None, [{"name": "gpu", "count": 2, "instance_type": "p5.48xlarge"},
+            {"name": "login", "role": "login", "count": 1, "instance_type": "p5.48xlarge"}], "in reservation"),
+])
+def test_capacity_node_groups_must_be_unambiguous(node_groups: list[str] | None, groups: list[dict[str, Any]] | None,
+                                                  expect: str | None, tmp_path: Path) -> None:
+    cap: dict[str, Any] = {"type": "reservation", "reservation_id": "cr-0abc"}
+    if node_groups is not None:
+        cap["node_groups"] = node_groups
+    patch: dict[str, Any] = {"target": {"capacity": cap}, "network": {"placement": "none"}}
+    if groups is not None:
+        patch["node_groups"] = groups
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-p5-efa-lustre", patch))
+    found = [f for f in check(load_blueprint(path)) if f.rule_id == "capacity-node-groups"]
+    if expect is None:
+        assert not found, [f.format() for f in found]
+    else:
+        assert found and expect in found[0].message and found[0].severity == "error", [f.format() for f in found]
