@@ -12,8 +12,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+# `catalog` is also the name of a submodule: the first `import blueprints.catalog` (from any
+# module) would set the package attribute to the module and shadow a lazily exported function.
+# catalog.py imports only yaml, so it is imported eagerly.
+from .catalog import Catalog, catalog
+
 if TYPE_CHECKING:
-    from .catalog import Catalog, catalog
     from .findings import BlueprintInvalid, Finding
     from .loader import LoadedBlueprint, load_blueprint, parse_blueprint
     from .models import Blueprint
@@ -24,11 +28,9 @@ if TYPE_CHECKING:
 _LAZY = {
     "Blueprint": "models",
     "BlueprintInvalid": "findings",
-    "Catalog": "catalog",
     "Finding": "findings",
     "LoadedBlueprint": "loader",
     "all_rules": "rules",
-    "catalog": "catalog",
     "check": "rules",
     "load_blueprint": "loader",
     "parse_blueprint": "loader",

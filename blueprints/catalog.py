@@ -25,6 +25,7 @@ __all__ = [
     "InstanceTypeSpec",
     "UnknownHardwareError",
     "catalog",
+    "ec2_instance_type_names",
 ]
 
 
@@ -106,7 +107,8 @@ class InstanceTypeSpec:
 
     ``network_gbps`` is the aggregate line rate in Gbit/s; ``max_efa_interfaces`` is EC2's
     ``EfaInfo.MaximumEfaInterfaces`` (``None`` if unknown, 0 if EFA is unsupported);
-    ``network_cards`` is the number of network cards (one EFA per card).
+    ``network_cards`` is the number of network cards (one EFA per card); ``efa_rdma_read`` is
+    whether the type's EFA supports RDMA read (``efa_rdma.read``; ``None`` if no source gave it).
     """
 
     name: str
@@ -121,6 +123,7 @@ class InstanceTypeSpec:
     max_interfaces_per_card: int | None
     efa_generation: int | None
     gpudirect_rdma: bool | None
+    efa_rdma_read: bool | None
     instance_store: InstanceStore | None
     capacity_blocks_supported: bool | None
     spot: bool | None
@@ -162,9 +165,12 @@ class Catalog:
     Raises :class:`UnknownHardwareError` from the lookup methods for keys it does not know.
     """
 
-    def __init__(self, data: dict[str, Any], extras: dict[str, Any]):
+    def __init__(self, data: dict[str, Any], extras: dict[str, Any], aws: dict[str, Any] | None = None):
         self.data = data
         self.extras = extras
+        self.aws = aws if aws is not None else _load_yaml("aws-catalog.yaml")
+        """AWS facts of ``aws-catalog.yaml`` (EFA software paths and environment, DLAMI, EKS versions,
+        KVM, image directories, FSx), each section with its ``source``."""
         self._gpus = {k: self._gpu(k, v) for k, v in data["gpus"].items()}
         self._instances = {k: self._instance(k, v) for k, v in data["aws_instance_types"].items()}
         aliases = extras["gpu_aliases"]
@@ -242,6 +248,7 @@ class Catalog:
             max_interfaces_per_card=v.get("max_interfaces_per_card"),
             efa_generation=v.get("efa_generation"),
             gpudirect_rdma=v.get("gpudirect_rdma"),
+            efa_rdma_read=(v.get("efa_rdma") or {}).get("read"),
             instance_store=InstanceStore(
                 count=int(store["count"]),
                 size_gb=int(store["size_gb"]),
@@ -333,4 +340,17 @@ class Catalog:
 @functools.cache
 def catalog() -> Catalog:
     """The shared :class:`Catalog`, loaded once from the package data."""
-    return Catalog(_load_yaml("hardware-catalog.yaml"), _load_yaml("catalog-extras.yaml"))
+    return Catalog(_load_yaml("hardware-catalog.yaml"), _load_yaml("catalog-extras.yaml"), _load_yaml("aws-catalog.yaml"))
+
+
+@functools.cache
+def ec2_instance_type_names() -> frozenset[str]:
+    """Every EC2 instance type name the installed ``pulumi_aws`` provider knows
+    (``pulumi_aws.ec2.InstanceType``, generated from the EC2 API model), e.g. ``m6i.2xlarge``."""
+    import warnings
+
+    with warnings.catch_warnings():  # the SDK warns about its own deprecated resources on import
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pulumi_aws.ec2 import InstanceType  # imported on first use: the provider SDK is large
+
+    return frozenset(str(m.value) for m in InstanceType)

@@ -70,6 +70,11 @@ class CapacityBlockCapacity(StrictModel):
     instance_count: Annotated[
         int | None, Field(description="Instances in the block (for size checks); unset = not checked.", ge=1)
     ] = None
+    node_groups: Annotated[
+        list[str] | None,
+        Field(description="Node groups that launch into the block; unset = the `compute` groups. The others launch "
+                          "on demand."),
+    ] = None
 
 
 class ReservationCapacity(StrictModel):
@@ -85,6 +90,11 @@ class ReservationCapacity(StrictModel):
     placement_group: Annotated[
         str | None,
         Field(description="Name of the cluster placement group the reservation was created in, if any."),
+    ] = None
+    node_groups: Annotated[
+        list[str] | None,
+        Field(description="Node groups that launch into the reservation; unset = the `compute` groups. The others "
+                          "launch on demand."),
     ] = None
 
 
@@ -633,7 +643,7 @@ class KubernetesOrchestrator(StrictModel):
     """Kubernetes: EKS on AWS, an existing cluster on-prem."""
 
     kind: Annotated[Literal["kubernetes"], Field(description="Orchestrator tag.")]
-    version: Annotated[str, Field(description="Kubernetes minor version.", pattern=r"^1\.\d+$")] = "1.31"
+    version: Annotated[str, Field(description="Kubernetes minor version (EKS: one in standard support).", pattern=r"^1\.\d+$")] = "1.35"
     gpu_operator_version: Annotated[str, Field(description="NVIDIA GPU Operator chart version.")] = "v24.9.0"
     efa_device_plugin_version: Annotated[str, Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
     mpi_operator_version: Annotated[str, Field(description="Kubeflow MPI operator version.")] = "v0.6.0"

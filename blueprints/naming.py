@@ -38,7 +38,7 @@ LABEL_BLUEPRINT = "clusterforge.io/blueprint"
 LABEL_NODE_GROUP = "clusterforge.io/node-group"
 LABEL_EFA = "clusterforge.io/efa"
 """Node label set to ``"true"`` only on node groups that really have EFA interfaces attached; the
-EFA device plugin is scheduled by it (field failure bug-23: scheduling by instance type lands the
+EFA device plugin is scheduled by it (scheduling by instance type lands the
 plugin on nodes without EFA, where it crash-loops)."""
 LABEL_SANDBOX = "clusterforge.io/sandbox"
 """Node label naming the sandbox runtime a node group is configured for (RuntimeClass scheduling)."""

@@ -15,7 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .hardware import group_hardware
+from .aws import efa_group
+from .catalog import catalog
+from .hardware import group_hardware, instance_spec
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -39,6 +41,7 @@ SOURCES = {
     "vfio": "https://github.com/NVIDIA/deepops/blob/master/virtual/README.md",
     "nccl_env": "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
     "efa_env": "https://github.com/aws/aws-ofi-nccl/blob/2daf7d303aa139a03140aa530957d10521e4478d/doc/efa-env-var.md",
+    "efa_plugin_dirs": "https://github.com/awslabs/awsome-distributed-ai/pull/894",
     "roce_qos": "https://docs.nvidia.com/networking/display/mlnxenv23106161lts/quality-of-service-(qos)",
     "roce_tc": "https://github.com/ROCm/TransferBench/pull/316",
     "raid0": "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ssd-instance-store.html",
@@ -181,16 +184,43 @@ class NodeSettings(_Frozen):
     sandbox: SandboxSettings
 
 
-def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str]) -> dict[str, str]:
+def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
+    """NCCL / libfabric environment of an EFA node group, from its instance type's capabilities
+    and the pinned aws-ofi-nccl version's own guide (catalog ``efa_software.env``): nothing for a
+    group without EFA or GPUs, ``FI_EFA_USE_DEVICE_RDMA`` only where the EFA has RDMA read.
+    The plugin directories (every layout the installers use) go on the library path, or NCCL
+    silently falls back to TCP sockets."""
+    net = bp.network
+    if not isinstance(net, EfaNetwork) or not gpu_count or not efa_group(bp, g):
+        return {}
+    sw = catalog().aws["efa_software"]
+    it = instance_spec(g)
+    rdma_read = bool(it is not None and it.efa_rdma_read)
+    gdr = rdma_read and net.gpudirect_rdma.enabled
+    plugin = _version(bp.software.aws_ofi_nccl)
+    env: dict[str, str] = {}
+    for name, spec in sw["env"].items():
+        if plugin >= _version(str(spec["plugin_below"])):
+            continue
+        if spec["requires"] == "rdma_read" and not gdr:
+            continue
+        env[name] = str(spec["value"])
+    if rdma_read and not net.gpudirect_rdma.enabled:
+        env.update({k: str(v) for k, v in sw["disable_device_rdma"].items()})
+    env["NCCL_NET_PLUGIN"] = "ofi"
+    env["LD_LIBRARY_PATH"] = ":".join([*sw["ofi_nccl_plugin_dirs"], sw["libfabric_lib_dir"], sw["cuda_lib_dir"]])
+    return env
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("-")[0].split(".") if x.isdigit())
+
+
+def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: int = 0) -> dict[str, str]:
     net = bp.network
     env: dict[str, str] = {}
     if isinstance(net, EfaNetwork):
-        # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no FI_* tuning; the plugin must be on the
-        # library path or NCCL silently falls back to sockets (field failure bug-09).
-        env["FI_PROVIDER"] = "efa"
-        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
-        env["NCCL_NET_PLUGIN"] = "ofi"
-        env["LD_LIBRARY_PATH"] = "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:/usr/local/cuda/lib64"
+        env.update(_efa_env(bp, g, gpu_count))
     elif isinstance(net, (InfinibandNetwork, RoceNetwork)):
         if rdma_devices:
             env["NCCL_IB_HCA"] = "=" + ",".join(rdma_devices)
@@ -326,9 +356,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         rdma=rdma,
         gpudirect_rdma=gdr,
         rdma_devices=rdma_devices,
-        nccl_env=_nccl_env(bp, g, rdma_devices),
-        efa_installer=sw.efa_installer if isinstance(net, EfaNetwork) else None,
-        aws_ofi_nccl=sw.aws_ofi_nccl if isinstance(net, EfaNetwork) else None,
+        nccl_env=_nccl_env(bp, g, rdma_devices, gpu_count),
+        efa_installer=sw.efa_installer if efa_group(bp, g) else None,
+        aws_ofi_nccl=sw.aws_ofi_nccl if efa_group(bp, g) and gpu_count else None,
         opensm=isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
         and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts),
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,

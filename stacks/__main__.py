@@ -14,8 +14,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from blueprints.aws import capacity_for, reserved_groups
 from blueprints.catalog import InstanceTypeSpec, UnknownHardwareError, catalog
-from blueprints.models import AwsTarget, EfaNetwork, KubernetesOrchestrator, LustreStorage
+from blueprints.models import AwsTarget, EfaNetwork, KubernetesOrchestrator, LustreStorage, NodeGroup
 from blueprints.naming import Naming
 from blueprints.settings import cluster_settings
 from stacks.cloud_init import runtime_handler
@@ -73,7 +74,16 @@ network = Network(naming.name("network"), NetworkArgs(
     ssh_ingress_cidrs=tuple(target.ssh_ingress_cidrs), lustre=bool(fsx_storage),
     lustre_efa=any(s.fsx is not None and s.fsx.efa_enabled for s in fsx_storage), eks=orchestrator is not None,
 ), aws_opts)
-placement = Placement(naming.name("placement"), PlacementArgs(naming=naming, decision=decide_placement(bp)), aws_opts)
+decision = decide_placement(bp)
+placement = Placement(naming.name("placement"), PlacementArgs(naming=naming, decision=decision), aws_opts)
+reserved = {g.name for g in reserved_groups(bp)}
+
+
+def in_placement_group(g: NodeGroup) -> bool:
+    """Compute groups share the placement group; a reservation's own group holds only the groups
+    that launch into the reservation."""
+    return g.role == "compute" and (decision.use_existing is None or g.name in reserved)
+
 iam = NodeIam(naming.name("node-iam"), NodeIamArgs(naming=naming, eks=orchestrator is not None), aws_opts)
 
 filesystems = {
@@ -95,10 +105,10 @@ groups = {}
 for g in bp.node_groups:
     groups[g.name] = NodeGroupComponent(naming.name(g.name), NodeGroupArgs(
         naming=naming, group=g, settings=settings[g.name], instance=spec(g.instance_type),
-        efa_interfaces=efa.efa.interfaces if efa else 0, capacity=target.capacity,
+        efa_interfaces=efa.efa.interfaces if efa else 0, capacity=capacity_for(bp, g),
         availability_zone=target.availability_zone,
         subnet_id=network.public_subnet_id if g.public_ip and network.public_subnet_id is not None else network.subnet_id,
-        security_group_ids=security_groups, placement_group=placement.group_name if g.role == "compute" else None,
+        security_group_ids=security_groups, placement_group=placement.group_name if in_placement_group(g) else None,
         instance_profile_name=iam.instance_profile_name, node_role_arn=iam.role_arn, ami_id=target.ami_id,
         root_volume_gib=target.root_volume_gib, key_name=target.key_name,
         lustre={k: (fs.dns_name, fs.mount_name) for k, fs in filesystems.items()},
@@ -128,7 +138,6 @@ if cluster is not None and orchestrator is not None:
         fsx=[FsxVolume(name=k, capacity_gib=s.fsx.storage_capacity_gib, file_system_id=filesystems[k].file_system_id,
                        dns_name=filesystems[k].dns_name, mount_name=filesystems[k].mount_name)
              for k, s in ((s.name, s) for s in fsx_storage) if s.fsx is not None and k in filesystems],
-        subnet_id=network.subnet_id, security_group_id=network.fsx_security_group_id,
         depends_on=list(groups.values()),
     ), pulumi.ResourceOptions(providers=[k8s_provider]))
     pulumi.export("kubeconfig", cluster.kubeconfig)

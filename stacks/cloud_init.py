@@ -7,17 +7,20 @@ setting from the blueprint. What a node gets at first boot:
 * sysctls, locked-memory limit ``unlimited`` for PAM sessions and systemd services;
 * ``/etc/nccl.conf`` (``NCCL_*``), ``/etc/profile.d/clusterforge-nccl.sh`` (every variable) and,
   on EFA, the OFI plugin and libfabric directories in ``/etc/ld.so.conf.d`` — NCCL silently
-  falls back to TCP sockets when it cannot ``dlopen`` the plugin (field failure bug-09);
-* the EFA software when the AMI lacks it (``fi_info -p efa`` fails);
-* NVMe scratch: a per-boot script that finds the instance-store drives by their NVMe model
+  falls back to TCP sockets when it cannot ``dlopen`` the plugin;
+* on EFA node groups only: the EFA software when the AMI has none (the installer's record and the
+  ``efa`` kernel module tell; what the AMI ships is never replaced), and a check that the OFI
+  plugin is in one of the catalog's plugin directories;
+* NVMe scratch: the Deep Learning AMI's own instance-store volume bound at the declared mount,
+  or a per-boot script that finds the instance-store drives by their NVMe model
   ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller model in
-  sysfs — what ``nvme id-ctrl`` reports), never by device name (bug-25), builds RAID0 with
+  sysfs — what ``nvme id-ctrl`` reports), never by device name, builds RAID0 with
   ``mdadm`` and mounts it; it runs at every boot because the instance store is blank after a
   stop/start;
 * Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023) and an
   ``/etc/fstab`` mount of ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options, then
   the declared ``lfs setstripe`` layouts;
-* the sandbox runtime: the NVIDIA runtime as default (bug-19), gVisor (``runsc`` with
+* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc`` with
   ``nvproxy``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
   ``vfio-pci`` and reboot once into the IOMMU kernel command line.
 
@@ -46,6 +49,7 @@ from typing import Any, Literal
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import LiteralScalarString
 
+from blueprints.catalog import catalog
 from blueprints.settings import LustreMount, NodeSettings, SandboxSettings, ScratchSettings
 
 __all__ = [
@@ -118,22 +122,35 @@ _PKG = """pkg_install() {
 def scratch_script(scratch: ScratchSettings) -> str:
     """Bash script that builds and mounts the NVMe scratch; idempotent, safe at every boot.
 
-    Drives are discovered by model (``INSTANCE_STORE_MODEL``) and skipped when mounted or held
-    by another device (e.g. the AMI's own RAID). With ``raid: raid0`` and more than one free
-    drive they become ``md_device``; a single drive is formatted directly.
+    When the AMI already combined the instance-store drives into its own volume (the Deep
+    Learning AMIs mount it at the catalog's ``dlami.nvme_location``, ``/opt/dlami/nvme``, before
+    user data runs) that volume is bind-mounted at the declared mount. Otherwise drives are
+    discovered by model (``INSTANCE_STORE_MODEL``) and skipped when mounted or held by another
+    device; with ``raid: raid0`` and more than one free drive they become ``md_device``, a single
+    drive is formatted directly. When neither exists the script fails (exit 1, logged by
+    cloud-init) and leaves the mount point absent, so validation jobs on it fail too.
     """
     q = shlex.quote
     opts = ",".join(scratch.mount_options) or "defaults"
     mkfs = 'mkfs.xfs -q -K "$target"' if scratch.filesystem == "xfs" else 'mkfs.ext4 -q -E nodiscard "$target"'
     restrict = " ".join(q(p) for p in scratch.by_id)
+    ami_volume = str(catalog().aws["dlami"]["nvme_location"])
     return f"""#!/bin/bash
 # clusterforge: NVMe scratch on {scratch.mount} (rendered from NodeSettings.scratch); runs at every boot.
 set -euo pipefail
 MOUNT={q(scratch.mount)}; MD={q(scratch.md_device)}; RAID={scratch.raid}; CHUNK={scratch.chunk_kib}
 EXPECTED={scratch.expected_drives or 0}; OPTS={q(opts)}; RESTRICT=({restrict})
-BYID=/dev/disk/by-id; SYSBLOCK=/sys/block
+BYID=${{BYID:-/dev/disk/by-id}}; SYSBLOCK=${{SYSBLOCK:-/sys/block}}; FSTAB=${{FSTAB:-/etc/fstab}}
+AMI_VOLUME=${{AMI_VOLUME:-{ami_volume}}}  # the DLAMI's own instance-store volume
 log() {{ echo "clusterforge-scratch: $*" >&2; }}
 {_PKG}mountpoint -q "$MOUNT" && exit 0
+if [ "$MOUNT" != "$AMI_VOLUME" ] && mountpoint -q "$AMI_VOLUME"; then
+  # the AMI combined the instance-store drives before user data ran: use its volume
+  mkdir -p "$MOUNT"
+  grep -qs " $MOUNT none bind" "$FSTAB" || echo "$AMI_VOLUME $MOUNT none bind,nofail 0 0" >> "$FSTAB"
+  mount --bind "$AMI_VOLUME" "$MOUNT" && chmod 1777 "$MOUNT"
+  log "$AMI_VOLUME (the AMI's instance-store volume) bound on $MOUNT"; exit 0
+fi
 command -v mdadm >/dev/null 2>&1 || pkg_install mdadm
 discover() {{
   if [ ${{#RESTRICT[@]}} -gt 0 ]; then for l in "${{RESTRICT[@]}}"; do readlink -f "$l"; done; return; fi
@@ -156,7 +173,10 @@ for d in $(discover | sort -u); do
 done
 if [ -e "$MD" ]; then target="$MD"
 else
-  if [ ${{#free[@]}} -eq 0 ]; then log "no free instance-store NVMe drive found (expected $EXPECTED); $MOUNT not created"; exit 0; fi
+  if [ ${{#free[@]}} -eq 0 ]; then
+    log "ERROR: no free instance-store NVMe drive and no AMI volume at $AMI_VOLUME (expected $EXPECTED drives); $MOUNT not created"
+    exit 1
+  fi
   [ "$EXPECTED" -eq 0 ] || [ ${{#free[@]}} -eq "$EXPECTED" ] || log "found ${{#free[@]}} drives, expected $EXPECTED"
   if [ "$RAID" = raid0 ] && [ ${{#free[@]}} -gt 1 ]; then
     mdadm --create "$MD" --name=scratch --level=0 --chunk="$CHUNK" --raid-devices=${{#free[@]}} --run "${{free[@]}}"
@@ -168,8 +188,8 @@ fi
 blkid -s TYPE -o value "$target" >/dev/null 2>&1 || {mkfs}
 uuid=$(blkid -s UUID -o value "$target")
 mkdir -p "$MOUNT"
-sed -i "\\# $MOUNT {scratch.filesystem} #d" /etc/fstab
-echo "UUID=$uuid $MOUNT {scratch.filesystem} $OPTS 0 2" >> /etc/fstab
+sed -i "\\# $MOUNT {scratch.filesystem} #d" "$FSTAB"
+echo "UUID=$uuid $MOUNT {scratch.filesystem} $OPTS 0 2" >> "$FSTAB"
 mount "$MOUNT" && chmod 1777 "$MOUNT"
 log "$target mounted on $MOUNT"
 """
@@ -208,15 +228,42 @@ def _lustre_script(settings: NodeSettings, endpoints: Mapping[str, LustreEndpoin
     return "\n".join(lines) + "\n"
 
 
-def _efa_script(settings: NodeSettings) -> str:
+def _efa_script(settings: NodeSettings, platform: Platform) -> str:
+    """EFA software check. What the AMI provides is detected from the EFA installer's own record
+    (catalog ``efa_software.installed_packages_file``) and the ``efa`` kernel module: the DLAMIs
+    ship the full stack, the EKS AL2023 AMIs a ``--minimal`` one (kernel module and rdma-core;
+    libfabric comes with the container image, catalog ``eks_al2023_efa``). Anything installed is
+    kept, never replaced by the pinned (possibly older) version; the pinned installer runs only on
+    a node without EFA software, in the mode the platform needs. On GPU nodes the OFI plugin must
+    then be found in one of the catalog's plugin directories, which go into the linker cache."""
     v = settings.efa_installer
+    sw = catalog().aws["efa_software"]
+    q = shlex.quote
+    minimal = platform == "al2023"
+    plugin_dirs = " ".join(q(d) for d in sw["ofi_nccl_plugin_dirs"]) if settings.aws_ofi_nccl and not minimal else ""
+    mode = " --minimal" if minimal else ""
     return f"""#!/bin/bash
-# clusterforge: EFA software (the AWS Deep Learning AMIs ship it; install {v} only if missing).
+# clusterforge: EFA software ({'EKS AL2023: kernel module + rdma-core' if minimal else 'full stack'}); install {v} only if none is present.
 set -euo pipefail
-if /opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM >/dev/null 2>&1; then exit 0; fi
-cd /tmp && curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-{v}.tar.gz
-tar -xzf aws-efa-installer-{v}.tar.gz && cd aws-efa-installer && ./efa_installer.sh -y
-ldconfig
+RECORD=${{RECORD:-{q(sw['installed_packages_file'])}}}; PLUGIN_DIRS=({plugin_dirs}); PLUGIN={q(sw['ofi_nccl_plugin_library'])}
+LDCONF=${{LDCONF:-/etc/ld.so.conf.d/clusterforge-ofi-nccl.conf}}
+log() {{ echo "clusterforge-efa: $*" >&2; }}
+have_efa() {{ [ -s "$RECORD" ] || [ -d /sys/module/efa ] || modinfo efa >/dev/null 2>&1; }}
+if have_efa; then
+  have=$(sed -n 's/.*EFA installer version: *//p' "$RECORD" 2>/dev/null | head -n1 || true)
+  log "EFA software present (installer ${{have:-unknown}}); the pinned {v} is not installed over it"
+else
+  cd /tmp && curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-{v}.tar.gz
+  tar -xzf aws-efa-installer-{v}.tar.gz && cd aws-efa-installer && ./efa_installer.sh -y{mode}
+fi
+if [ ${{#PLUGIN_DIRS[@]}} -gt 0 ]; then
+  found=()
+  for d in "${{PLUGIN_DIRS[@]}}"; do if [ -e "$d/$PLUGIN" ]; then found+=("$d"); fi; done
+  if [ ${{#found[@]}} -eq 0 ]; then log "ERROR: $PLUGIN not found in ${{PLUGIN_DIRS[*]}}: NCCL would fall back to TCP sockets"; exit 1; fi
+  printf '%s\\n' "${{found[@]}}" > "$LDCONF"
+  log "aws-ofi-nccl plugin in ${{found[*]}}"
+fi
+command -v ldconfig >/dev/null 2>&1 && ldconfig || true
 """
 
 
@@ -241,7 +288,7 @@ def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: st
         if settings.container_default_runtime != "nvidia" or not docker:
             return None  # EKS: the AL2023 NVIDIA AMI and the GPU Operator set the runtime
         body += [
-            "# NVIDIA runtime as Docker's default (bug-19: pods/containers without it see no GPU).",
+            "# NVIDIA runtime as Docker's default (pods/containers without it see no GPU).",
             "nvidia-ctk runtime configure --runtime=docker --set-as-default && systemctl restart docker",
         ]
     elif sb.runtime == "gvisor":
@@ -356,7 +403,7 @@ def render_cloud_config(
         if libdirs:
             files.append(_file("/etc/ld.so.conf.d/clusterforge-nccl.conf", "".join(d + "\n" for d in libdirs)))
     if settings.efa_installer:  # set for EFA fabrics only
-        files.append(_file("/usr/local/sbin/clusterforge-efa.sh", _efa_script(settings), "0755"))
+        files.append(_file("/usr/local/sbin/clusterforge-efa.sh", _efa_script(settings, platform), "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-efa.sh")
     if env.get("LD_LIBRARY_PATH"):
         runcmd.append("ldconfig")

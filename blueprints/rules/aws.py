@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import datetime
+import difflib
 import ipaddress
 from collections.abc import Iterator
 
-from ..models import AwsTarget, CapacityBlockCapacity, EfaNetwork, ReservationCapacity, SpotCapacity
-from ._facts import compute_groups, group_hardware, instance_spec, version, vstr
+from ..aws import accelerator_family, efa_group, instance_arch, kvm_source, reserved_groups
+from ..catalog import ec2_instance_type_names
+from ..models import (
+    AwsTarget,
+    CapacityBlockCapacity,
+    EfaNetwork,
+    KubernetesOrchestrator,
+    LustreStorage,
+    NodeGroup,
+    ReservationCapacity,
+    SpotCapacity,
+)
+from ._facts import compute_groups, fld, group_hardware, instance_spec, mounts, version, vstr
 from .registry import Hit, RuleContext, rule
 
 EFA_DOC = "https://github.com/awsdocs/amazon-ec2-user-guide/blob/e3707c431483ec0ffffcabebd36cf799ba682cd0/doc_source/efa.md"
@@ -28,6 +41,16 @@ def _efa(ctx: RuleContext) -> EfaNetwork | None:
 
 def _compute_nodes(ctx: RuleContext) -> int:
     return sum(g.count or 0 for _, g in compute_groups(ctx.bp))
+
+
+def _reserved(ctx: RuleContext) -> list[tuple[int, NodeGroup]]:
+    """``(index, group)`` of the groups the reservation / Capacity Block is for."""
+    names = {g.name for g in reserved_groups(ctx.bp)}
+    return [(i, g) for i, g in enumerate(ctx.bp.node_groups) if g.name in names]
+
+
+def _reserved_nodes(ctx: RuleContext) -> int:
+    return sum(g.count or 0 for _, g in _reserved(ctx))
 
 
 @rule(
@@ -131,18 +154,18 @@ def efa_interfaces_below_max(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="efa-placement-decision",
     severity="error",
-    summary="A multi-node EFA cluster needs an explicit placement decision: `network.placement: cluster` (or "
-            "`none` for Capacity Blocks).",
-    fix="set `network.placement: cluster` (`none` with a Capacity Block)",
+    summary="A multi-node on-demand or spot EFA cluster needs an explicit placement decision "
+            "(`network.placement: cluster` or `none`); with a Capacity Block or reservation unset means none.",
+    fix="set `network.placement: cluster`",
     source=EFA_START,
 )
 def efa_placement_decision(ctx: RuleContext) -> Iterator[Hit]:
     net = _efa(ctx)
     if net is None or net.placement is not None or _compute_nodes(ctx) < 2:
         return
-    cb = isinstance(ctx.bp.target.capacity, CapacityBlockCapacity)  # type: ignore[union-attr]
-    yield Hit(("network", "fabric"), f"`network.placement` is not set for {_compute_nodes(ctx)} EFA nodes",
-              "set `network.placement: none` (Capacity Blocks are already placed in an UltraCluster)" if cb else None)
+    if isinstance(ctx.bp.target.capacity, (CapacityBlockCapacity, ReservationCapacity)):  # type: ignore[union-attr]
+        return  # unset means none: the block is placed in an UltraCluster, a reservation names its own group
+    yield Hit(("network", "fabric"), f"`network.placement` is not set for {_compute_nodes(ctx)} EFA nodes")
 
 
 @rule(
@@ -210,8 +233,9 @@ def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
         it = instance_spec(g, ctx.catalog)
         if it is None:
             continue
-        nics = it.network_cards if efa is not None and g.role == "compute" else 1
-        if efa is not None and g.role == "compute" and efa.efa.interfaces != "max":
+        has_efa = efa is not None and efa_group(ctx.bp, g, ctx.catalog)  # the stack's own test for EFA interfaces
+        nics = it.network_cards if has_efa else 1
+        if efa is not None and has_efa and efa.efa.interfaces != "max":
             nics = max(1, min(int(efa.efa.interfaces), it.network_cards))
         if nics > 1:
             yield Hit(("node_groups", i, "public_ip"),
@@ -220,10 +244,10 @@ def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
 
 @rule(
     id="capacity-block-placement-group",
-    severity="error",
-    summary="Capacity Block instances are already placed in an UltraCluster; asking for a new placement group makes "
-            "the launch miss the reserved capacity (InsufficientInstanceCapacity).",
-    fix="set `network.placement: none`",
+    severity="warning",
+    summary="Capacity Block instances are already placed in an UltraCluster: the stack ignores `network.placement` "
+            "and creates no placement group (one would make the launch miss the block).",
+    fix="set `network.placement: none` (or leave it unset)",
     source=CB_USING,
 )
 def capacity_block_placement_group(ctx: RuleContext) -> Iterator[Hit]:
@@ -231,8 +255,9 @@ def capacity_block_placement_group(ctx: RuleContext) -> Iterator[Hit]:
     if t is None or not isinstance(t.capacity, CapacityBlockCapacity):
         return
     if ctx.bp.network.placement in ("cluster", "partition", "spread"):
-        yield Hit(("network", "placement"), f"`network.placement` is `{ctx.bp.network.placement}` with a Capacity Block "
-                  f"(`target.capacity.reservation_id` {t.capacity.reservation_id})")
+        yield Hit(("network", "placement"), f"`network.placement` `{ctx.bp.network.placement}` is ignored with a "
+                  f"Capacity Block (`target.capacity.reservation_id` {t.capacity.reservation_id}): no placement group "
+                  f"is created")
 
 
 @rule(
@@ -252,13 +277,13 @@ def capacity_block_size(ctx: RuleContext) -> Iterator[Hit]:
     if n is not None and n > limit:
         yield Hit(("target", "capacity", "instance_count"),
                   f"`target.capacity.instance_count` is {n}; a Capacity Block has at most {limit} instances")
-    nodes = _compute_nodes(ctx)
+    nodes = _reserved_nodes(ctx)
     if n is not None and nodes > n:
         yield Hit(("target", "capacity", "instance_count"),
-                  f"the compute groups ask for {nodes} instances but `target.capacity.instance_count` is {n}",
+                  f"the groups in the block ask for {nodes} instances but `target.capacity.instance_count` is {n}",
                   f"lower the compute `count` to {n} or buy a larger block")
     elif n is None and nodes > limit:
-        i, _ = compute_groups(ctx.bp)[0]
+        i, _ = _reserved(ctx)[0]
         yield Hit(("node_groups", i, "count"), f"the compute `count` total {nodes} exceeds the {limit} instances of one Capacity Block")
 
 
@@ -273,10 +298,10 @@ def capacity_block_unused(ctx: RuleContext) -> Iterator[Hit]:
     t = _aws(ctx)
     if t is None or not isinstance(t.capacity, CapacityBlockCapacity) or t.capacity.instance_count is None:
         return
-    nodes = _compute_nodes(ctx)
+    nodes = _reserved_nodes(ctx)
     if nodes < t.capacity.instance_count:
         yield Hit(("target", "capacity", "instance_count"),
-                  f"`target.capacity.instance_count` is {t.capacity.instance_count} but the compute groups launch {nodes} "
+                  f"`target.capacity.instance_count` is {t.capacity.instance_count} but the groups in the block launch {nodes} "
                   f"(sum of their `count`)")
 
 
@@ -291,7 +316,7 @@ def capacity_block_instance_type(ctx: RuleContext) -> Iterator[Hit]:
     t = _aws(ctx)
     if t is None or not isinstance(t.capacity, CapacityBlockCapacity):
         return
-    for i, g in compute_groups(ctx.bp):
+    for i, g in _reserved(ctx):
         it = instance_spec(g, ctx.catalog)
         if it is not None and it.capacity_blocks_supported is False:
             yield Hit(("node_groups", i, "instance_type"), f"`{it.name}` (`node_groups.{i}.instance_type`) is not "
@@ -301,7 +326,7 @@ def capacity_block_instance_type(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="capacity-single-instance-type",
     severity="error",
-    summary="A Capacity Block or capacity reservation covers one instance type; all compute groups must use it.",
+    summary="A Capacity Block or capacity reservation covers one instance type; all the groups it is for must use it.",
     fix="use one instance type for every compute group, or split the cluster into one blueprint per reservation",
     source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-using.html",
 )
@@ -310,7 +335,7 @@ def capacity_single_instance_type(ctx: RuleContext) -> Iterator[Hit]:
     if t is None or not isinstance(t.capacity, (CapacityBlockCapacity, ReservationCapacity)):
         return
     first: tuple[int, str] | None = None
-    for i, g in compute_groups(ctx.bp):
+    for i, g in _reserved(ctx):
         if not g.instance_type:
             continue
         if first is None:
@@ -323,12 +348,12 @@ def capacity_single_instance_type(ctx: RuleContext) -> Iterator[Hit]:
 
 @rule(
     id="reservation-vs-placement-group",
-    severity="error",
-    summary="Instances use a capacity reservation only if they launch into the placement group it was created in: "
-            "a new placement group misses the reservation (InsufficientInstanceCapacity), and so does none when the "
-            "reservation has one.",
-    fix="set `target.capacity.placement_group` to the reservation's cluster placement group, or `network.placement: none`",
-    source="https://github.com/terraform-aws-modules/terraform-aws-eks/pull/3730",
+    severity="warning",
+    summary="The stack ignores `network.placement` with a capacity reservation: it creates no new placement group (one "
+            "would miss the reservation) and launches into the group the reservation was created in, if any.",
+    fix="set `target.capacity.placement_group` to the reservation's placement group and `network.placement: cluster`, "
+        "or `network.placement: none` for a reservation without one",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html",
 )
 def reservation_vs_placement_group(ctx: RuleContext) -> Iterator[Hit]:
     t = _aws(ctx)
@@ -338,16 +363,15 @@ def reservation_vs_placement_group(ctx: RuleContext) -> Iterator[Hit]:
     pg = t.capacity.placement_group
     if placement in ("cluster", "partition", "spread") and pg is None:
         yield Hit(("network", "placement"),
-                  f"`network.placement` `{placement}` would create a new placement group, but reservation "
-                  f"`{t.capacity.reservation_id}` names none (`target.capacity.placement_group`)")
-    elif placement in ("none", None) and pg is not None:
+                  f"`network.placement` `{placement}` is ignored: reservation `{t.capacity.reservation_id}` names no "
+                  f"placement group (`target.capacity.placement_group`), so no new one is created")
+    elif placement == "none" and pg is not None:
         yield Hit(("target", "capacity", "placement_group"),
-                  f"reservation `{t.capacity.reservation_id}` lives in placement group `{pg}` but `network.placement` "
-                  f"is {'unset' if placement is None else '`none`'}",
-                  "set `network.placement: cluster` so the nodes launch into the reservation's group")
+                  f"`network.placement: none` is ignored: the nodes launch into `{pg}`, the placement group of "
+                  f"reservation `{t.capacity.reservation_id}`", "set `network.placement: cluster`")
     elif placement in ("partition", "spread") and pg is not None:
-        yield Hit(("network", "placement"), f"reservation placement group `{pg}` is a cluster group but "
-                  f"`network.placement` is `{placement}`", "set `network.placement: cluster`")
+        yield Hit(("network", "placement"), f"`network.placement` `{placement}` is ignored: the nodes launch into the "
+                  f"reservation's cluster placement group `{pg}`", "set `network.placement: cluster`")
 
 
 @rule(
@@ -361,10 +385,10 @@ def reservation_count(ctx: RuleContext) -> Iterator[Hit]:
     t = _aws(ctx)
     if t is None or not isinstance(t.capacity, ReservationCapacity) or t.capacity.instance_count is None:
         return
-    nodes = _compute_nodes(ctx)
+    nodes = _reserved_nodes(ctx)
     if nodes > t.capacity.instance_count:
         yield Hit(("target", "capacity", "instance_count"),
-                  f"the compute groups launch {nodes} instances but reservation `{t.capacity.reservation_id}` holds "
+                  f"the groups in the reservation launch {nodes} instances but reservation `{t.capacity.reservation_id}` holds "
                   f"{t.capacity.instance_count}")
 
 
@@ -561,3 +585,278 @@ def eks_system_node_group(ctx: RuleContext) -> Iterator[Hit]:
     if all(group_hardware(ctx.bp, g, ctx.catalog).gpus for g in ctx.bp.node_groups):
         yield Hit(("orchestrator", "kind"), "`orchestrator.kind` is `kubernetes` (EKS) but every node group has GPUs; "
                   "cluster add-ons would land on (or be kept off) the GPU nodes")
+
+
+# --- which groups a reservation or Capacity Block is for ---------------------------------------
+
+@rule(
+    id="capacity-node-groups",
+    severity="error",
+    summary="A reservation or Capacity Block serves one instance type: the groups it is for must be clear. They are "
+            "`target.capacity.node_groups`, or else the `compute` groups; the others launch on demand.",
+    fix="list the groups that launch into the reservation in `target.capacity.node_groups`",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html",
+)
+def capacity_node_groups(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, (CapacityBlockCapacity, ReservationCapacity)):
+        return
+    names = t.capacity.node_groups
+    known = [g.name for g in ctx.bp.node_groups]
+    if names is not None:
+        for j, name in enumerate(names):
+            if name not in known:
+                m = difflib.get_close_matches(name, known, n=1)
+                yield Hit(("target", "capacity", "node_groups", j),
+                          f"`target.capacity.node_groups.{j}` `{name}` is not a node group"
+                          f"{f' (did you mean `{m[0]}`?)' if m else ''}", f"use one of {', '.join(known)}")
+        if not names:
+            yield Hit(("target", "capacity", "node_groups"), "`target.capacity.node_groups` is empty: no group would "
+                      f"use reservation `{t.capacity.reservation_id}`")
+        return
+    reserved = _reserved(ctx)
+    if not reserved:
+        yield Hit(("target", "capacity"), f"no `compute` group would use reservation `{t.capacity.reservation_id}`")
+        return
+    types = {g.instance_type for _, g in reserved}
+    for i, g in enumerate(ctx.bp.node_groups):
+        if g.role != "compute" and g.instance_type in types:
+            yield Hit(("node_groups", i, "instance_type"),
+                      f"{g.role} group `{g.name}` has the reserved type `{g.instance_type}`: is it in reservation "
+                      f"`{t.capacity.reservation_id}` or on demand?")
+
+
+# --- instance types ----------------------------------------------------------------------------
+
+def _suggest(name: str, known: frozenset[str]) -> str:
+    low = {k.lower(): k for k in known}
+    if name.lower() in low:
+        return f" (did you mean `{low[name.lower()]}`?)"
+    m = difflib.get_close_matches(name.lower(), list(low), n=1, cutoff=0.7)
+    return f" (did you mean `{low[m[0]]}`?)" if m else ""
+
+
+@rule(
+    id="instance-type-exists",
+    severity="error",
+    summary="Login, controller and storage groups may use any EC2 instance type, but it must exist (the names "
+            "pulumi_aws ships from the EC2 API model); compute groups use the hardware catalog.",
+    fix="write the instance type as EC2 names it (`aws ec2 describe-instance-types`), in lower case",
+    source="https://docs.aws.amazon.com/ec2/latest/instancetypes/instance-type-names.html",
+)
+def instance_type_exists(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None:
+        return
+    names = ec2_instance_type_names()
+    for i, g in enumerate(ctx.bp.node_groups):
+        t = g.instance_type
+        if g.role == "compute" or not t or t in names or instance_spec(g, ctx.catalog) is not None:
+            continue
+        if accelerator_family(t, ctx.catalog):
+            continue  # instance-type-accelerator-not-nvidia names the accelerator
+        yield Hit(("node_groups", i, "instance_type"),
+                  f"{g.role} group `{g.name}`: `{t}` is not an EC2 instance type{_suggest(t, names)}")
+
+
+@rule(
+    id="instance-type-accelerator-not-nvidia",
+    severity="error",
+    summary="Inferentia, Trainium, Gaudi, Qualcomm AI 100, FPGA and AMD GPU families carry accelerators that the "
+            "NVIDIA stack (driver, CUDA, NCCL, GPU Operator) does not drive.",
+    fix="use an NVIDIA GPU type (p4d, p5, p5e, p5en, p6, g5, g6e ...) or a general-purpose type for this group",
+    source="https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html",
+)
+def instance_type_accelerator_not_nvidia(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None:
+        return
+    for i, g in enumerate(ctx.bp.node_groups):
+        what = accelerator_family(g.instance_type or "", ctx.catalog)
+        if what and instance_spec(g, ctx.catalog) is None:
+            yield Hit(("node_groups", i, "instance_type"),
+                      f"group `{g.name}`: `{g.instance_type}` carries {what}, not NVIDIA GPUs")
+
+
+@rule(
+    id="ami-architecture",
+    severity="error",
+    summary="`target.ami_id` is one AMI for every node group, so all groups must share its CPU architecture "
+            "(x86_64 or arm64).",
+    fix="unset `target.ami_id` (each group gets the right AMI from SSM) or use one architecture for every group",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ComponentsAMIs.html",
+)
+def ami_architecture(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not t.ami_id:
+        return
+    archs = {(instance_arch(g.instance_type, ctx.catalog), i) for i, g in enumerate(ctx.bp.node_groups) if g.instance_type}
+    if len({a for a, _ in archs}) > 1:
+        first = min(archs, key=lambda x: x[1])
+        for arch, i in sorted(archs, key=lambda x: x[1]):
+            if arch != first[0]:
+                g = ctx.bp.node_groups[i]
+                yield Hit(("target", "ami_id"), f"`target.ami_id` {t.ami_id} serves `{g.instance_type}` ({arch}, "
+                          f"`node_groups.{i}`) and `{ctx.bp.node_groups[first[1]].instance_type}` ({first[0]}) alike")
+                return
+
+
+@rule(
+    id="kata-needs-kvm",
+    severity="error",
+    summary="Kata Containers and VM sandboxes need KVM: bare-metal (`.metal`) instance types, or on plain EC2 the "
+            "families with nested virtualization (catalog `kvm`, enabled by the stack); EKS managed node groups do "
+            "not enable nested virtualization.",
+    fix="use a `.metal` instance type for this group, or `sandbox: gvisor` / `container`",
+    source="https://github.com/kata-containers/kata-containers/blob/main/docs/install/aws-installation-guide.md",
+)
+def kata_needs_kvm(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None:
+        return
+    eks = isinstance(ctx.bp.orchestrator, KubernetesOrchestrator)
+    for i, g in enumerate(ctx.bp.node_groups):
+        t = g.instance_type or ""
+        if g.sandbox.runtime in ("kata", "vm") and t and kvm_source(t, eks, ctx.catalog) is None:
+            nested = " (EKS managed node groups do not enable its nested virtualization)" if kvm_source(
+                t, False, ctx.catalog) else ""
+            yield Hit(("node_groups", i, "sandbox"), f"`node_groups.{i}.sandbox` `{g.sandbox.runtime}` needs KVM but "
+                      f"`{t}` is a virtual machine without it{nested}")
+
+
+# --- fabric ------------------------------------------------------------------------------------
+
+@rule(
+    id="gpudirect-rdma-unavailable",
+    severity="error",
+    summary="`network.gpudirect_rdma.enabled: true` asks for GPUDirect RDMA, which needs an RDMA fabric: EFA with "
+            "RDMA read on the compute instance type (not g5, for instance), InfiniBand or RoCE; Ethernet has none.",
+    fix="remove `network.gpudirect_rdma.enabled` (or set it to false), or use an instance type whose EFA has RDMA read",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types",
+)
+def gpudirect_rdma_unavailable(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if "enabled" not in net.gpudirect_rdma.model_fields_set or not net.gpudirect_rdma.enabled:
+        return
+    if net.fabric == "ethernet":
+        yield Hit(("network", "gpudirect_rdma", "enabled"), "GPUDirect RDMA is requested on an Ethernet fabric")
+        return
+    if net.fabric != "efa":
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(g, ctx.catalog)
+        if it is not None and it.gpu_count and it.efa_rdma_read is False:
+            yield Hit(("network", "gpudirect_rdma", "enabled"), f"GPUDirect RDMA is requested but the EFA of "
+                      f"`{it.name}` (`node_groups.{i}`) has no RDMA read")
+
+
+@rule(
+    id="placement-group-mixed-types",
+    severity="warning",
+    summary="One cluster placement group for several instance types raises the risk of InsufficientInstanceCapacity: "
+            "AWS recommends a single instance type per cluster placement group.",
+    fix="use one instance type for the compute groups, or launch them in separate blueprints",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html",
+)
+def placement_group_mixed_types(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or ctx.bp.network.placement != "cluster" or isinstance(t.capacity, CapacityBlockCapacity):
+        return
+    if isinstance(t.capacity, ReservationCapacity) and t.capacity.placement_group is None:
+        return  # no placement group at all
+    seen: dict[str, int] = {}
+    for i, g in compute_groups(ctx.bp):
+        if g.instance_type and g.instance_type not in seen:
+            seen[g.instance_type] = i
+    if len(seen) > 1:
+        i = max(seen.values())
+        yield Hit(("node_groups", i, "instance_type"), f"the cluster placement group holds {len(seen)} instance types: "
+                  f"{', '.join(f'`{k}`' for k in seen)}")
+
+
+# --- storage -----------------------------------------------------------------------------------
+
+@rule(
+    id="fsx-efa-client",
+    severity="error",
+    summary="An EFA-enabled FSx for Lustre file system needs clients set up for EFA (Lustre client with the EFA LNet "
+            "network); clusterforge mounts FSx over TCP only, so the EFA capacity would go unused.",
+    fix="remove `efa_enabled` (the file system is reached over TCP)",
+    source="https://docs.aws.amazon.com/fsx/latest/LustreGuide/efa-file-systems.html",
+)
+def fsx_efa_client(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None:
+        return
+    for i, s in enumerate(ctx.bp.storage):
+        if isinstance(s, LustreStorage) and s.fsx is not None and s.fsx.efa_enabled:
+            yield Hit(("storage", i, "fsx", "efa_enabled"), f"`storage.{i}.fsx.efa_enabled` is true but the nodes "
+                      "would mount it over TCP")
+
+
+@rule(
+    id="fsx-backup-s3",
+    severity="error",
+    summary="FSx for Lustre cannot back up a file system linked to an S3 data repository.",
+    fix="set `automatic_backup_retention_days: 0` (S3 holds the data), or remove `s3`",
+    source="https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateBackup.html",
+)
+def fsx_backup_s3(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.catalog.aws["fsx"]["backups_with_s3_repository"]:
+        return
+    for i, s in enumerate(ctx.bp.storage):
+        f = s.fsx if isinstance(s, LustreStorage) else None
+        if f is not None and f.s3 is not None and f.automatic_backup_retention_days > 0:
+            yield Hit(("storage", i, "fsx", "automatic_backup_retention_days"),
+                      f"`storage.{i}.fsx.automatic_backup_retention_days` is {f.automatic_backup_retention_days} on a "
+                      f"file system linked to `{f.s3.data_repository_path}`")
+
+
+@rule(
+    id="mount-over-image-dir",
+    severity="error",
+    summary="A mount must not cover `/opt` or the directories AWS images keep there: EFA (`/opt/amazon`), the OFI "
+            "plugin and the Deep Learning AMI's instance-store volume (`/opt/dlami`).",
+    fix="mount under a directory of its own, e.g. `/fsx`, `/lustre`, `/scratch`",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html",
+)
+def mount_over_image_dir(ctx: RuleContext) -> Iterator[Hit]:
+    if _aws(ctx) is None:
+        return
+    dirs = [d.rstrip("/") for d in ctx.catalog.aws["image_dirs"]["dirs"]]
+    ami_volume = str(ctx.catalog.aws["dlami"]["nvme_location"]).rstrip("/")
+    for m in mounts(ctx.bp):
+        if m.path[0] == "node_groups" and m.mount == ami_volume:
+            continue  # scratch on the DLAMI's own volume
+        hit = next((d for d in dirs if m.mount == d or d.startswith(m.mount + "/") or
+                    (d != "/opt" and m.mount.startswith(d + "/"))), None)
+        if hit:
+            yield Hit(m.path, f"`{fld(m.path)}` `{m.mount}` ({m.what}) would cover `{hit}`")
+
+
+# --- EKS ---------------------------------------------------------------------------------------
+
+def _today() -> datetime.date:
+    return datetime.date.today()
+
+
+@rule(
+    id="eks-version-support",
+    severity="warning",
+    summary="The EKS Kubernetes version is past its end of standard support (catalog `eks_versions`): the cluster "
+            "runs on extended support, billed extra per cluster hour, and is upgraded automatically after it.",
+    fix="set `orchestrator.version` to a version in standard support",
+    source="https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html",
+)
+def eks_version_support(ctx: RuleContext) -> Iterator[Hit]:
+    orch = ctx.bp.orchestrator
+    if _aws(ctx) is None or not isinstance(orch, KubernetesOrchestrator):
+        return
+    ends = ctx.catalog.aws["eks_versions"]["end_of_standard_support"]
+    end = ends.get(orch.version)
+    today = _today()
+    current = sorted((v for v, d in ends.items() if d >= today), key=lambda v: version(v) or ())
+    if end is None:
+        if (version(orch.version) or ()) < (version(min(ends, key=lambda v: version(v) or ())) or ()):
+            yield Hit(("orchestrator", "version"), f"`orchestrator.version` {orch.version} is older than every EKS version in the catalog",
+                      f"set `orchestrator.version: \"{current[-1]}\"`" if current else None)
+        return
+    if end < today:
+        yield Hit(("orchestrator", "version"), f"`orchestrator.version` {orch.version}: EKS standard support ended on {end.isoformat()}",
+                  f"set `orchestrator.version: \"{current[-1]}\"`" if current else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..aws import accelerator_family
 from ._facts import group_hardware, instance_spec
 from .registry import Hit, RuleContext, rule
 
@@ -23,15 +24,15 @@ def _close(name: str, known: list[str]) -> str:
 @rule(
     id="instance-type-format",
     severity="error",
-    summary="An EC2 instance type is `family.size`, e.g. `p5.48xlarge` or `m6i.xlarge`.",
+    summary="A compute group's EC2 instance type is `family.size`, e.g. `p5.48xlarge`.",
     fix="write the instance type as EC2 names it (`aws ec2 describe-instance-types`)",
     source="https://docs.aws.amazon.com/ec2/latest/instancetypes/instance-type-names.html",
 )
 def instance_type_format(ctx: RuleContext) -> Iterator[Hit]:
     if not ctx.bp.is_aws:
         return
-    for i, g in enumerate(ctx.bp.node_groups):
-        if g.instance_type and not INSTANCE_NAME.match(g.instance_type):
+    for i, g in enumerate(ctx.bp.node_groups):  # other roles: instance-type-exists (EC2's own list)
+        if g.role == "compute" and g.instance_type and not INSTANCE_NAME.match(g.instance_type):
             yield Hit(("node_groups", i, "instance_type"),
                       f"`node_groups.{i}.instance_type` `{g.instance_type}` is not an EC2 instance type name"
                       f"{_close(g.instance_type, ctx.catalog.instance_type_names)}")
@@ -50,7 +51,8 @@ def instance_type_unknown(ctx: RuleContext) -> Iterator[Hit]:
         return
     names = ctx.catalog.instance_type_names
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.role == "compute" and g.instance_type and INSTANCE_NAME.match(g.instance_type) and instance_spec(g, ctx.catalog) is None:
+        if (g.role == "compute" and g.instance_type and INSTANCE_NAME.match(g.instance_type)
+                and instance_spec(g, ctx.catalog) is None and not accelerator_family(g.instance_type, ctx.catalog)):
             yield Hit(("node_groups", i, "instance_type"),
                       f"compute group `{g.name}`: `node_groups.{i}.instance_type` `{g.instance_type}` is not in the "
                       f"hardware catalog{_close(g.instance_type, names)}",
@@ -70,7 +72,7 @@ def instance_type_not_in_catalog(ctx: RuleContext) -> Iterator[Hit]:
         return
     for i, g in enumerate(ctx.bp.node_groups):
         if (g.role != "compute" and g.instance_type and ACCELERATED_FAMILY.match(g.instance_type)
-                and instance_spec(g, ctx.catalog) is None):
+                and instance_spec(g, ctx.catalog) is None and not accelerator_family(g.instance_type, ctx.catalog)):
             yield Hit(("node_groups", i, "instance_type"),
                       f"{g.role} group `{g.name}`: accelerated type `{g.instance_type}` is not in the hardware catalog")
 

@@ -7,13 +7,15 @@
   (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/amazon-eks.html);
 * **AWS EFA device plugin** (Helm, https://aws.github.io/eks-charts) scheduled by the
   ``clusterforge.io/efa=true`` label that only EFA node groups carry, and limited to their
-  instance types (bug-23);
-* **FSx for Lustre CSI driver** (Helm) with a StorageClass, and for every FSx file system of the
-  stack a statically provisioned PersistentVolume + PersistentVolumeClaim (``volumeHandle`` = the
-  file system id, ``dnsname`` / ``mountname`` attributes)
-  (https://github.com/kubernetes-sigs/aws-fsx-csi-driver/blob/master/docs/static-provisioning.md);
+  instance types;
+* **FSx for Lustre CSI driver** (Helm) and, for every FSx file system of the stack, a statically
+  provisioned PersistentVolume + PersistentVolumeClaim bound by name with the empty storage class
+  (``volumeHandle`` = the file system id, ``dnsname`` / ``mountname`` attributes)
+  (https://github.com/kubernetes-sigs/aws-fsx-csi-driver/blob/master/docs/static-provisioning.md).
+  No dynamic StorageClass: it would need a throughput value and FSx permissions for the CSI
+  controller, and a claim against it would stay Pending without them;
 * a **RuntimeClass** per declared Kata / gVisor sandbox, scheduled onto the node groups that
-  configured that runtime (bug-19: GPU pods need the right runtime);
+  configured that runtime (GPU pods need the right runtime);
 * the **Kubeflow MPI operator** (its release manifest, server-side) for the validation jobs;
 * the validation **Namespace**.
 """
@@ -32,8 +34,8 @@ __all__ = [
     "EFA_PLUGIN_REPO",
     "FSX_CSI_CHART_VERSION",
     "FSX_CSI_REPO",
-    "FSX_STORAGE_CLASS",
     "GPU_OPERATOR_REPO",
+    "STATIC_STORAGE_CLASS",
     "AddonsArgs",
     "FsxVolume",
     "KubernetesAddons",
@@ -47,7 +49,8 @@ FSX_CSI_REPO = "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
 FSX_CSI_CHART_VERSION = "1.10.0"
 """aws-fsx-csi-driver chart version (https://github.com/kubernetes-sigs/aws-fsx-csi-driver/releases)."""
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
-FSX_STORAGE_CLASS = "fsx-lustre"
+STATIC_STORAGE_CLASS = ""
+"""Storage class of the static FSx volumes: the empty class, so no provisioner acts on the claims."""
 
 
 def mpi_operator_manifest(version: str) -> str:
@@ -86,7 +89,7 @@ class AddonsArgs:
     ``mpi_operator_version``: pinned versions from the blueprint; ``gpu``: any GPU node group;
     ``efa_instance_types``: instance types of the node groups with EFA attached (empty: no plugin);
     ``sandbox_workloads``: some node group passes GPUs into Kata / VMs; ``sandboxes``: RuntimeClasses;
-    ``fsx``: file systems for PV/PVCs; ``subnet_id`` / ``security_group_id``: for the StorageClass.
+    ``fsx``: file systems for PV/PVCs.
     """
 
     naming: Naming
@@ -99,8 +102,6 @@ class AddonsArgs:
     sandbox_workloads: bool = False
     sandboxes: Sequence[SandboxClass] = ()
     fsx: Sequence[FsxVolume] = ()
-    subnet_id: pulumi.Input[str] | None = None
-    security_group_id: pulumi.Input[str] | None = None
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
@@ -147,16 +148,6 @@ class KubernetesAddons(pulumi.ComponentResource):
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=FSX_CSI_REPO),
                 values={"node": {"tolerateAllTaints": True}},
                 opts=after_nodes)
-            params: dict[str, pulumi.Input[str]] = {"deploymentType": "PERSISTENT_2"}
-            if args.subnet_id is not None:
-                params["subnetId"] = args.subnet_id
-            if args.security_group_id is not None:
-                params["securityGroupIds"] = args.security_group_id
-            sc = k8s.storage.v1.StorageClass(
-                f"{name}-fsx-storage-class", metadata=k8s.meta.v1.ObjectMetaArgs(name=FSX_STORAGE_CLASS, labels=labels),
-                provisioner=FSX_CSI_DRIVER, reclaim_policy="Retain", volume_binding_mode="Immediate",
-                parameters=params, mount_options=["flock"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[csi]))
             for v in args.fsx:
                 pv = k8s.core.v1.PersistentVolume(
                     f"{name}-{v.name}-pv",
@@ -167,19 +158,19 @@ class KubernetesAddons(pulumi.ComponentResource):
                         volume_mode="Filesystem",
                         access_modes=["ReadWriteMany"],
                         persistent_volume_reclaim_policy="Retain",
-                        storage_class_name=FSX_STORAGE_CLASS,
+                        storage_class_name=STATIC_STORAGE_CLASS,
                         mount_options=list(v.mount_options),
                         csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                             driver=FSX_CSI_DRIVER, volume_handle=v.file_system_id,
                             volume_attributes={"dnsname": v.dns_name, "mountname": v.mount_name}),
                     ),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[sc]))
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[csi]))
                 k8s.core.v1.PersistentVolumeClaim(
                     f"{name}-{v.name}-pvc",
                     metadata=k8s.meta.v1.ObjectMetaArgs(name=v.name, namespace=args.namespace, labels=labels),
                     spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                         access_modes=["ReadWriteMany"],
-                        storage_class_name=FSX_STORAGE_CLASS,
+                        storage_class_name=STATIC_STORAGE_CLASS,
                         volume_name=pv.metadata.apply(lambda m: str(m.name)),
                         resources=k8s.core.v1.VolumeResourceRequirementsArgs(
                             requests={"storage": f"{v.capacity_gib}Gi"}),

@@ -1,18 +1,18 @@
 """``clusterforge:aws:LustreFileSystem``: FSx for Lustre with every validated argument.
 
 Arguments map one to one from :class:`blueprints.models.FsxLustre` (pulumi_aws 7.x names,
-``../shared/reference/cloud.md`` section (c)); combinations are checked before deploy by the
+the pulumi_aws 7.x argument names); combinations are checked before deploy by the
 blueprint rules. Notable facts:
 
-* ``subnet_ids`` is ONE subnet id as a string (pulumi_aws 7.51 rejects a list; cloud.md rule 14) —
-  the nodes' compute subnet, so the file system sits in the nodes' AZ (bug-06);
+* ``subnet_ids`` is ONE subnet id as a string (pulumi_aws 7.51 rejects a list) —
+  the nodes' compute subnet, so the file system sits in the nodes' AZ;
 * every FSx for Lustre file system is encrypted at rest; PERSISTENT_* file systems use a KMS key
   (``kms_key_id`` or the AWS managed ``aws/fsx`` key)
   (https://docs.aws.amazon.com/fsx/latest/LustreGuide/encryption-at-rest.html);
 * ``per_unit_storage_throughput``, ``kms_key_id``, backups and ``metadata_configuration`` are only
   sent for the deployment types that accept them;
 * an S3 bucket is linked with a data repository association (auto import / export policies);
-* the file system depends on the Lustre security-group rules (bug-05).
+* the file system depends on the Lustre security-group rules.
 """
 
 from __future__ import annotations

@@ -3,17 +3,18 @@
 Security groups follow the rules AWS documents for EFA and FSx for Lustre:
 
 * node SG: all traffic **in from** and **out to** itself (EFA OS-bypass traffic needs both; a
-  ``0.0.0.0/0`` egress does not cover it — field failure bug-01,
+  ``0.0.0.0/0`` egress does not cover it:
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security);
   SSH (TCP 22) only from ``target.ssh_ingress_cidrs`` (none by default: use SSM Session
   Manager); egress to the internet (through the NAT gateway) for packages;
-* FSx SG: Lustre TCP 988 and 1018-1023 from the node SG and from itself
-  (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html,
-  bug-05); the node SG allows the same ports out to it. The file system depends on these rule
-  resources so it is never created before them.
+* Lustre TCP 988 and 1018-1023 both ways between the file system and its clients, as AWS
+  documents for both groups (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html,
+  catalog ``fsx.security_groups``): the FSx SG admits and reaches the node SG and itself; the node
+  SG admits and reaches the FSx SG. The file system depends on these rule resources so it is
+  never created before them.
 
 New VPCs get one private compute subnet in ``target.availability_zone`` (every EFA peer must be
-in one subnet, bug-02), a public subnet with the NAT gateway when ``vpc.nat_gateway`` is on,
+in one subnet), a public subnet with the NAT gateway when ``vpc.nat_gateway`` is on,
 and, for EKS, one small control-plane subnet in a second AZ (EKS requires subnets in two AZs).
 """
 
@@ -94,7 +95,7 @@ class Network(pulumi.ComponentResource):
             vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr_block, enable_dns_support=True,
                               enable_dns_hostnames=True, tags=tags("vpc"), opts=child)
             self.vpc_id = vpc.id
-            # Private compute subnet: never maps public IPs (multi-NIC EFA instances cannot get one, bug-04).
+            # Private compute subnet: never maps public IPs (multi-NIC EFA instances cannot get one).
             subnet = aws.ec2.Subnet(f"{name}-compute", vpc_id=vpc.id, cidr_block=args.subnet_cidr_block,
                                     availability_zone=args.availability_zone, map_public_ip_on_launch=False,
                                     tags=tags("compute"), opts=child)
@@ -172,7 +173,7 @@ class Network(pulumi.ComponentResource):
             tags=rule_tags, opts=child)
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-nodes-self-egress", security_group_id=node_sg.id, referenced_security_group_id=node_sg.id,
-            ip_protocol="-1", description="all traffic to the node SG itself (EFA needs the explicit egress, bug-01)",
+            ip_protocol="-1", description="all traffic to the node SG itself (EFA needs the explicit egress)",
             tags=rule_tags, opts=child)
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-nodes-internet-egress", security_group_id=node_sg.id, cidr_ipv4="0.0.0.0/0", ip_protocol="-1",
@@ -208,9 +209,17 @@ class Network(pulumi.ComponentResource):
                     referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
                     description=f"Lustre TCP {ports} between file servers", tags=fsx_tags, opts=child),
                 aws.vpc.SecurityGroupEgressRule(
+                    f"{name}-fsx-lustre-{ports}-to-nodes", security_group_id=fsx_sg.id,
+                    referenced_security_group_id=node_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"Lustre TCP {ports} to the clients", tags=fsx_tags, opts=child),
+                aws.vpc.SecurityGroupEgressRule(
                     f"{name}-nodes-lustre-{ports}-to-fsx", security_group_id=node_sg.id,
                     referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
                     description=f"Lustre TCP {ports} to the file system", tags=rule_tags, opts=child),
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-nodes-lustre-{ports}-from-fsx", security_group_id=node_sg.id,
+                    referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"Lustre TCP {ports} from the file system", tags=rule_tags, opts=child),
             ]
         if args.lustre_efa:
             for src, dst, what in ((node_sg, fsx_sg, "nodes-to-fsx"), (fsx_sg, node_sg, "fsx-to-nodes"),

@@ -3,17 +3,20 @@
 One launch template per node group carries everything about a node:
 
 * **network interfaces** — the multi-card layout AWS documents today
-  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html, cloud.md rule 24,
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html,
   catalog ``efa.interfaces``), pinned by :func:`efa_layout`: the primary interface is an ENA
   (``interface``) at network card 0 / device 0; card 0 also gets an ``efa-only`` interface at
   device 1; every further card ``k`` gets one ``efa-only`` interface at device 0 — so the node has
   exactly the catalog's maximum of EFA interfaces, one per network card, on distinct
-  ``network_card_index`` values (bug-04). Only the ENA interface takes an IP address;
+  ``network_card_index`` values. Only the ENA interface takes an IP address;
+* **nested virtualization** for Kata / VM sandboxes on the families that offer it (catalog ``kvm``);
 * **IMDSv2 required** (``http_tokens: required``; hop limit 2 so containers reach it);
 * an **encrypted gp3 root volume**;
 * **market options**: spot (``max_price``), ``capacity-block`` with the reservation id, or a
-  targeted capacity reservation (no ``capacity_reservation_preference`` when a target is set,
-  cloud.md rule 33);
+  targeted capacity reservation (no ``capacity_reservation_preference`` when a target is set:
+  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateCapacityReservationSpecificationRequest.html).
+  ``capacity`` is the group's own (:func:`blueprints.aws.capacity_for`): a reservation or
+  Capacity Block only reaches the groups it is for, the others launch on demand;
 * the placement group from :mod:`.placement`;
 * **user data** from :mod:`stacks.cloud_init`, rendered from the group's ``NodeSettings``.
 
@@ -21,12 +24,13 @@ EC2 node groups then launch ``count`` ``aws.ec2.Instance`` resources from the te
 private IPs feed the Ansible inventory). EKS node groups hand the template to an
 ``aws.eks.NodeGroup`` (managed node group; the template then carries neither subnet, instance
 profile nor spot request, which EKS forbids:
-https://docs.aws.amazon.com/eks/latest/APIReference/API_LaunchTemplateSpecification.html).
+https://docs.aws.amazon.com/eks/latest/APIReference/API_LaunchTemplateSpecification.html). With a
+Capacity Block the instance type moves from the node group's ``instance_types`` into the launch
+template, as EKS requires (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -34,6 +38,7 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
+from blueprints.aws import instance_arch, kvm_source
 from blueprints.catalog import InstanceTypeSpec
 from blueprints.models import Capacity as CapacityModel
 from blueprints.models import (
@@ -69,9 +74,6 @@ UBUNTU_SSM_PARAMETER = "/aws/service/canonical/ubuntu/server/22.04/stable/curren
 EKS_ROOT_DEVICE = "/dev/xvda"
 """Root device name of the EKS-optimized Amazon Linux 2023 AMIs."""
 
-_ARM_FAMILY = re.compile(r"^[a-z]+\d+g[a-z]*\.")
-
-
 @dataclass(frozen=True)
 class NicSlot:
     """One launch-template network interface: ``network_card_index``, ``device_index`` and the
@@ -104,16 +106,9 @@ def efa_layout(instance: InstanceTypeSpec | None, requested: int | Literal["max"
     return [primary, NicSlot(0, 1, "efa-only")] + [NicSlot(k, 0, "efa-only") for k in range(1, n)]
 
 
-def _arch(instance_type: str, spec: InstanceTypeSpec | None) -> str:
-    cpu = str(spec.raw.get("cpu", "")) if spec else ""
-    if "arm64" in cpu or "Grace" in cpu or "Graviton" in cpu or _ARM_FAMILY.match(instance_type):
-        return "arm64"
-    return "x86_64"
-
-
 def ami_parameter(instance_type: str, spec: InstanceTypeSpec | None) -> str:
     """SSM parameter naming the default AMI for ``instance_type``: the DLAMI for GPU types, else Ubuntu."""
-    arch = _arch(instance_type, spec)
+    arch = instance_arch(instance_type)
     if spec is not None and spec.gpu_count > 0:
         return DLAMI_SSM_PARAMETER.format(arch=arch)
     return UBUNTU_SSM_PARAMETER.format(arch="arm64" if arch == "arm64" else "amd64")
@@ -135,8 +130,9 @@ class NodeGroupArgs:
 
     ``group`` / ``settings``: the blueprint node group and its ``NodeSettings``; ``instance``: its
     catalog entry (``None`` for types the catalog lacks: no EFA then); ``efa_interfaces``:
-    ``network.efa.interfaces`` (used when ``settings.fabric`` is ``efa``); ``capacity``:
-    ``target.capacity``; ``subnet_id``: the subnet every interface goes in; ``security_group_ids``:
+    ``network.efa.interfaces`` (used when ``settings.fabric`` is ``efa``); ``capacity``: how this
+    group buys instances (:func:`blueprints.aws.capacity_for`: the target's reservation or Capacity
+    Block only for the groups it is for, on demand for the others); ``subnet_id``: the subnet every interface goes in; ``security_group_ids``:
     node SGs; ``placement_group``: group name or ``None``; ``instance_profile_name`` /
     ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``: ``target.ami_id`` (``None`` = SSM
     lookup); ``root_volume_gib``; ``key_name``; ``lustre``: FSx storage name -> (DNS name, mount
@@ -255,13 +251,16 @@ class NodeGroupComponent(pulumi.ComponentResource):
 
         user_data = pulumi.Output.all(*endpoint_outputs).apply(lambda xs: render([str(x) for x in xs]))
 
+        # EKS + Capacity Block: the instance type must sit in the launch template, not in the node
+        # group's instance_types (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)
+        lt_instance_type = g.instance_type if eks is None or isinstance(cap, CapacityBlockCapacity) else None
         spec_tags = [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=rt, tags=tags)
                      for rt in ("instance", "volume", "network-interface")]
         lt = aws.ec2.LaunchTemplate(
             f"{name}-lt",
             description=f"clusterforge {n.blueprint}: node group {g.name} ({g.instance_type})",
             image_id=image_id,
-            instance_type=None if eks is not None else g.instance_type,
+            instance_type=lt_instance_type,
             key_name=args.key_name,
             iam_instance_profile=None if eks is not None else aws.ec2.LaunchTemplateIamInstanceProfileArgs(
                 name=args.instance_profile_name),
@@ -272,6 +271,10 @@ class NodeGroupComponent(pulumi.ComponentResource):
             if (args.placement_group is not None or eks is None) else None,
             instance_market_options=market,
             capacity_reservation_specification=reservation,
+            # Kata / VM sandboxes on a nested-virtualization family: KVM must be switched on
+            cpu_options=aws.ec2.LaunchTemplateCpuOptionsArgs(nested_virtualization="enabled")
+            if settings.sandbox.runtime in ("kata", "vm") and kvm_source(g.instance_type, eks is not None) == "nested"
+            else None,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
                 instance_metadata_tags="disabled"),
@@ -310,13 +313,13 @@ class NodeGroupComponent(pulumi.ComponentResource):
                 labels[LABEL_EFA] = "true"
             capacity_type = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK",
                              "reservation": "ON_DEMAND"}[cap.type]
-            arch = "ARM_64" if _arch(g.instance_type, args.instance) == "arm64" else "x86_64"
+            arch = "ARM_64" if instance_arch(g.instance_type) == "arm64" else "x86_64"
             ng = aws.eks.NodeGroup(
                 f"{name}-mng",
                 cluster_name=eks.cluster_name,
                 node_role_arn=args.node_role_arn,
                 subnet_ids=[args.subnet_id],
-                instance_types=[g.instance_type],
+                instance_types=None if lt_instance_type is not None else [g.instance_type],
                 ami_type=f"AL2023_{arch}_NVIDIA" if settings.gpu_count else f"AL2023_{arch}_STANDARD",
                 capacity_type=capacity_type,
                 version=eks.version,

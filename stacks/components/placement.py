@@ -1,7 +1,7 @@
 """``clusterforge:aws:Placement``: the EC2 placement group decision and, when needed, the group.
 
 The rules (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html,
-https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html, field failure bug-03):
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html):
 
 * ``network.placement`` ``cluster`` / ``partition`` / ``spread``: one group of that strategy,
   shared by every node group;
@@ -50,7 +50,7 @@ def decide_placement(bp: Blueprint) -> PlacementDecision:
             return PlacementDecision(False, None, cap.placement_group,
                                      f"capacity reservation created in placement group {cap.placement_group}: use it")
         return PlacementDecision(False, None, None,
-                                 "capacity reservation without a placement group: a new group would block it (bug-03)")
+                                 "capacity reservation without a placement group: a new group would block it")
     if strategy in (None, "none"):
         return PlacementDecision(False, None, None, "network.placement is none")
     return PlacementDecision(True, strategy, None, f"network.placement is {strategy}")

@@ -84,9 +84,9 @@ def test_node_security_group_references_itself_both_ways_on_every_interface(exam
     ingress = rules_of(plan, nodes, INGRESS)
     egress = rules_of(plan, nodes, EGRESS)
     assert any(r.inputs.get("referencedSecurityGroupId") == nodes.id and r.inputs["ipProtocol"] == "-1"
-               for r in ingress), f"{nodes.urn}: no all-traffic ingress from itself (EFA, bug-01)"
+               for r in ingress), f"{nodes.urn}: no all-traffic ingress from itself (EFA)"
     assert any(r.inputs.get("referencedSecurityGroupId") == nodes.id and r.inputs["ipProtocol"] == "-1"
-               for r in egress), f"{nodes.urn}: no all-traffic egress to itself (EFA, bug-01)"
+               for r in egress), f"{nodes.urn}: no all-traffic egress to itself (EFA)"
     for lt in plan.of_type(LT):
         for nic in lt.inputs["networkInterfaces"]:
             assert nodes.id in nic["securityGroups"], f"{lt.urn}: interface {nic} lacks the node SG"
@@ -102,7 +102,7 @@ def test_lustre_ports_open_between_nodes_and_file_system_before_it_exists(exampl
     for lo, hi in LUSTRE_PORTS:
         match = [r for r in ingress if r.inputs["ipProtocol"] == "tcp" and r.inputs["fromPort"] == lo
                  and r.inputs["toPort"] == hi and r.inputs.get("referencedSecurityGroupId") == nodes.id]
-        assert match, f"{fsx_sg.urn}: no TCP {lo}-{hi} ingress from the node SG (bug-05)"
+        assert match, f"{fsx_sg.urn}: no TCP {lo}-{hi} ingress from the node SG"
         out = [r for r in rules_of(plan, nodes, EGRESS) if r.inputs.get("fromPort") == lo
                and r.inputs.get("referencedSecurityGroupId") == fsx_sg.id]
         assert out, f"{nodes.urn}: no TCP {lo}-{hi} egress to the FSx SG"
@@ -146,7 +146,7 @@ def test_fsx_encrypted_in_the_nodes_subnet(example: str) -> None:
     assert len(compute) == 1
     assert compute[0].inputs["availabilityZone"] == b.target.availability_zone
     for fs in plan.of_type(FSX):
-        assert isinstance(fs.inputs["subnetIds"], str), f"{fs.urn}: subnetIds must be ONE id (cloud.md rule 14)"
+        assert isinstance(fs.inputs["subnetIds"], str), f"{fs.urn}: subnetIds must be ONE id"
         assert fs.inputs["subnetIds"] == compute[0].id, f"{fs.urn}: not in the compute subnet"
         assert ids[fs.inputs["subnetIds"]].inputs["availabilityZone"] == b.target.availability_zone
         # FSx encrypts every file system at rest; PERSISTENT_* use KMS (aws/fsx unless kms_key_id)
@@ -161,7 +161,7 @@ def test_fsx_encrypted_in_the_nodes_subnet(example: str) -> None:
 def test_capacity_block_market_type_reservation_and_no_placement_group() -> None:
     plan = plan_example("aws-p5-capacity-block")
     b = bp("aws-p5-capacity-block")
-    assert not plan.of_type(PG), "a capacity block must not get a placement group (bug-03)"
+    assert not plan.of_type(PG), "a capacity block must not get a placement group"
     for lt in plan.of_type(LT):
         assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}, lt.urn
         target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
@@ -200,7 +200,7 @@ def test_eks_node_groups_use_their_launch_template() -> None:
     assert gpu.inputs["labels"]["clusterforge.io/efa"] == "true", "EFA group must carry the device-plugin label"
     assert gpu.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
     system = next(ng for ng in ngs if ng.inputs["tags"][TAG_NODE_GROUP] == "system")
-    assert "clusterforge.io/efa" not in system.inputs["labels"], "non-EFA group must not get the EFA label (bug-23)"
+    assert "clusterforge.io/efa" not in system.inputs["labels"], "non-EFA group must not get the EFA label"
     system_lt = ids[system.inputs["launchTemplate"]["id"]]
     assert "groupName" not in system_lt.inputs.get("placement", {}), "controller group must stay out of the PG"
 
@@ -217,10 +217,10 @@ def test_user_data_builds_raid_mounts_lustre_and_writes_nccl_env(example: str) -
         assert "#cloud-config" in text
         if g.local_nvme is not None:
             assert "mdadm --create \"$MD\"" in text and "--level=0" in text, f"{lt.urn}: no RAID0"
-            assert "BYID=/dev/disk/by-id" in text and '"$BYID"/nvme-Amazon_EC2_NVMe_Instance_Storage_' in text, (
+            assert "BYID=${BYID:-/dev/disk/by-id}" in text and '"$BYID"/nvme-Amazon_EC2_NVMe_Instance_Storage_' in text, (
                 f"{lt.urn}: instance-store drives not discovered by model")
             assert f"MOUNT={g.local_nvme.mount}" in text
-        assert not re.search(r"/dev/nvme\d", text), f"{lt.urn}: fixed NVMe device name (bug-25)"
+        assert not re.search(r"/dev/nvme\d", text), f"{lt.urn}: fixed NVMe device name"
         for s in b.storage:
             fs = fsx[f"{b.name}-{s.name}"]
             # the mock engine's DNS and mount names of that very file system
@@ -229,7 +229,7 @@ def test_user_data_builds_raid_mounts_lustre_and_writes_nccl_env(example: str) -
                 f"{lt.urn}: no Lustre mount of {fs.urn}")
         if g.role == "compute":
             assert "/etc/nccl.conf" in text and "NCCL_NET_PLUGIN=ofi" in text, f"{lt.urn}: NCCL settings missing"
-            assert "/opt/amazon/ofi-nccl/lib" in text, f"{lt.urn}: OFI plugin not on the linker path (bug-09)"
+            assert "/opt/amazon/ofi-nccl/lib" in text, f"{lt.urn}: OFI plugin not on the linker path"
             assert "* hard memlock unlimited" in text
 
 

@@ -29,7 +29,7 @@ def test_spot_launch_template_requests_spot_without_reservation(plan_variant) ->
 def test_reservation_uses_its_own_placement_group_and_creates_none(plan_variant) -> None:
     plan = plan_variant("aws-p5-efa-lustre", {"target": {"capacity": {
         "type": "reservation", "reservation_id": "cr-0abc", "instance_count": 2, "placement_group": "odcr-pg"}}})
-    assert not plan.of_type(PG), "a reservation must not get a new placement group (bug-03)"
+    assert not plan.of_type(PG), "a reservation must not get a new placement group"
     (lt,) = plan.of_type(LT)
     assert lt.inputs["placement"]["groupName"] == "odcr-pg", f"{lt.urn}: not in the reservation's group"
     assert lt.inputs["capacityReservationSpecification"] == {
@@ -87,7 +87,7 @@ def test_fsx_every_validated_argument_and_s3_association(plan_variant) -> None:
         "kind": "lustre", "name": "shared", "mount": "/fsx", "fsx": {
             "deployment_type": "PERSISTENT_2", "storage_capacity_gib": 4800, "throughput_per_tib_mbps": 500,
             "metadata": {"mode": "USER_PROVISIONED", "iops": 6000}, "data_compression_type": "NONE",
-            "kms_key_id": "arn:aws:kms:us-east-1:123456789012:key/abc", "automatic_backup_retention_days": 7,
+            "kms_key_id": "arn:aws:kms:us-east-1:123456789012:key/abc", "automatic_backup_retention_days": 0,
             "s3": {"data_repository_path": "s3://datasets-bucket/train", "file_system_path": "/train",
                    "auto_export": True}}}]})
     (fs,) = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
@@ -95,7 +95,7 @@ def test_fsx_every_validated_argument_and_s3_association(plan_variant) -> None:
     assert (i["deploymentType"], i["storageCapacity"], i["perUnitStorageThroughput"]) == ("PERSISTENT_2", 4800, 500)
     assert i["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 6000}, fs.urn
     assert i["kmsKeyId"] == "arn:aws:kms:us-east-1:123456789012:key/abc", f"{fs.urn}: customer key not used"
-    assert i["dataCompressionType"] == "NONE" and i["automaticBackupRetentionDays"] == 7
+    assert i["dataCompressionType"] == "NONE" and i["automaticBackupRetentionDays"] == 0
     (dra,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     assert dra.inputs["fileSystemId"] == fs.id, f"{dra.urn}: not linked to {fs.urn}"
     assert dra.inputs["dataRepositoryPath"] == "s3://datasets-bucket/train"

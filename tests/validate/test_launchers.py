@@ -120,10 +120,11 @@ def test_kubernetes_manifests_for_eks_validate_and_use_efa_storage_and_runtime_c
     assert "runtimeClassName" not in wspec and wspec["nodeSelector"] == {"clusterforge.io/node-group": "gpu"}
     assert wspec["automountServiceAccountToken"] is False
     env = {e["name"]: e["value"] for e in wspec["containers"][0]["env"]}
-    assert env["FI_PROVIDER"] == "efa" and "LD_LIBRARY_PATH" not in env
+    # aws-ofi-nccl >= 1.7 on p4d needs no FI_* variable; the plugin is selected by name
+    assert env["NCCL_NET_PLUGIN"] == "ofi" and "FI_PROVIDER" not in env and "LD_LIBRARY_PATH" not in env
     script = mpi["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][2]
     assert "mpirun --allow-run-as-root -np 16" in script and "/etc/mpi/hostfile" in script
-    assert "-x FI_PROVIDER" in script and "collectives.py -o all_reduce" in script
+    assert "-x NCCL_NET_PLUGIN" in script and "collectives.py -o all_reduce" in script
     vols = {v["name"]: v for v in docs["fio-datasets"]["spec"]["template"]["spec"]["volumes"]}
     assert vols["target"]["persistentVolumeClaim"]["claimName"] == "datasets"  # the stack's PVC (k8s_addons)
     mounts = docs["fio-datasets"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]

@@ -1,0 +1,199 @@
+"""The first-boot scripts of the rendered cloud-init really run here, against a fake node: the EFA
+check keeps what the AMI ships and finds the OFI plugin in either layout, and the scratch script
+uses the Deep Learning AMI's own instance-store volume or fails loudly. Commands that would touch
+the machine (curl, mount, mountpoint, mdadm, modinfo) are stubs on ``PATH`` that log their calls."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from blueprints import load_blueprint
+from blueprints.catalog import catalog
+from blueprints.settings import node_settings
+from stacks.cloud_init import placeholder_endpoints, render_cloud_config, render_user_data, scratch_script
+from tests.conftest import EXAMPLES
+
+from .conftest import variant_yaml
+
+BASH = shutil.which("bash") or "/bin/bash"
+SW = catalog().aws["efa_software"]
+
+
+def _settings(example: str, group: str, patch: dict | None = None, tmp: Path | None = None):
+    if patch is None:
+        bp = load_blueprint(EXAMPLES / f"{example}.yaml").blueprint
+    else:
+        assert tmp is not None
+        path = tmp / "bp.yaml"
+        path.write_text(variant_yaml(example, patch))
+        bp = load_blueprint(path).blueprint
+    return node_settings(bp, group)
+
+
+def _script(settings, path: str, platform: str = "ubuntu") -> str:
+    doc = YAML(typ="safe", pure=True).load(render_cloud_config(settings, placeholder_endpoints(settings),
+                                                               platform=platform))  # type: ignore[arg-type]
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    assert path in files, f"{path} not rendered; files: {sorted(files)}"
+    return files[path]
+
+
+def _stubs(tmp: Path, **exit_codes: int) -> tuple[Path, Path]:
+    """A bin directory of logging stubs; ``exit_codes`` maps a command to its exit status (default 0).
+    ``mountpoint`` succeeds only for paths listed in $MOUNTED."""
+    bindir, log = tmp / "bin", tmp / "calls.log"
+    bindir.mkdir()
+    for cmd in ("curl", "mount", "mdadm", "modinfo", "tar", "mkfs.xfs", "blkid", "ldconfig", "apt-get", "dnf"):
+        (bindir / cmd).write_text(f'#!/bin/bash\necho "{cmd} $*" >> {log}\nexit {exit_codes.get(cmd.replace(".", "_"), 0)}\n')
+    (bindir / "mountpoint").write_text(
+        f'#!/bin/bash\necho "mountpoint $*" >> {log}\nfor m in $MOUNTED; do [ "$m" = "${{@: -1}}" ] && exit 0; done\nexit 1\n')
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    return bindir, log
+
+
+def _run(script: str, tmp: Path, bindir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    path = tmp / "script.sh"
+    path.write_text(script)
+    full = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp), **env}
+    return subprocess.run([BASH, str(path)], capture_output=True, text=True, env=full, check=False, cwd=tmp)
+
+
+def _relocate(script: str, tmp: Path) -> str:
+    """The script with the OFI plugin directories moved under ``tmp`` (same layouts)."""
+    return script.replace("/opt/amazon/ofi-nccl", str(tmp / "opt/amazon/ofi-nccl"))
+
+
+# --- EFA -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", SW["ofi_nccl_plugin_dirs"])
+def test_efa_check_keeps_the_amis_stack_and_finds_the_plugin_in_any_layout(layout: str, tmp_path: Path) -> None:
+    """A DLAMI with a newer EFA than the pinned one: nothing is downloaded or reinstalled, and the
+    plugin directory actually holding libnccl-net-ofi.so goes into the linker configuration."""
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    script = _relocate(_script(s, "/usr/local/sbin/clusterforge-efa.sh"), tmp_path)
+    plugin_dir = tmp_path / layout.lstrip("/")
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / SW["ofi_nccl_plugin_library"]).write_text("")
+    record = tmp_path / "efa_installed_packages"
+    record.write_text("# EFA installer version: 1.47.0\n# Debug packages installed: no\n")
+    bindir, log = _stubs(tmp_path, modinfo=1)
+    ldconf = tmp_path / "ofi.conf"
+    res = _run(script, tmp_path, bindir, RECORD=str(record), LDCONF=str(ldconf))
+    assert res.returncode == 0, res.stderr
+    calls = log.read_text() if log.exists() else ""
+    assert "curl" not in calls and "efa_installer" not in calls, f"EFA reinstalled over the AMI's: {calls}"
+    assert "1.47.0" in res.stderr and s.efa_installer in res.stderr
+    assert ldconf.read_text().split() == [str(plugin_dir)]
+
+
+def test_efa_check_fails_loudly_when_the_plugin_is_nowhere(tmp_path: Path) -> None:
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    script = _relocate(_script(s, "/usr/local/sbin/clusterforge-efa.sh"), tmp_path)
+    record = tmp_path / "efa_installed_packages"
+    record.write_text("# EFA installer version: 1.47.0\n")
+    bindir, _ = _stubs(tmp_path, modinfo=1)
+    res = _run(script, tmp_path, bindir, RECORD=str(record), LDCONF=str(tmp_path / "ofi.conf"))
+    assert res.returncode == 1
+    assert "ERROR" in res.stderr and "sockets" in res.stderr
+    for d in SW["ofi_nccl_plugin_dirs"]:
+        assert d.rsplit("/", 1)[-1] in res.stderr
+
+
+def test_efa_installs_the_pinned_version_only_on_a_node_without_efa(tmp_path: Path) -> None:
+    if Path("/sys/module/efa").exists():
+        pytest.skip("this machine has the efa module loaded")
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    script = _relocate(_script(s, "/usr/local/sbin/clusterforge-efa.sh"), tmp_path)
+    bindir, log = _stubs(tmp_path, modinfo=1, curl=7)
+    res = _run(script, tmp_path, bindir, RECORD=str(tmp_path / "none"), LDCONF=str(tmp_path / "ofi.conf"))
+    assert res.returncode != 0, "the stub download fails, so the script must stop"
+    assert f"curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-{s.efa_installer}.tar.gz" in log.read_text()
+
+
+def test_eks_al2023_minimal_efa_counts_as_installed_and_needs_no_host_plugin(tmp_path: Path) -> None:
+    """AL2023 EKS AMIs install EFA with --minimal (kernel module + rdma-core): the module is there,
+    libfabric and the plugin are not, and that is correct for the host."""
+    s = _settings("aws-eks-p4d", "gpu")
+    script = _script(s, "/usr/local/sbin/clusterforge-efa.sh", platform="al2023")
+    bindir, log = _stubs(tmp_path, modinfo=0)
+    res = _run(script, tmp_path, bindir, RECORD=str(tmp_path / "none"), LDCONF=str(tmp_path / "ofi.conf"))
+    assert res.returncode == 0, res.stderr
+    assert "curl" not in (log.read_text() if log.exists() else "")
+    assert "--minimal" in script, "a node without EFA on AL2023 gets the minimal install the AMI family uses"
+    assert not (tmp_path / "ofi.conf").exists()
+
+
+# --- scratch on the Deep Learning AMI -------------------------------------------------------------
+
+def test_scratch_binds_the_dlami_volume_at_the_declared_mount(tmp_path: Path) -> None:
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    assert s.scratch is not None
+    mount = tmp_path / "scratch"
+    script = scratch_script(s.scratch).replace(f"MOUNT={s.scratch.mount};", f"MOUNT={mount};")
+    ami = catalog().aws["dlami"]["nvme_location"]
+    bindir, log = _stubs(tmp_path)
+    fstab = tmp_path / "fstab"
+    fstab.write_text("")
+    res = _run(script, tmp_path, bindir, MOUNTED=ami, FSTAB=str(fstab))
+    assert res.returncode == 0, res.stderr
+    assert f"mount --bind {ami} {mount}" in log.read_text()
+    assert fstab.read_text() == f"{ami} {mount} none bind,nofail 0 0\n"
+    assert "mdadm" not in log.read_text(), "the AMI's RAID must not be rebuilt"
+    res = _run(script, tmp_path, bindir, MOUNTED=ami, FSTAB=str(fstab))  # every boot: the fstab line stays single
+    assert len(fstab.read_text().splitlines()) == 1
+
+
+def test_scratch_without_drives_or_ami_volume_fails_and_leaves_no_mount_point(tmp_path: Path) -> None:
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    assert s.scratch is not None
+    mount = tmp_path / "scratch"
+    script = scratch_script(s.scratch).replace(f"MOUNT={s.scratch.mount};", f"MOUNT={mount};")
+    (tmp_path / "by-id").mkdir()
+    (tmp_path / "block").mkdir()
+    bindir, _ = _stubs(tmp_path)
+    res = _run(script, tmp_path, bindir, MOUNTED="", BYID=str(tmp_path / "by-id"), SYSBLOCK=str(tmp_path / "block"),
+               FSTAB=str(tmp_path / "fstab"))
+    assert res.returncode == 1, "a declared scratch that cannot be built is an error on the node"
+    assert "ERROR" in res.stderr and str(mount) in res.stderr
+    assert not mount.exists(), "validation jobs must not find an empty directory where the scratch should be"
+
+
+# --- what each group's hardware has ---------------------------------------------------------------
+
+def test_efa_and_nccl_files_only_on_groups_that_have_efa(tmp_path: Path) -> None:
+    s = _settings("aws-eks-p4d", "system")
+    text = render_user_data(s, placeholder_endpoints(s), eks=True)
+    for needle in ("FI_", "clusterforge-efa.sh", "NCCL_NET_PLUGIN", "ofi-nccl"):
+        assert needle not in text, f"non-EFA group `system` gets {needle}"
+
+
+def test_no_device_rdma_variable_where_the_efa_lacks_rdma_read_or_gdr_is_off(tmp_path: Path) -> None:
+    g5 = _settings("aws-p5-efa-lustre", "gpu", {"node_groups": [
+        {"name": "gpu", "count": 2, "instance_type": "g5.48xlarge", "local_nvme": {"mount": "/scratch"}}],
+        "software": {"aws_ofi_nccl": "1.6.0"}}, tmp_path)
+    assert "FI_EFA_USE_DEVICE_RDMA" not in g5.nccl_env, "g5 has no EFA RDMA read: libfabric aborts with it"
+    old = _settings("aws-p5-efa-lustre", "gpu", {"software": {"aws_ofi_nccl": "1.6.0"}}, tmp_path)
+    assert old.nccl_env["FI_EFA_USE_DEVICE_RDMA"] == "1", "aws-ofi-nccl 1.6.x on p5 needs it (plugin guide)"
+    off = _settings("aws-p5-efa-lustre", "gpu", {"network": {"gpudirect_rdma": {"enabled": False}}}, tmp_path)
+    assert off.nccl_env.get("FI_EFA_USE_DEVICE_RDMA") == "0", "gpudirect_rdma.enabled: false must turn it off"
+    new = _settings("aws-p5-efa-lustre", "gpu")
+    assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO"} & set(new.nccl_env), (
+        "aws-ofi-nccl >= 1.7 needs none of them (plugin guide)")
+    legacy = _settings("aws-p5-efa-lustre", "gpu", {"software": {"aws_ofi_nccl": "1.5.0"}}, tmp_path)
+    assert legacy.nccl_env["FI_PROVIDER"] == "efa" and legacy.nccl_env["NCCL_PROTO"] == "simple"
+
+
+def test_plugin_directories_of_every_layout_are_on_the_library_path() -> None:
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    dirs = s.nccl_env["LD_LIBRARY_PATH"].split(":")
+    for d in SW["ofi_nccl_plugin_dirs"]:
+        assert d in dirs
+    conf = _script(s, "/etc/ld.so.conf.d/clusterforge-nccl.conf")
+    assert all(d in conf.split() for d in SW["ofi_nccl_plugin_dirs"])
+
