@@ -494,8 +494,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         r.degrade("invalid", f"not this hardware: the log's GPUs are {run.device_name!r}"
                              + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declares {declared}; its figures say "
                              "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
-        if run.rows or not run.errors:
-            return r
+        # a crash or wrong data is still a failure on whatever hardware: those checks run, the bandwidth ones do not
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)
@@ -512,14 +511,15 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             r.degrade("invalid", "no result table: the run printed a header but no sizes (interrupted before the "
                                  "first size, or output cut); rerun and keep the whole output" + (f". {cause}" if cause else ""))
         return r
-    if ranks == 1:
+    if ranks == 1 and not mismatch:
         r.degrade("invalid", "one rank: busbw is 0 by definition (bus factor (n-1)/n = 0), so this run says nothing "
                              "about NVLink or the network. Fix: launch one process per GPU (mpirun -np N / srun -n N) "
                              "or use -g N")
         return r
     peak = run.peak()
     if peak is None or peak[0] <= 0:
-        r.degrade("invalid", "every busbw is 0: the run moved no data between ranks (one rank per communicator?)")
+        if not mismatch:
+            r.degrade("invalid", "every busbw is 0: the run moved no data between ranks (one rank per communicator?)")
         return r
     peak_bw, peak_size, peak_where = peak
     m["peak_busbw_gbps"] = peak_bw
@@ -560,6 +560,8 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         # the expectation would blame the fabric for a truncated log
         r.note(f"bandwidth not judged against the expectation: the sizes above {fmt_bytes(run.rows[-1].size_bytes)}, "
                f"where busbw peaks, are missing; peak so far {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)}")
+        return r
+    if mismatch:
         return r
     # ---- CPU runs ----------------------------------------------------------------------------
     if run.is_cpu:
