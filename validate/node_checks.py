@@ -1085,3 +1085,41 @@ def explains(check: dict[str, Any], kind: str) -> bool:
     if spec is None:  # cross-node checks concern the fabric or the driver
         return kind in ("nccl",) or (check.get("id") == "cross.driver" and kind == "amp")
     return kind in spec.explains
+
+
+# ---------------------------------------------------------------------------------------------
+# the node x check table of the reports
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NodeTable:
+    """The reports' node x check table: ``rows`` ``[(node label, {check id: Check dict})]``, ``columns``
+    (check ids applicable on some node, in :data:`CHECKS` order, cross-node checks last), ``not_applicable``
+    (check ids ``n/a`` on every node), ``failing`` (``[(node, Check dict)]`` for every warn / fail / invalid cell)."""
+
+    rows: list[tuple[str, dict[str, dict[str, Any]]]]
+    columns: list[str]
+    not_applicable: list[str]
+    failing: list[tuple[str, dict[str, Any]]]
+
+
+def node_table(results: Iterable[JudgeResult]) -> NodeTable | None:
+    """The :class:`NodeTable` of the node results among ``results`` (``None`` when there is none)."""
+    rows = []
+    for r in results:
+        if r.kind != "node" or not r.metrics.get("checks"):
+            continue
+        name = str(r.metrics.get("host") or r.title)
+        if str(r.metrics.get("group")) and len({x.metrics.get("group") for x in results if x.kind == "node"}) > 1:
+            name = f"{r.metrics.get('group')}/{name}"
+        rows.append((name, {str(c["id"]): c for c in r.metrics["checks"]}))
+    if not rows:
+        return None
+    order = list(CHECKS) + list(CROSS_CHECKS)
+    seen = [cid for cid in order if any(cid in cells for _, cells in rows)]
+    cols = [cid for cid in seen if any(cells.get(cid, {}).get("verdict") not in (None, NA) for _, cells in rows)]
+    na = [cid for cid in seen if cid not in cols]
+    failing = [(name, cells[cid]) for name, cells in rows for cid in cols
+               if cells.get(cid, {}).get("verdict") in ("warn", "fail", "invalid")]
+    return NodeTable(rows=rows, columns=cols, not_applicable=na, failing=failing)

@@ -104,7 +104,7 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any] | None:
         return None
     gpus = []
     for g in root.findall("gpu"):
-        def ecc_sum(scope: str) -> int | None:
+        def ecc_sum(scope: str, g: ET.Element = g) -> int | None:
             e = g.find(f"ecc_errors/{scope}")
             if e is None:
                 return None

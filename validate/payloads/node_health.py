@@ -200,7 +200,7 @@ def collect(host_root: str = "/") -> dict:
         "host": socket.gethostname(),
         "kernel": os.uname().release,
         "machine": os.uname().machine,
-        "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017 - Python 3.9 nodes
         "uid": os.getuid(),
         "host_root": host_root,
         "commands": {},
