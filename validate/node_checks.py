@@ -118,7 +118,7 @@ CHECKS: dict[str, CheckSpec] = {s.id: s for s in (
               "`nvidia-smi -q -x` `persistence_mode` Enabled on every GPU"),
     CheckSpec("gpu.ecc", "ECC errors", "nvidia_smi", True, _G,
               "`nvidia-smi -q -x` volatile uncorrectable ECC errors and row-remapping failures are zero"),
-    CheckSpec("gpu.mig", "MIG mode", "nvidia_smi", True, _G,
+    CheckSpec("gpu.mig", "MIG mode", "mig", True, _G,
               "`nvidia-smi -q -x` `mig_mode/current_mig` Disabled on training nodes (MIG instances cannot join NCCL "
               "collectives across GPUs)"),
     CheckSpec("gpu.nvlink", "NVLink links", "nvidia_smi", True, _F,
@@ -142,7 +142,7 @@ CHECKS: dict[str, CheckSpec] = {s.id: s for s in (
     CheckSpec("fabric.roce-qos", "PFC / trust / DSCP", "mlnx_qos", False, _F,
               "`mlnx_qos -i IF`: trust mode, PFC priorities and the DSCP-to-priority map as declared; ECN from "
               "`/sys/class/net/IF/ecn/roce_np/enable`"),
-    CheckSpec("fabric.ipoib", "IPoIB", "infiniband_port", False, (),
+    CheckSpec("fabric.ipoib", "IPoIB", "ipoib", False, (),
               "the IPoIB interface exists in the declared mode with its address from `network.infiniband.ipoib.cidr`"),
     CheckSpec("pcie.acs", "PCIe ACS redirect", "acs", True, _F,
               "`lspci -vvv`: no ACS ReqRedir/CmpltRedir on the bridges above GPUs and RDMA NICs (training nodes)"),
@@ -153,15 +153,15 @@ CHECKS: dict[str, CheckSpec] = {s.id: s for s in (
               "`/proc/self/limits` Max locked memory unlimited (RDMA registers GPU and host memory)"),
     CheckSpec("limits.shm", "/dev/shm", "dev_shm", False, _F,
               "`/dev/shm` size and the container runtime's default shm size at least the declared container size"),
-    CheckSpec("storage.scratch", "scratch mount", "mdstat", True, _S,
+    CheckSpec("storage.scratch", "scratch mount", "findmnt", True, _S,
               "`findmnt`: the NVMe scratch mounted at its mount point with the declared file system"),
     CheckSpec("storage.raid", "scratch RAID", "mdstat", True, _S,
               "`/proc/mdstat`: the scratch array's RAID level and active member count as declared"),
-    CheckSpec("storage.shared", "Lustre / NFS mounts", "mdstat", True, _S,
+    CheckSpec("storage.shared", "Lustre / NFS mounts", "lustre_client", True, _S,
               "`findmnt`: every declared Lustre / NFS file system mounted with the declared options"),
     CheckSpec("software.runtimes", "container runtimes", "runtime_class", False, (),
               "`/etc/containerd/config.toml` registers the runtime handlers the group's RuntimeClasses name"),
-    CheckSpec("software.modules", "kernel modules", "nvidia_smi", True, _G,
+    CheckSpec("software.modules", "kernel modules", "modinfo", True, _G,
               "`modinfo -F vermagic` of the GPU / fabric / storage modules names the running kernel"),
 )}
 
@@ -215,9 +215,25 @@ def _mk(cid: str, verdict: str, measured: str, expected: str, cause: str = "", f
     return Check(cid, verdict, measured, expected, cause, fix, spec.source, spec.blocking and verdict == "fail")
 
 
+def _passthrough_gpus(f: NodeFacts) -> tuple[int, int]:
+    """``(NVIDIA GPU functions, of them bound to vfio-pci)`` in the PCI tree the payload read."""
+    gpus = [d for d in _endpoints(f) if (f.sysfs(f"/sys/bus/pci/devices/{d}/vendor") or "").lower() == "0x10de"]
+    vfio = [d for d in gpus if (f.link(f"/sys/bus/pci/devices/{d}/driver") or "").endswith("/vfio-pci")]
+    return len(gpus), len(vfio)
+
+
 def check_gpu_count(f: NodeFacts, e: NodeExpectation) -> Check:
     want = e.ns.gpu_count
     exp = f"{want} x {e.ns.gpu_model}" if want else "no NVIDIA GPU declared"
+    if e.ns.passthrough_host:
+        exp += " bound to vfio-pci (passed through to the sandboxes)"
+        total, vfio = _passthrough_gpus(f)
+        meas = f"{total} NVIDIA GPU function(s) on the PCI bus, {vfio} bound to vfio-pci"
+        if vfio >= want:
+            return _mk("gpu.count", "pass", meas, exp)
+        return _mk("gpu.count", "fail", meas, exp,
+                   "GPUs are missing or not bound to vfio-pci: the sandboxes cannot get them",
+                   "bind the GPUs to vfio-pci at boot (vfio-pci.ids=..., the sandbox role) and check `lspci -nnk`")
     c = f.cmd("nvidia-smi -q -x")
     smi = f.smi
     if smi is None:
@@ -257,6 +273,9 @@ def _no_gpu(f: NodeFacts, e: NodeExpectation, cid: str, exp: str) -> Check | Non
     """``n/a`` / ``invalid`` when there is nothing to examine for a GPU check; ``None`` to go on."""
     if not e.ns.gpu_count:
         return _mk(cid, NA, "no NVIDIA GPU declared", exp)
+    if e.ns.passthrough_host:
+        return _mk(cid, NA, "GPUs passed through to sandboxes: the host has no GPU driver (judged inside the sandbox)",
+                   exp)
     if f.smi is None or not f.smi["gpus"]:
         return _mk(cid, "invalid", "nvidia-smi gave no GPU (see gpu.count)", exp)
     return None
@@ -677,7 +696,10 @@ def check_acs(f: NodeFacts, e: NodeExpectation) -> Check:
 def check_iommu(f: NodeFacts, e: NodeExpectation) -> Check:
     io = _facts()["iommu"]
     cmdline = (f.file("/proc/cmdline") or "").split()
-    types: dict[str, int] = f.doc.get("iommu_group_types") or {}
+    types: dict[str, int] = {}
+    for path, v in (f.doc.get("sysfs") or {}).items():
+        if re.fullmatch(r"/sys/kernel/iommu_groups/[^/]+/type", path):
+            types[v] = types.get(v, 0) + 1
     translated = sum(n for t, n in types.items() if t in io["translated_group_types"])
     ident = types.get(io["passthrough_group_type"], 0)
     iommus = f.listing("/sys/class/iommu") or []

@@ -147,15 +147,13 @@ def collect_sysfs(doc: dict) -> None:
     dirs["/sys/class/iommu"] = listdir("/sys/class/iommu")
     groups = listdir("/sys/kernel/iommu_groups")
     dirs["/sys/kernel/iommu_groups"] = groups
-    types: dict = {}
     for g in groups or []:
-        t = read(f"/sys/kernel/iommu_groups/{g}/type")
-        if t is not None:
-            types[t.strip()] = types.get(t.strip(), 0) + 1
-    doc["iommu_group_types"] = types
+        keep(f"/sys/kernel/iommu_groups/{g}/type")
     for dev in listdir("/sys/bus/pci/devices") or []:
         p = f"/sys/bus/pci/devices/{dev}"
         links[p] = os.path.realpath(p)
+        if os.path.exists(f"{p}/driver"):
+            links[f"{p}/driver"] = os.path.realpath(f"{p}/driver")
         keep(f"{p}/class")
         keep(f"{p}/vendor")
 
