@@ -288,7 +288,7 @@ def check_gpu_driver(f: NodeFacts, e: NodeExpectation) -> Check:
         return r
     assert f.smi is not None
     ver = f.smi.get("driver_version") or "?"
-    if ver.split(".")[0] != want.split(".")[0] or not ver.startswith(want):
+    if not (ver + ".").startswith(want + "."):
         return _mk("gpu.driver", "fail", f"driver {ver}", exp,
                    "the installed driver is not the declared branch (an unattended upgrade, or another image)",
                    f"install the {want} branch (and pin it: apt-mark hold) or change software.driver_branch")

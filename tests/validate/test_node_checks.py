@@ -497,3 +497,32 @@ def test_node_table_and_explained_marking(fixtures_dir: Path, dgx_bp) -> None:
     assert any("mlx5_5/1" in note for note in nccl.notes)
     mark_explained([other := JudgeResult(source="x", kind="nccl")], "another-group", blockers)
     assert "explained_by" not in other.metrics
+
+
+def efa_node(fixtures_dir: Path, devices: int, down: int | None = None) -> RecordedNode:
+    """A p5.48xlarge-like node: the DGX recording with its InfiniBand ports replaced by EFA devices
+    (``rdmapXsY``, driver ``efa``), as /sys/class/infiniband shows them on AWS."""
+    n = node(fixtures_dir, "dgx-h100", "dgx-01")
+    n.files["sysfs.tsv"] = "".join(ln + "\n" for ln in n.files["sysfs.tsv"].splitlines()
+                                   if not ln.startswith("/sys/class/infiniband/"))
+    n.files["links.tsv"] = "".join(ln + "\n" for ln in n.files["links.tsv"].splitlines()
+                                   if not ln.startswith("/sys/class/infiniband/"))
+    for k in range(devices):
+        dev = f"rdmap{k + 16}s{k + 27}"
+        n.set_sysfs(f"/sys/class/infiniband/{dev}/ports/1/state", "1: DOWN" if k == down else "4: ACTIVE")
+        n.set_sysfs(f"/sys/class/infiniband/{dev}/ports/1/link_layer", "Unspecified")
+        n.files["links.tsv"] += f"/sys/class/infiniband/{dev}/device/driver\t/sys/bus/pci/drivers/efa\n"
+    n.set_meta(host="ip-10-0-1-11")
+    return n
+
+
+@pytest.mark.parametrize(("devices", "down", "verdict"), [(32, None, "pass"), (31, None, "fail"), (8, None, "fail"),
+                                                           (32, 0, "fail"), (32, 17, "fail")])
+def test_efa_devices_against_the_instance_type(fixtures_dir: Path, devices: int, down: int | None, verdict: str) -> None:
+    bp = load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint
+    g = bp.gpu_groups[0].name
+    c = judge_one(efa_node(fixtures_dir, devices, down), bp, g)["fabric.ports"]
+    assert c["verdict"] == verdict, c
+    assert c["expected"].startswith("32 EFA device(s)")
+    if verdict == "fail":
+        assert "EFA" in c["cause"]

@@ -119,7 +119,7 @@ def test_validate_local_runs_the_node_suite_first_and_explains_later_results(tmp
     assert "<h2>Node checks</h2>" in html
     assert p.returncode == 1  # the node failed a check
     man = json.loads((out / "run.json").read_text())
-    assert list(man["tests"])[0] == "node"
+    assert next(iter(man["tests"])) == "node"
 
 
 def test_render_writes_the_node_artifacts(tmp_path: Path) -> None:

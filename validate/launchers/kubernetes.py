@@ -215,7 +215,8 @@ def _node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: Pla
     spec.pop("runtimeClassName", None)  # the host's view, not a sandbox's
     spec.update(hostNetwork=True, hostPID=True)
     spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchLabels": {"clusterforge.io/validation-test": labels["clusterforge.io/validation-test"]}},
+        "labelSelector": {"matchLabels": {k: labels[k] for k in ("clusterforge.io/blueprint",
+                                                                  "clusterforge.io/validation-test") if k in labels}},
         "topologyKey": "kubernetes.io/hostname"}]}}
     job = _job(name, ns, labels, spec, deadline_s)
     job["spec"].update(completions=test.nodes, parallelism=test.nodes, completionMode="Indexed")
