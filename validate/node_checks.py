@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from blueprints.catalog import catalog
+from blueprints.errors import ClusterforgeError
 from blueprints.hardware import GroupHardware, group_hardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
-from blueprints.settings import NodeSettings, node_settings
+from blueprints.settings import NodeSettings, ipoib_addresses, node_settings, runtime_handler
 
 from .judge import JudgeResult, worst
 from .parsers.node import (
@@ -197,10 +198,8 @@ def node_expectation(bp: Blueprint, group: str | NodeGroup) -> NodeExpectation:
     """The :class:`NodeExpectation` of node group ``group`` (a name or the group). Raises ``KeyError``."""
     g = bp.group(group) if isinstance(group, str) else group
     try:
-        from clusterforge.ansible.render import ipoib_addresses
-
         ipoib = ipoib_addresses(bp)
-    except Exception:  # noqa: BLE001 - a subnet too small is a `check` finding, not a node check
+    except ClusterforgeError:  # a subnet too small is a `check` / render error, not a node check
         ipoib = {}
     return NodeExpectation(bp=bp, group=g, hw=group_hardware(bp, g), ns=node_settings(bp, g), ipoib=ipoib)
 
@@ -883,12 +882,9 @@ def expected_handlers(e: NodeExpectation) -> list[str]:
     if e.ns.container_default_runtime == "nvidia" and sb.runtime == "container":
         out.append("nvidia")
     if sb.runtime in ("kata", "gvisor"):
-        if e.bp.is_aws:
-            from stacks.cloud_init import runtime_handler
-
-            out.append(runtime_handler(sb) or sb.runtime)
-        else:
-            out.append(sb.runtime_class or e.group.sandbox.runtime_class_name or sb.runtime)
+        # cloud nodes register the handler of the user data; on-prem the container_runtime role names it
+        # after the RuntimeClass
+        out.append((runtime_handler(sb) if e.bp.is_aws else sb.runtime_class) or sb.runtime)
     return out
 
 
