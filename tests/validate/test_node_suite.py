@@ -129,3 +129,21 @@ def test_render_writes_the_node_artifacts(tmp_path: Path) -> None:
     assert any(tmp_path.rglob("node_health.py"))
     cm = next(tmp_path.rglob("00-payloads-configmap.yaml"))
     assert "node_health.py" in YAML(typ="safe").load(cm.read_text())["data"]
+
+
+def test_judge_cli_judges_recorded_node_documents(tmp_path: Path, fixtures_dir: Path) -> None:
+    from .node_fixtures import RecordedNode
+
+    a = RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / "dgx-01")
+    b = RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / "dgx-02")
+    b.set_sysfs("/sys/class/infiniband/mlx5_3/ports/1/state", "1: DOWN")
+    raw = tmp_path / "node.json"
+    raw.write_text(json.dumps(a.doc()) + "\n" + json.dumps(b.doc()) + "\n")
+    p = cli("judge", str(raw), "--blueprint", str(EXAMPLES / "onprem-dgx-h100-ib.yaml"), "--group", "dgx", "--json")
+    assert p.returncode == 1, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    assert [(r["label"], r["verdict"]) for r in doc["results"]] == [
+        ("node: dgx-01", "pass"), ("node: dgx-02", "fail"), ("node: cross-node", "pass")]
+    assert any("fabric.ports" in x and "mlx5_3/1" in x for x in doc["results"][1]["reasons"])
+    p = cli("judge", str(raw))
+    assert p.returncode == 2 and "--blueprint" in p.stdout + p.stderr
