@@ -171,7 +171,13 @@ CROSS_CHECKS = {
     "cross.mtu": "fabric MTU equal on all nodes and ports",
     "cross.driver": "GPU driver version equal on all nodes",
     "cross.gid": "RoCE v2 GID index the same on all nodes",
+    "cross.runtimeclass": "Kubernetes runs: the group's RuntimeClass exists (`kubectl get runtimeclass`) and names the "
+                          "containerd handler the nodes register",
 }
+CROSS_EXPLAINS: dict[str, tuple[str, ...]] = {
+    "cross.mtu": _F, "cross.driver": _G, "cross.gid": _F, "cross.runtimeclass": ("nccl", "fio", "amp"),
+}
+"""Suites a failed cross-node check explains (a missing RuntimeClass stops every sandboxed pod)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -996,8 +1002,37 @@ def _result(source: str, label: str, host: str, checks: list[Check], group: str)
     return r
 
 
-def cross_checks(nodes: list[tuple[NodeFacts, NodeExpectation]]) -> list[Check]:
-    """MTU, driver version and RoCE GID index compared across all nodes of a run."""
+def expected_runtime_class(e: NodeExpectation) -> tuple[str, str] | None:
+    """``(RuntimeClass name, handler)`` the group's pods run under on Kubernetes (``None``: the default runtime)."""
+    sb = e.ns.sandbox
+    if sb.runtime not in ("kata", "gvisor") or not sb.runtime_class:
+        return None
+    return sb.runtime_class, (runtime_handler(sb) if e.bp.is_aws else sb.runtime_class) or sb.runtime
+
+
+def check_runtime_class(cluster: list[dict[str, Any]], e: NodeExpectation) -> Check:
+    """The group's RuntimeClass against ``kubectl get runtimeclass -o json`` (a ``node-health-cluster`` document)."""
+    src = _src("runtime_class")
+    want = expected_runtime_class(e)
+    if want is None:
+        return Check("cross.runtimeclass", NA, "no sandbox RuntimeClass declared", "none", source=src)
+    exp = f"RuntimeClass {want[0]} with handler {want[1]}"
+    if not cluster:
+        return Check("cross.runtimeclass", NA, "not a Kubernetes run (no RuntimeClass list)", exp, source=src)
+    have = {str(rc.get("name")): str(rc.get("handler")) for d in cluster for rc in d.get("runtimeclasses") or []}
+    meas = ", ".join(f"{k} -> {v}" for k, v in sorted(have.items())) or "no RuntimeClass"
+    if have.get(want[0]) == want[1]:
+        return Check("cross.runtimeclass", "pass", meas, exp, source=src)
+    cause = (f"RuntimeClass {want[0]} is missing: pods asking for it are rejected" if want[0] not in have else
+             f"RuntimeClass {want[0]} names handler {have[want[0]]}, the nodes register {want[1]}: pods never start")
+    return Check("cross.runtimeclass", "fail", meas, exp, cause,
+                 "create the RuntimeClass with the node's handler (the stack's Kubernetes add-ons do it)", src, True)
+
+
+def cross_checks(nodes: list[tuple[NodeFacts, NodeExpectation]], cluster: list[dict[str, Any]] | None = None,
+                 expectation: NodeExpectation | None = None) -> list[Check]:
+    """MTU, driver version and RoCE GID index compared across all nodes of a run, and the group's
+    RuntimeClass against the cluster's (``cluster``: ``node-health-cluster`` documents)."""
     out = []
     mtus = {(f.host, nd): v for f, e in nodes for nd, v in measured_mtus(f, e).items() if v is not None}
     exp = "one value on every node"
@@ -1039,16 +1074,20 @@ def cross_checks(nodes: list[tuple[NodeFacts, NodeExpectation]]) -> list[Check]:
                          "make the interface address configuration identical on every node", _src("roce_gid"), not ok))
     else:
         out.append(Check("cross.gid", NA, "not a RoCE fabric", exp, source=_src("roce_gid")))
+    e0 = expectation or (nodes[0][1] if nodes else None)
+    if e0 is not None:
+        out.append(check_runtime_class(cluster or [], e0))
     return out
 
 
 def judge_node_documents(docs: list[dict[str, Any]], bp: Blueprint, group: str, *, source: str,
-                         label: str = "node", expected_nodes: int | None = None) -> list[JudgeResult]:
+                         label: str = "node", expected_nodes: int | None = None,
+                         cluster: list[dict[str, Any]] | None = None) -> list[JudgeResult]:
     """Judge node-health documents of node group ``group``.
 
     Returns one result per node (label ``"<label>: <host>"``, ``metrics["checks"]`` the checks),
-    plus one ``"<label>: cross-node"`` result when there are several nodes (or fewer than
-    ``expected_nodes`` answered). No document at all gives one ``invalid`` result.
+    plus one ``"<label>: cross-node"`` result when there are several nodes, fewer than
+    ``expected_nodes`` answered, or ``cluster`` documents (the Kubernetes RuntimeClass list) came along. No document at all gives one ``invalid`` result.
     """
     exp = node_expectation(bp, group)
     if not docs:
@@ -1062,8 +1101,8 @@ def judge_node_documents(docs: list[dict[str, Any]], bp: Blueprint, group: str, 
         checks = run_checks(f, exp)
         nodes.append((f, exp))
         results.append(_result(source, f"{label}: {f.host}", f.host, checks, exp.group.name))
-    if len(nodes) > 1 or (expected_nodes and len(nodes) < expected_nodes):
-        cross = cross_checks(nodes)
+    if len(nodes) > 1 or (expected_nodes and len(nodes) < expected_nodes) or cluster:
+        cross = cross_checks(nodes, cluster, exp)
         r = _result(source, f"{label}: cross-node", "cross-node", cross, exp.group.name)
         if expected_nodes and len(nodes) < expected_nodes:
             r.degrade("fail", f"{len(nodes)} of {expected_nodes} node(s) answered: the others did not run the payload")
@@ -1082,7 +1121,7 @@ def judge_node_file(path: Path, bp: Blueprint, group: str, *, label: str = "node
         r.degrade("invalid", f"cannot read {path}: {e}")
         return [r]
     return judge_node_documents(read_documents(text), bp, group, source=str(path), label=label,
-                                expected_nodes=expected_nodes)
+                                expected_nodes=expected_nodes, cluster=read_documents(text, "node-health-cluster"))
 
 
 def is_node_output(path: Path) -> bool:
@@ -1111,8 +1150,8 @@ def blocking_failures(results: Iterable[JudgeResult]) -> dict[tuple[str, str], l
 def explains(check: dict[str, Any], kind: str) -> bool:
     """Whether a failed check (a ``Check`` dict) explains a result of suite ``kind``."""
     spec = CHECKS.get(str(check.get("id")))
-    if spec is None:  # cross-node checks concern the fabric or the driver
-        return kind in ("nccl",) or (check.get("id") == "cross.driver" and kind == "amp")
+    if spec is None:
+        return kind in CROSS_EXPLAINS.get(str(check.get("id")), ())
     return kind in spec.explains
 
 

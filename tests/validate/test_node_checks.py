@@ -526,3 +526,23 @@ def test_efa_devices_against_the_instance_type(fixtures_dir: Path, devices: int,
     assert c["expected"].startswith("32 EFA device(s)")
     if verdict == "fail":
         assert "EFA" in c["cause"]
+
+
+@pytest.mark.parametrize(("classes", "verdict"), [
+    ([{"name": "kata-qemu-nvidia-gpu", "handler": "kata-qemu-nvidia-gpu"}, {"name": "nvidia", "handler": "nvidia"}], "pass"),
+    ([{"name": "nvidia", "handler": "nvidia"}], "fail"),
+    ([{"name": "kata-qemu-nvidia-gpu", "handler": "kata"}], "fail"),
+    ([], "fail"),
+])
+def test_runtime_class_of_a_kubernetes_run(fixtures_dir: Path, classes: list, verdict: str) -> None:
+    bp = load_blueprint(EXAMPLES / "onprem-sandbox-kata.yaml").blueprint
+    n = node(fixtures_dir, "dgx-h100", "dgx-01")
+    cluster = [{"kind": "node-health-cluster", "runtimeclasses": classes}]
+    res = judge_node_documents([n.doc()], bp, "kata", source="x", cluster=cluster)
+    c = checks_of(res[-1])["cross.runtimeclass"]
+    assert res[-1].label == "node: cross-node" and c["verdict"] == verdict, c
+    assert c["expected"] == "RuntimeClass kata-qemu-nvidia-gpu with handler kata-qemu-nvidia-gpu"
+    if verdict == "fail":
+        assert c["blocking"] and "pods" in c["cause"]
+    # the same documents read back from a raw file the Kubernetes launcher writes
+    assert read_documents(json.dumps(n.doc()) + "\n" + json.dumps(cluster[0]) + "\n", "node-health-cluster") == cluster

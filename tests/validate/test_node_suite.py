@@ -147,3 +147,45 @@ def test_judge_cli_judges_recorded_node_documents(tmp_path: Path, fixtures_dir: 
     assert any("fabric.ports" in x and "mlx5_3/1" in x for x in doc["results"][1]["reasons"])
     p = cli("judge", str(raw))
     assert p.returncode == 2 and "--blueprint" in p.stdout + p.stderr
+
+
+FAKE_KUBECTL = r'''#!{python}
+"""Stands in for kubectl (no cluster here): answers what KubernetesLauncher asks for a node Job."""
+import json, os, sys
+args = sys.argv[1:]
+open(os.environ["FAKE_KUBECTL_LOG"], "a").write(" ".join(args) + "\n")
+if args[:2] == ["get", "job"]:
+    print(json.dumps({{"spec": {{"completions": 2}}, "status": {{"succeeded": 2}}}}))
+elif args[:2] == ["get", "runtimeclass"]:
+    print(json.dumps({{"items": [{{"metadata": {{"name": "kata-qemu-nvidia-gpu"}}, "handler": "kata"}}]}}))
+elif args[0] == "logs":
+    assert "--max-log-requests=5" in args, args
+    sys.stdout.write(open(os.environ["FAKE_KUBECTL_LOGS"]).read())
+'''
+
+
+def test_kubernetes_launcher_collects_every_pod_and_the_runtime_classes(tmp_path: Path, fixtures_dir: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from validate.launchers.kubernetes import KubernetesLauncher
+
+    from .node_fixtures import RecordedNode
+
+    docs = [RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / h).doc() for h in ("dgx-01", "dgx-02")]
+    logs = tmp_path / "logs.txt"
+    logs.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    kubectl = tmp_path / "bin" / "kubectl"
+    kubectl.parent.mkdir()
+    kubectl.write_text(FAKE_KUBECTL.format(python=sys.executable))
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(tmp_path / "calls.txt"))
+    monkeypatch.setenv("FAKE_KUBECTL_LOGS", str(logs))
+    loaded = load_blueprint(EXAMPLES / "onprem-sandbox-kata.yaml")
+    test = plan_tests(loaded, launcher="kubernetes", suites=["node"])[0][0]
+    launcher = KubernetesLauncher(tmp_path / "run", loaded, kubectl=str(kubectl), poll_s=0.01)
+    launcher.prepare()
+    res = launcher.run(test)
+    assert res.returncode == 0, res.log.read_text()
+    results = judge_node_file(res.raw, loaded.blueprint, test.group, label=test.id, expected_nodes=test.nodes)
+    assert [r.label for r in results] == ["node-kata: dgx-01", "node-kata: dgx-02", "node-kata: cross-node"]
+    rc = next(c for c in results[-1].metrics["checks"] if c["id"] == "cross.runtimeclass")
+    assert rc["verdict"] == "fail" and "handler kata" in rc["cause"]  # the fake cluster's class names the wrong handler

@@ -462,6 +462,16 @@ class KubernetesLauncher(Launcher):
             f.write(text)
         if test.raw_suffix == ".json" and JSON_BEGIN in text and test.kind != "node":
             text = text.split(JSON_BEGIN, 1)[1].split(JSON_END, 1)[0].strip() + "\n"
+        if test.kind == "node":  # the RuntimeClasses are the cluster's: the node checks compare them with the group's
+            rcs = self._kubectl("get", "runtimeclass", "-o", "json", log=log)
+            if rcs.returncode == 0:
+                try:
+                    items = json.loads(rcs.stdout).get("items") or []
+                except ValueError:
+                    items = []
+                text += json.dumps({"kind": "node-health-cluster", "source": "kubectl get runtimeclass -o json",
+                                    "runtimeclasses": [{"name": (i.get("metadata") or {}).get("name"),
+                                                        "handler": i.get("handler")} for i in items]}) + "\n"
         raw.write_text(text, encoding="utf-8")
         self._kubectl("delete", kind, name, "-n", self.ns, "--ignore-not-found", "--wait=false", log=log)
         rc = 0 if status == "succeeded" else (124 if status is None else 1)

@@ -45,8 +45,9 @@ __all__ = [
 DOC_KIND = "node-health"
 
 
-def read_documents(text: str) -> list[dict[str, Any]]:
-    """Every node-health document in ``text`` (JSON objects with ``"kind": "node-health"``), in order.
+def read_documents(text: str, kind: str = "node-health") -> list[dict[str, Any]]:
+    """Every document of ``kind`` in ``text`` (JSON objects with ``"kind": "node-health"``, or
+    ``"node-health-cluster"`` for what the Kubernetes launcher adds about the cluster), in order.
 
     Accepts one document, a JSON list of documents, JSON lines, or documents between other lines
     (launcher logs, Kubernetes marker lines). Returns ``[]`` when there is none.
@@ -64,7 +65,7 @@ def read_documents(text: str) -> list[dict[str, Any]]:
             i = j + 1
             continue
         items = obj if isinstance(obj, list) else [obj]
-        out += [d for d in items if isinstance(d, dict) and d.get("kind") == DOC_KIND]
+        out += [d for d in items if isinstance(d, dict) and d.get("kind") == kind]
         i = end
     return out
 
