@@ -1103,10 +1103,12 @@ def judge_node_documents(docs: list[dict[str, Any]], bp: Blueprint, group: str, 
         results.append(_result(source, f"{label}: {f.host}", f.host, checks, exp.group.name))
     if len(nodes) > 1 or (expected_nodes and len(nodes) < expected_nodes) or cluster:
         cross = cross_checks(nodes, cluster, exp)
-        r = _result(source, f"{label}: cross-node", "cross-node", cross, exp.group.name)
-        if expected_nodes and len(nodes) < expected_nodes:
-            r.degrade("fail", f"{len(nodes)} of {expected_nodes} node(s) answered: the others did not run the payload")
-        results.append(r)
+        missing = bool(expected_nodes and len(nodes) < expected_nodes)
+        if missing or any(c.verdict != NA for c in cross):  # nothing to compare: no cross-node result
+            r = _result(source, f"{label}: cross-node", "cross-node", cross, exp.group.name)
+            if missing:
+                r.degrade("fail", f"{len(nodes)} of {expected_nodes} node(s) answered: the others did not run the payload")
+            results.append(r)
     return results
 
 

@@ -81,7 +81,10 @@ def test_ssh_launcher_runs_the_payload_on_every_node(tmp_path: Path) -> None:
     res = launcher.run(test)
     assert res.returncode == 0, res.log.read_text()
     results = judge_node_file(res.raw, loaded.blueprint, "local", label="node", expected_nodes=2)
-    assert len(results) == 3 and results[-1].label == "node: cross-node"  # two nodes (this machine twice) + cross
+    # two documents (this machine twice, named as the inventory names them); nothing to compare across
+    # nodes on plain Ethernet without GPUs, so no cross-node result
+    assert [r.label for r in results] == ["node: localhost", "node: localhost2"]  # the inventory names
+    assert all(r.kind == "node" and r.metrics["checks"] for r in results)
     assert "node_health.py" in (tmp_path / "run" / "launch" / "node.sh").read_text()
 
 

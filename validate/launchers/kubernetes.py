@@ -207,9 +207,9 @@ def _node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: Pla
     c = pods.container("node", script, gpus=0,
                        mounts=[{"name": "host-etc", "mountPath": "/host/etc", "readOnly": True},
                                {"name": "modules", "mountPath": "/lib/modules", "readOnly": True}])
-    c["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}] if pods.settings.gpu_count else []
-    if not c["env"]:
-        del c["env"]
+    c["env"] = [{"name": "CLUSTERFORGE_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    if pods.settings.gpu_count:
+        c["env"].append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
     spec = pods.spec([c], [{"name": "host-etc", "hostPath": {"path": "/etc", "type": "Directory"}},
                            {"name": "modules", "hostPath": {"path": "/lib/modules", "type": "Directory"}}])
     spec.pop("runtimeClassName", None)  # the host's view, not a sandbox's

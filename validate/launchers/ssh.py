@@ -224,7 +224,8 @@ class SshLauncher(Launcher):
             return cmds, notes
         if test.kind == "node":
             # every node of the group proves its own configuration; stdlib only, so plain python3 will do
-            return [(h, f"python3 {self._payload_dir(h)}/node_health.py") for h in hosts], notes
+            return [(h, f"python3 {self._payload_dir(h)}/node_health.py --node-name {shlex.quote(h.name)}")
+                    for h in hosts], notes
         if test.kind == "fio":
             if len(hosts) > 1:
                 notes.append(f"fio ran on {h0.name}, the first of {len(hosts)} nodes")

@@ -9,7 +9,7 @@ works on exactly what the tools said, and recorded outputs can be replayed in te
 
 Document (one JSON object on one line; several nodes' documents concatenate as JSON lines)::
 
-    {"kind": "node-health", "version": 1, "host": "gpu-01", "kernel": "6.8.0-45-generic",
+    {"kind": "node-health", "version": 1, "host": "gpu-01", "hostname": "gpu-01", "kernel": "6.8.0-45-generic",
      "collected_at": "2026-01-01T00:00:00+00:00", "uid": 0,
      "commands": {"nvidia-smi -q -x": {"argv": [...], "rc": 0, "stdout": "...", "stderr": "",
                                        "missing": false}, ...},
@@ -190,12 +190,16 @@ def processes() -> list[str]:
     return sorted(names)
 
 
-def collect(host_root: str = "/") -> dict:
-    """The node-health document of this node (see the module docstring)."""
+def collect(host_root: str = "/", node_name: str | None = None) -> dict:
+    """The node-health document of this node (see the module docstring). ``node_name``: the name the
+    cluster knows the node by (inventory host, Kubernetes node); default ``$CLUSTERFORGE_NODE_NAME``,
+    then Slurm's ``$SLURMD_NODENAME``, else the host name."""
     doc: dict = {
         "kind": "node-health",
         "version": VERSION,
-        "host": socket.gethostname(),
+        "host": (node_name or os.environ.get("CLUSTERFORGE_NODE_NAME") or os.environ.get("SLURMD_NODENAME")
+                 or socket.gethostname()),
+        "hostname": socket.gethostname(),
         "kernel": os.uname().release,
         "machine": os.uname().machine,
         "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017 - Python 3.9 nodes
@@ -229,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--output", help="write the document here (default: stdout)")
     ap.add_argument("--host-root", default="/", help="where the host's root is mounted (containers)")
+    ap.add_argument("--node-name", help="the node's name in the cluster (default: $CLUSTERFORGE_NODE_NAME, $SLURMD_NODENAME "
+                    "or the host name)")
     a = ap.parse_args(argv)
-    text = json.dumps(collect(a.host_root), sort_keys=True) + "\n"
+    text = json.dumps(collect(a.host_root, a.node_name), sort_keys=True) + "\n"
     if a.output:
         with open(a.output, "w", encoding="utf-8") as f:
             f.write(text)
