@@ -35,7 +35,7 @@ from blueprints.hardware import GroupHardware, group_hardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
 from blueprints.settings import NodeSettings, ipoib_addresses, node_settings, runtime_handler
 
-from .judge import JudgeResult, worst
+from .judge import JudgeResult
 from .parsers.node import (
     NodeFacts,
     parse_containerd_runtimes,
@@ -970,11 +970,6 @@ def run_checks(facts: NodeFacts, exp: NodeExpectation) -> list[Check]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _worst_check(checks: Iterable[Check]) -> str:
-    vs = [c.verdict for c in checks if c.verdict != NA]
-    return worst(vs) if vs else "invalid"
-
-
 def _reason(c: Check) -> str:
     s = f"{c.id}: measured {c.measured}; expected {c.expected}"
     if c.cause:
@@ -998,7 +993,7 @@ def _result(source: str, label: str, host: str, checks: list[Check], group: str)
     r.expected["checks"] = len(checks)
     na = [c.id for c in checks if c.verdict == NA]
     if na:
-        r.note(f"not applicable (not declared, not present): {', '.join(na)}")
+        r.note(f"not applicable on this node (each check's measurement says why): {', '.join(na)}")
     return r
 
 

@@ -208,7 +208,7 @@ def _node_table_md(results: list[JudgeResult]) -> list[str]:
                 f"{_ICON.get(cells[c]['verdict'], '')} {cells[c]['verdict']}" if c in cells else "–"
                 for c in t.columns) + " |")
     if t.not_applicable:
-        out += ["", "Not applicable on every node (not declared, not present): " + ", ".join(t.not_applicable)]
+        out += ["", "Not applicable on every node: " + ", ".join(t.not_applicable)]
     if t.failing:
         out += ["", "Failing cells:", ""]
         for name, c in t.failing:
