@@ -663,7 +663,7 @@ Orchestrator = Annotated[
 ]
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast", "reduce"]
-Suite = Literal["nccl", "fio", "amp"]
+Suite = Literal["node", "nccl", "fio", "amp"]
 
 
 class NcclThresholds(StrictModel):
@@ -745,7 +745,9 @@ class AmpSuite(StrictModel):
 class Validation(StrictModel):
     """Post-provisioning validation suites."""
 
-    suites: Annotated[list[Suite], Field(description="Suites to run.")] = ["nccl", "fio", "amp"]
+    suites: Annotated[
+        list[Suite], Field(description="Suites to run (`node`, the node health checks, always runs first).")
+    ] = ["node", "nccl", "fio", "amp"]
     nccl: Annotated[NcclSuite, Field(description="NCCL settings.")] = NcclSuite()
     fio: Annotated[FioSuite, Field(description="fio settings.")] = FioSuite()
     amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite()

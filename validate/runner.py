@@ -40,8 +40,9 @@ from blueprints.errors import InvalidRunError, UsageError
 from blueprints.models import Blueprint, LustreStorage, NodeGroup
 from blueprints.settings import node_settings, on_mount
 
-from .judge import exit_code_for, judge_file, worst
+from .judge import JudgeResult, exit_code_for, judge_file, worst
 from .launchers.common import Launcher, LaunchResult, PlannedTest
+from .node_checks import blocking_failures, explains, judge_node_file
 
 __all__ = [
     "CPU_MAX_BYTES",
@@ -53,7 +54,8 @@ __all__ = [
     "run_validation",
 ]
 
-SUITES = ("nccl", "fio", "amp")
+SUITES = ("node", "nccl", "fio", "amp")
+"""Suites in run order: the node health checks come first, so later results can be explained by them."""
 
 CPU_MAX_BYTES = 64 * 1024**2
 """Largest collective message on a CPU-only (gloo) run: larger sizes only measure memory copies
@@ -156,6 +158,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
         local_gpus = local_gpu_count()
     cat = catalog()
     tests: list[PlannedTest] = []
+    node_tests: list[PlannedTest] = []
     several = len(groups) > 1
     if local and several:
         notes.append(f"local launcher: only node group {groups[0].name} is validated (this machine is one node)")
@@ -191,6 +194,11 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
             if ns.passthrough_host:
                 notes.append(f"node group {g.name} passes its GPUs into {ns.sandbox.runtime} sandboxes: the host "
                              "sees no GPU, so the suites must run inside a sandbox (use --launcher kubernetes)")
+        if "node" in chosen:
+            node_tests.append(PlannedTest(
+                id=f"node{'-' + g.name if several else ''}", kind="node", group=g.name, nodes=nodes, ranks_per_node=1,
+                device="cpu", params={}, description=f"node health checks on {nodes} node(s) of {g.name}",
+                notes=(gpu_mismatch,) if gpu_mismatch else ()))
         if "nccl" in chosen:
             colls = list(v.nccl.collectives)
             if bp.workload and bp.workload.architecture == "moe" and "alltoall" not in colls:
@@ -272,7 +280,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                 description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} "
                              f"on one {'GPU' if device == 'cuda' else 'CPU'}"),
                 notes=tuple(anotes)))
-    return tests, notes
+    return node_tests + tests, notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,6 +442,26 @@ def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> 
     return ctx
 
 
+def mark_explained(results: list[JudgeResult], group: str,
+                   blockers: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    """Mark ``results`` of node group ``group`` as explained by the failed blocking node checks of that group.
+
+    ``blockers`` is :func:`validate.node_checks.blocking_failures` of the run's node results. A
+    result gets ``metrics["explained_by"]`` (``["host: check-id", ...]``) and a note naming the
+    failed check, its measurement and its fix, when the check explains the result's suite
+    (:data:`validate.node_checks.CHECKS`); the verdict is left as judged.
+    """
+    for r in results:
+        why = [(host, c) for (g, host), checks in sorted(blockers.items()) if g == group
+               for c in checks if explains(c, r.kind)]
+        if not why:
+            continue
+        r.metrics["explained_by"] = [f"{host}: {c['id']}" for host, c in why]
+        for host, c in why:
+            r.note(f"explained by the node suite: {host} failed blocking check {c['id']} (measured {c['measured']}; "
+                   f"expected {c['expected']}){'. Fix: ' + c['fix'] if c.get('fix') else ''}")
+
+
 def _ensure_raw(launch: LaunchResult) -> None:
     """Give the judge something to quote when the payload died before writing its output."""
     raw = launch.raw
@@ -505,6 +533,10 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     if events:
         events.planned(tests, done, notes)
     recorded: set[str] = set()
+    # failed blocking node checks of this run (resumed ones too): they explain later results
+    from .report import load_results as _load
+
+    blockers = blocking_failures(_load(out_dir)) if resume and results_path.exists() else {}
     try:
         for t in tests:
             if t.id in done:
@@ -517,8 +549,12 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 events.started(t)
             launch = launcher.run(t)
             _ensure_raw(launch)
-            ctx = judge_context(loaded, t, launcher.name)
-            results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
+            if t.kind == "node":
+                results = judge_node_file(launch.raw, bp, t.group, label=t.id, expected_nodes=t.nodes)
+            else:
+                ctx = judge_context(loaded, t, launcher.name)
+                results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
+                mark_explained(results, t.group, blockers)
             for r in results:
                 # wall time of the test, shared between the results it produced (JUnit testcase time)
                 r.metrics["test_wall_time_s"] = round(launch.duration_s / len(results), 3)
@@ -531,6 +567,8 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 if launch.returncode == 124:
                     r.degrade("fail", f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
                                       "or shrink the test (validation sizes, steps, runtime)")
+            if t.kind == "node":
+                blockers.update(blocking_failures(results))
             lines = [{**r.to_json(), "test_id": t.id} for r in results]
             _append_result_lines(results_path, lines)
             recorded.add(t.id)

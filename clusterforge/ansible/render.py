@@ -25,7 +25,6 @@ versions, the IPoIB subnet (host addresses are assigned in host order) and the o
 from __future__ import annotations
 
 import io
-import ipaddress
 import os
 import shutil
 from collections.abc import Iterable
@@ -36,7 +35,7 @@ from ruamel.yaml import YAML
 
 from blueprints import LoadedBlueprint
 from blueprints.models import Blueprint, Host, InfinibandNetwork, NodeGroup
-from blueprints.settings import NodeSettings, node_settings
+from blueprints.settings import NodeSettings, ipoib_addresses, node_settings
 
 from ..errors import ClusterforgeError, UsageError
 
@@ -233,41 +232,6 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
     if role == "validation_tools":
         return {"validation_tools_payload_src": "{{ playbook_dir }}/files/validate"}
     raise KeyError(role)
-
-
-def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
-    """IPoIB interface of each InfiniBand host: ``{host: [{"netdev": ..., "address": "IP/prefix"}]}``.
-
-    Hosts whose group declares an InfiniBand NIC with a ``netdev`` get the first usable addresses of
-    ``network.infiniband.ipoib.cidr`` in blueprint order (node groups, then hosts), skipping addresses
-    the blueprint already uses (Lustre MGS NIDs, host addresses). Empty without a CIDR or without
-    InfiniBand. Raises :class:`~clusterforge.errors.ClusterforgeError` when the subnet is too small.
-    """
-    net = bp.network
-    if not isinstance(net, InfinibandNetwork) or not net.infiniband.ipoib.enabled or not net.infiniband.ipoib.cidr:
-        return {}
-    subnet = ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
-    taken = {h.address for g in bp.node_groups for h in g.hosts}
-    for s in bp.storage:
-        server = getattr(s, "server", None)
-        for nid in getattr(server, "mgs_nids", []) or []:
-            taken.add(nid.split("@", 1)[0])
-    free = (str(a) for a in subnet.hosts() if str(a) not in taken)
-    out: dict[str, list[dict[str, str]]] = {}
-    for g in bp.node_groups:
-        netdev = node_settings(bp, g).ipoib_netdev
-        if not netdev:
-            continue
-        for h in g.hosts:
-            try:
-                addr = next(free)
-            except StopIteration:
-                raise ClusterforgeError(
-                    f"network.infiniband.ipoib.cidr {subnet} has too few free addresses for the InfiniBand hosts "
-                    f"(ran out at {h.name}) — use a larger subnet"
-                ) from None
-            out[h.name] = [{"netdev": netdev, "address": f"{addr}/{subnet.prefixlen}"}]
-    return out
 
 
 def _connection_vars(h: Host) -> dict[str, Any]:

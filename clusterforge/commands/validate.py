@@ -111,14 +111,14 @@ def register(app: typer.Typer) -> None:
                                     help="Run directory: raw outputs, results.jsonl, run.json, reports. Default: results/<blueprint name>."),
         resume: bool = typer.Option(False, "--resume", help="Continue a run in DIR: skip the tests that already have results."),
         force: bool = typer.Option(False, "--force", help="Replace a previous run in DIR."),
-        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (nccl,fio,amp); overrides validation.suites."),
+        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (node,nccl,fio,amp; node always runs first); overrides validation.suites."),
         gpus: int = typer.Option(None, "--gpus", help="Ranks per node: GPUs, or gloo processes on a CPU-only machine."),
         inventory: Path = typer.Option(None, "--inventory", help="ssh: Ansible inventory (default: the blueprint's on-prem hosts)."),
         remote_python: str = typer.Option("python3", "--remote-python", help="ssh/slurm: Python with torch on the nodes."),
         image: str = typer.Option(None, "--image", help="kubernetes: container image with Python, torch, Open MPI and sshd."),
         timeout: float = typer.Option(None, "--timeout", help="Seconds one test may run before it is stopped."),
     ) -> None:
-        """Run the validation suites (NCCL, fio, AMP), judge every result and write the reports."""
+        """Run the validation suites (node checks, NCCL, fio, AMP), judge every result and write the reports."""
         from validate.launchers import LAUNCHERS, make_launcher
         from validate.runner import plan_tests, run_validation
 

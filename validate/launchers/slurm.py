@@ -9,6 +9,7 @@ job log to ``logs/<job-name>-<job-id>.out``.
   binary (``srun --mpi=pmix <collective>_perf -g 1``, the binary built with ``MPI=1``) when
   ``nccl_tests.py --probe`` finds it, else ``collectives.py``, which reads ``SLURM_PROCID``,
   ``SLURM_NTASKS`` and ``SLURM_LOCALID`` and rendezvouses at ``MASTER_ADDR`` = the first node;
+* node: one task on every node (``node_health.py``, one JSON line per node);
 * fio: one task on one node; AMP: one task with one GPU.
 
 sbatch/srun options: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/srun.html.
@@ -56,7 +57,9 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         f"# Submit from the directory that holds payloads/ (or set CLUSTERFORGE_VALIDATE_DIR): sbatch {test.id}.sbatch",
         f"#SBATCH --job-name={name}",
     ]
-    if test.kind == "nccl":
+    if test.kind == "node":
+        lines += [f"#SBATCH --nodes={test.nodes}", "#SBATCH --ntasks-per-node=1"]
+    elif test.kind == "nccl":
         lines += [f"#SBATCH --nodes={test.nodes}", f"#SBATCH --ntasks-per-node={test.ranks_per_node}"]
         if gpus:
             lines.append(f"#SBATCH --gpus-per-node={test.ranks_per_node}")
@@ -94,6 +97,9 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
             ]
         else:
             lines.append(torch_cmd)
+    elif test.kind == "node":
+        # one task per node; every node prints one JSON line (the payload needs the standard library only)
+        lines.append(f'srun --nodes={test.nodes} --ntasks-per-node=1 "$PY" "$CF_DIR/payloads/node_health.py" > {raw}')
     elif test.kind == "fio":
         lines.append(f'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/fio_bench.py" {shell_join(fio_args(test))} '
                      f"--output {raw}")
