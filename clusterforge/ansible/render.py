@@ -167,6 +167,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 "rdma_roce_dscp": s.roce.dscp,
                 "rdma_roce_ecn": s.roce.ecn,
                 "rdma_roce_mtu": s.roce.mtu or 0,
+                "rdma_roce_gid_index": "discover" if s.roce.gid_index == "discover" else "",
             })
         if bp.software.doca_ofed:
             v["rdma_doca_ofed_version"] = bp.software.doca_ofed
@@ -196,6 +197,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 for m in mounts
             ],
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
+            "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
         }
     if role == "nfs_client":
         return {
