@@ -224,6 +224,8 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "sandbox_gpu_count": s.gpu_count,
             "sandbox_kata_version": bp.software.kata,
             "sandbox_gvisor_release": "release" if bp.software.gvisor == "latest" else bp.software.gvisor,
+            "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
+            "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
         if sb.vm_vcpus is not None:
             v["sandbox_vm_vcpus"] = sb.vm_vcpus
