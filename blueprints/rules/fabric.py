@@ -582,8 +582,9 @@ def netdev_required(ctx: RuleContext) -> Iterator[Hit]:
         if o2ib and net.fabric in ("infiniband", "roce") and not named:
             si, s = o2ib[0]
             port = "InfiniBand port (IPoIB)" if ib is not None else "RoCE port"
-            path: tuple[object, ...] = ("node_groups", gi, "hardware", "nics", ports[0:1] and nics.index(ports[0]) or 0)
-            if not ports:
+            if ports:
+                path: tuple[object, ...] = ("node_groups", gi, "hardware", "nics", nics.index(ports[0]))
+            else:
                 path = ("node_groups", gi, "hardware") if g.hardware else ("node_groups", gi, "name")
             yield Hit(path, f"node group `{g.name}` mounts `storage.{si}` (`{s.name}`) over `o2ib` but declares no "
                       f"{port} with a `netdev` in `node_groups.{gi}.hardware.nics`: LNet has no interface for its NID",
