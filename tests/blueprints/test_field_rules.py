@@ -371,17 +371,25 @@ def test_driver_branch_against_every_architecture(gpu: str) -> None:
             assert f"R{rng.min_branch}" in hits[0].message and rng.architecture in hits[0].message
 
 
-def test_architectures_with_a_last_branch_name_the_range() -> None:
-    """A generation dropped from newer branches (Volta ends at R580): an added catalog part trips above it."""
+def test_architectures_with_a_last_branch_name_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generation dropped from newer branches (Volta ends at R580): a Volta part added to the catalog
+    trips above R580 and below its first branch, with the range in the message."""
     from blueprints.catalog import Catalog
 
     data = copy.deepcopy(CAT.data)
     data["gpus"]["v100-sxm"] = {**data["gpus"]["a100-40gb-sxm"], "architecture": "volta"}
     cat = Catalog(data, CAT.extras)
+    monkeypatch.setattr("blueprints.rules.registry.catalog", lambda: cat)
     rng = cat.driver_range(cat.gpu("v100-sxm"))
-    assert rng is not None and rng.max_branch == 580
-    assert {b for b in BRANCHES if rng.min_branch <= int(b) <= 580} == {"418", "450", "470", "520", "525", "535",
-                                                                          "550", "570", "580"}
+    assert rng is not None and (rng.min_branch, rng.max_branch) == (384, 580)
+    for branch in BRANCHES:
+        doc = _onprem("v100-sxm:8", 0, fabric="ethernet")
+        doc["node_groups"][0]["hardware"].pop("nics")
+        doc["software"].update({"driver_branch": branch, "cuda": "11.0"})
+        hits = [f for f in _findings(doc) if f.rule_id == "driver-branch-gpu"]
+        assert bool(hits) == (int(branch) > 580), branch
+        if hits:
+            assert "R384-R580" in hits[0].message and hits[0].fix == "set `software.driver_branch` within R384-R580"
 
 
 @pytest.mark.parametrize("release,trips", [("570.86.15", True), ("570.124.06", True), ("570.133.20", False),
