@@ -246,3 +246,25 @@ def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
                       f"node group `{g.name}` runs {', '.join(mods)} as out-of-tree kernel modules and "
                       f"`software.kernel_updates` is not set")
             return
+
+
+@rule(
+    id="sandbox-runtime-floating",
+    severity="warning",
+    summary="`software.gvisor: latest` installs whichever gVisor release is current when a node is provisioned; its "
+            "GPU proxy supports a moving list of exact drivers (older ones are dropped), so GPU nodes provisioned later "
+            "can reject the pinned driver. The check uses the newest catalogued release.",
+    fix="pin `software.gvisor` to a release (e.g. the newest catalogued one)",
+    source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
+)
+def sandbox_runtime_floating(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.bp.software.gvisor != "latest":
+        return
+    for i, runtime, _ in _allow_list_groups(ctx):
+        if runtime == "gvisor":
+            newest = ctx.catalog.runtime_release("gvisor", "latest")
+            yield Hit(_sw(ctx, "gvisor", ("node_groups", i, "sandbox")),
+                      f"node group `{ctx.bp.node_groups[i].name}` runs gVisor on GPUs with `software.gvisor: latest`; "
+                      f"the driver list is checked against {newest.release if newest else 'no catalogued release'}",
+                      f"set `software.gvisor: \"{newest.release}\"`" if newest else None)
+            return
