@@ -315,6 +315,28 @@ class VmSettings(StrictModel):
     image: Annotated[str | None, Field(description="Base image path or URL for the VM disk.")] = None
 
 
+class NvswitchPlan(StrictModel):
+    """How the NVSwitch fabric of an HGX/DGX baseboard is handled when its GPUs go into guests.
+
+    ``full-passthrough``: every GPU and every NVSwitch of the host goes to one guest and Fabric
+    Manager runs inside the guest (the host runs none). ``shared-nvswitch``: Fabric Manager runs on
+    the host in shared NVSwitch mode (``FABRIC_MODE=1``), keeps the NVSwitches, and activates a GPU
+    partition of ``gpus_per_guest`` GPUs for each guest. Source:
+    https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html
+    """
+
+    mode: Annotated[
+        Literal["full-passthrough", "shared-nvswitch"],
+        Field(description="`full-passthrough` (all GPUs + NVSwitches to one guest, Fabric Manager in the guest) or "
+                          "`shared-nvswitch` (Fabric Manager on the host assigns GPU partitions)."),
+    ]
+    gpus_per_guest: Annotated[
+        int | None,
+        Field(description="`shared-nvswitch`: GPUs in each guest's partition (1, 2, 4 or 8 on an 8-GPU baseboard); "
+                          "unset = `vm.gpus_per_vm` for VMs, else all GPUs.", ge=1),
+    ] = None
+
+
 class Sandbox(StrictModel):
     """What workloads run in. Shorthand: `sandbox: kata`."""
 
@@ -330,6 +352,16 @@ class Sandbox(StrictModel):
         str | None, Field(description="Kubernetes RuntimeClass name; unset = derived from the runtime.")
     ] = None
     vm: Annotated[VmSettings | None, Field(description="VM sizing (runtime `vm`).")] = None
+    nvswitch: Annotated[
+        NvswitchPlan | None,
+        Field(description="Fabric plan for passing the SXM GPUs of an NVSwitch system into guests (`full-passthrough` "
+                          "or `shared-nvswitch`). Required for passthrough on NVSwitch systems. Shorthand: the mode."),
+    ] = None
+
+    @field_validator("nvswitch", mode="before")
+    @classmethod
+    def _nvswitch_shorthand(cls, v: Any) -> Any:
+        return {"mode": v} if isinstance(v, str) else v
 
     @property
     def passthrough(self) -> bool:
@@ -474,7 +506,12 @@ class RoceSettings(StrictModel):
     pfc_priority: Annotated[int, Field(description="802.1p priority that carries RoCE and has PFC on.", ge=0, le=7)] = 3
     dscp: Annotated[int, Field(description="DSCP value of RoCE traffic.", ge=0, le=63)] = 26
     ecn: Annotated[bool, Field(description="ECN / DCQCN congestion control.")] = True
-    gid_index: Annotated[int, Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`).", ge=0, le=255)] = 3
+    gid_index: Annotated[
+        Union[Annotated[int, Field(ge=0, le=255)], Literal["discover"]],
+        Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`). `discover` (default): each node looks up the "
+                          "RoCE v2 GID of its data-plane IPv4 address in the port's GID table; a fixed index can land "
+                          "on a RoCE v1 or link-local entry."),
+    ] = "discover"
     traffic_class: Annotated[
         int | None, Field(description="`NCCL_IB_TC`; unset = DSCP x 4 (the DSCP in the upper six bits).", ge=0, le=255)
     ] = None
@@ -560,6 +597,11 @@ class LustreServer(StrictModel):
         list[str], Field(description="MGS NIDs, e.g. `10.0.0.5@o2ib` or `10.0.0.5@tcp`.", min_length=1)
     ]
     fsname: Annotated[str, Field(description="Lustre file system name.", pattern=r"^[A-Za-z0-9_]{1,8}$")]
+    throughput_mb_s: Annotated[
+        float | None,
+        Field(description="Sequential throughput the servers deliver to this cluster, MB/s (1e6 bytes/s); the fio "
+                          "expectation for the mount. Unset = fio results are judged for correctness only.", gt=0),
+    ] = None
 
     @field_validator("mgs_nids")
     @classmethod
@@ -620,16 +662,28 @@ class Software(StrictModel):
     """Pinned software versions."""
 
     driver_branch: Annotated[str, Field(description="NVIDIA driver branch, e.g. `550`.", pattern=r"^\d{3}(\.\d+)*$")] = "550"
+    driver_version: Annotated[
+        str | None,
+        Field(description="Exact NVIDIA driver release, e.g. `550.90.12`; unset = the catalog's known release of "
+                          "`driver_branch`. gVisor and Kata GPU support list exact releases.",
+              pattern=r"^\d{3}\.\d+(\.\d+)?$"),
+    ] = None
+    kernel_updates: Annotated[
+        Literal["hold", "dkms-verify"] | None,
+        Field(description="How kernel drift under the out-of-tree modules (NVIDIA driver, DOCA-OFED, Lustre client) is "
+                          "prevented: `hold` pins the installed kernel; `dkms-verify` lets it update, rebuilds the "
+                          "modules with DKMS and verifies after boot that they load. Unset = not decided (check warns)."),
+    ] = None
     driver_open_kernel_modules: Annotated[bool, Field(description="Use the open GPU kernel modules.")] = True
     cuda: Annotated[str, Field(description="CUDA version.", pattern=r"^\d+\.\d+(\.\d+)?$")] = "12.4"
-    nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.21.5"
+    nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.23.4"
     container_toolkit: Annotated[
         str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
     ] = "1.16.2"
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
     aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
     doca_ofed: Annotated[str | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
-    kata: Annotated[str, Field(description="Kata Containers version.")] = "3.23.0"
+    kata: Annotated[str, Field(description="Kata Containers version.")] = "3.32.0"
     gvisor: Annotated[str, Field(description="gVisor release (`latest` or a date).")] = "latest"
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from .aws import efa_group
-from .catalog import catalog
+from .catalog import Catalog, GpuSpec, catalog
 from .errors import ClusterforgeError
 from .hardware import group_hardware, instance_spec
 from .models import (
@@ -31,7 +31,16 @@ from .models import (
     RoceNetwork,
 )
 
-__all__ = ["SOURCES", "NodeSettings", "cluster_settings", "ipoib_addresses", "node_settings", "runtime_handler"]
+__all__ = [
+    "SOURCES",
+    "NodeSettings",
+    "cluster_settings",
+    "generated_nccl_env",
+    "ipoib_addresses",
+    "node_settings",
+    "nvswitch_count",
+    "runtime_handler",
+]
 
 SOURCES = {
     "memlock": "https://docs.redhat.com/zh-cn/documentation/red_hat_enterprise_linux/7/html/networking_guide/sec-relaxing_memlock_restrictions_for_users",
@@ -52,7 +61,17 @@ SOURCES = {
     "container_defaults": "https://github.com/NVIDIA/ansible-role-nvidia-docker/blob/master/defaults/main.yml",
     "kata_gpu": "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-kata.html",
     "gvisor_gpu": "https://github.com/google/gvisor/blob/04980e1/g3doc/user_guide/gpu.md",
+    "roce_gid": "https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-class-infiniband",
+    "fabric_manager_modes": "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
+    "driver_releases": "https://github.com/NVIDIA/open-gpu-kernel-modules/tags",
 }
+
+
+def nvswitch_count(gpu: GpuSpec | None, cat: Catalog | None = None) -> int:
+    """NVSwitch chips on an 8-GPU baseboard of ``gpu``'s NVLink generation (HGX A100: 6, H100/H200:
+    4, B200: 2), 0 when unknown. Source: catalog ``nvswitch_virtualization``."""
+    table = (cat or catalog()).extras["nvswitch_virtualization"]["nvswitches_per_baseboard"]
+    return int(table.get(gpu.nvlink_gen, 0)) if gpu is not None and gpu.nvlink_gen else 0
 
 
 def on_mount(path: str, mount: str) -> bool:
@@ -91,6 +110,12 @@ class LustreMount(_Frozen):
     fsx: bool
     options: list[str]
     lnet_networks: str
+    """``options lnet networks=`` value: ``o2ib0(ibp24s0)``, ``tcp0(ens1f0np0,ens2f0np0)`` from the
+    group's declared netdevs; a bare ``tcp0`` when no netdev is declared (then
+    ``lnet_route_to`` tells the node which interface to pick)."""
+    lnet_route_to: str | None = None
+    """Address of the first MGS NID when the LNet interface is discovered on the node: the
+    interface the kernel routes that address through (``ip route get``)."""
     stripes: list[dict[str, object]]
 
 
@@ -115,6 +140,10 @@ class RoceQos(_Frozen):
     dscp: int
     ecn: bool
     mtu: int | None
+    gid_index: int | Literal["discover"]
+    """``NCCL_IB_GID_INDEX``: a fixed index, or ``discover``: each node looks up the GID table
+    entry of type ``RoCE v2`` whose GID is its data-plane IPv4 address (``::ffff:a.b.c.d``) on
+    the first RoCE interface and writes that index (renderers do the lookup on the node)."""
 
 
 class SandboxSettings(_Frozen):
@@ -126,6 +155,14 @@ class SandboxSettings(_Frozen):
     vm_vcpus: int | None = None
     vm_memory_gib: int | None = None
     vm_gpus_per_vm: int | None = None
+    nvswitch_plan: Literal["full-passthrough", "shared-nvswitch"] | None = None
+    """NVSwitch fabric plan of a passthrough host on an NVSwitch system (``None`` elsewhere)."""
+    nvswitch_passthrough: bool = False
+    """``full-passthrough``: the NVSwitches are bound to vfio-pci and go to the guest with the GPUs."""
+    gpus_per_guest: int | None = None
+    """GPUs in each guest (the Fabric Manager partition size in ``shared-nvswitch`` mode)."""
+    pcie_root_ports: int | None = None
+    """PCIe root ports a Kata guest needs: one per passed GPU and NVSwitch."""
 
 
 class NodeSettings(_Frozen):
@@ -155,8 +192,17 @@ class NodeSettings(_Frozen):
     # GPU stack
     install_gpu_driver: bool
     driver_branch: str
+    driver_version: str | None
+    """Exact driver release (``software.driver_version`` or the catalog's release of the branch);
+    ``None`` when the catalog knows no release of the branch (the branch's newest package)."""
+    kernel_updates: Literal["hold", "dkms-verify"] | None
+    """How the node keeps its kernel and out-of-tree modules together (``software.kernel_updates``)."""
     driver_open_kernel_modules: bool
     fabric_manager: bool
+    fabric_manager_mode: Literal["default", "shared-nvswitch"] | None
+    """Fabric Manager mode on this host: ``default`` (bare-metal NVSwitch system),
+    ``shared-nvswitch`` (``FABRIC_MODE=1``: guests get GPU partitions), ``None`` (no Fabric
+    Manager on the host: no NVSwitch, or the NVSwitches are passed into the guest)."""
     dcgm: bool
     cuda: str
     nccl_version: str
@@ -218,7 +264,20 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split("-")[0].split(".") if x.isdigit())
 
 
-def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: int = 0) -> dict[str, str]:
+def generated_nccl_env(bp: Blueprint, g: NodeGroup) -> dict[str, str]:
+    """The NCCL environment clusterforge derives from the declared hardware of group ``g``, before
+    ``network.nccl.env`` is applied on top (so rules can show what a user value replaces)."""
+    return _nccl_env(bp, g, _rdma_devices(bp, g), group_hardware(bp, g).nvidia_gpus, user=False)
+
+
+def _rdma_devices(bp: Blueprint, g: NodeGroup) -> list[str]:
+    if isinstance(bp.network, (InfinibandNetwork, RoceNetwork)) and g.hardware:
+        return [f"{n.device}:{n.port}" for n in g.hardware.nics]
+    return []
+
+
+def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: int = 0,
+              user: bool = True) -> dict[str, str]:
     net = bp.network
     env: dict[str, str] = {}
     if isinstance(net, EfaNetwork):
@@ -227,7 +286,8 @@ def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: i
         if rdma_devices:
             env["NCCL_IB_HCA"] = "=" + ",".join(rdma_devices)
         if isinstance(net, RoceNetwork):
-            env["NCCL_IB_GID_INDEX"] = str(net.roce.gid_index)
+            if net.roce.gid_index != "discover":  # discovered per node by the renderers (RoceQos.gid_index)
+                env["NCCL_IB_GID_INDEX"] = str(net.roce.gid_index)
             env["NCCL_IB_TC"] = str(net.roce.effective_traffic_class)
         if not net.gpudirect_rdma.enabled:
             env["NCCL_NET_GDR_LEVEL"] = "LOC"
@@ -237,7 +297,8 @@ def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: i
         env["NCCL_SOCKET_IFNAME"] = net.nccl.socket_ifname
     if net.nccl.debug:
         env["NCCL_DEBUG"] = net.nccl.debug
-    env.update(net.nccl.env)
+    if user:
+        env.update(net.nccl.env)
     return env
 
 
@@ -263,9 +324,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
         cmdline += ["iommu=pt"]
     rdma = isinstance(net, (EfaNetwork, InfinibandNetwork, RoceNetwork))
-    rdma_devices = []
-    if isinstance(net, (InfinibandNetwork, RoceNetwork)) and g.hardware:
-        rdma_devices = [f"{n.device}:{n.port}" for n in g.hardware.nics]
+    rdma_devices = _rdma_devices(bp, g)
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
     if rdma and net.gpudirect_rdma.enabled and gpu_count and not isinstance(net, EfaNetwork):
         gdr = net.gpudirect_rdma.method or "nvidia-peermem"
@@ -281,6 +340,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             dscp=r.dscp,
             ecn=r.ecn,
             mtu=net.mtu,
+            gid_index=r.gid_index,
         )
     scratch = None
     if g.local_nvme is not None:
@@ -299,8 +359,11 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     if isinstance(net, InfinibandNetwork):
         ipoib_netdev = next((n.netdev for n in (g.hardware.nics if g.hardware else [])
                              if n.netdev and n.link_layer == "infiniband"), None)
-    # LNet binds to the IPoIB netdev (`ib0`, the kernel's default name, when the group declares none)
-    lnet = f"o2ib0({ipoib_netdev or 'ib0'})" if isinstance(net, InfinibandNetwork) else "tcp0(eth0)"
+    # LNet interfaces come from declared netdevs only (never a guessed `ib0`/`eth0`): o2ib binds to
+    # the IPoIB port on InfiniBand or the RoCE ports; tcp to the group's Ethernet ports, or, when
+    # none is declared, to the interface the node routes the MGS address through (found on the node).
+    eth_netdevs = [n.netdev for n in (g.hardware.nics if g.hardware else []) if n.netdev and n.link_layer == "ethernet"]
+    o2ib_netdevs = [ipoib_netdev] if ipoib_netdev else (eth_netdevs if isinstance(net, RoceNetwork) else [])
     lustre: list[LustreMount] = []
     nfs: list[NfsMount] = []
     for s in bp.storage:
@@ -309,18 +372,30 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             if s.server is not None:
                 nets = {nid.split("@", 1)[1] for nid in s.server.mgs_nids}
                 uses_o2ib = any(x.startswith("o2ib") for x in nets)
+                ifaces = o2ib_netdevs if uses_o2ib else eth_netdevs
+                lnet = ("o2ib0" if uses_o2ib else "tcp0") + (f"({','.join(ifaces)})" if ifaces else "")
+                route_to = None if ifaces else s.server.mgs_nids[0].split("@", 1)[0]
                 lustre.append(LustreMount(
                     name=s.name, mount=s.mount, source=":".join(s.server.mgs_nids) + f":/{s.server.fsname}",
-                    fsx=False, options=list(s.mount_options),
-                    lnet_networks=(lnet if lnet.startswith("o2ib") else "o2ib0(ib0)") if uses_o2ib else "tcp0(eth0)",
+                    fsx=False, options=list(s.mount_options), lnet_networks=lnet, lnet_route_to=route_to,
                     stripes=stripes))
             else:
+                # FSx clients: LNet's own default (the instance's one addressed ENA interface)
                 lustre.append(LustreMount(name=s.name, mount=s.mount, source=None, fsx=True,
-                                          options=list(s.mount_options), lnet_networks="tcp0(eth0)", stripes=stripes))
+                                          options=list(s.mount_options), lnet_networks="tcp0", stripes=stripes))
         elif isinstance(s, NfsStorage):
             nfs.append(NfsMount(name=s.name, mount=s.mount, source=f"{s.server}:{s.export}", version=s.version,
                                 options=list(s.mount_options)))
     sw = bp.software
+    cat = catalog()
+    plan = g.sandbox.nvswitch.mode if (passthrough and nvswitch and g.sandbox.nvswitch) else None
+    guest_gpus = root_ports = None
+    if passthrough:
+        guest_gpus = (gpu_count if plan == "full-passthrough"
+                      else (g.sandbox.nvswitch.gpus_per_guest if plan and g.sandbox.nvswitch else None)
+                      or (g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None) or gpu_count)
+        switches = nvswitch_count(hw.gpu, cat) if plan == "full-passthrough" else 0
+        root_ports = guest_gpus + switches
     return NodeSettings(
         blueprint=bp.name,
         group=g.name,
@@ -346,10 +421,14 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         cpu_governor="performance",
         kernel_cmdline=cmdline,
         disable_acs=training,
-        install_gpu_driver=gpu_count > 0 and not passthrough,
+        install_gpu_driver=gpu_count > 0 and (not passthrough or plan == "shared-nvswitch"),
         driver_branch=sw.driver_branch,
+        driver_version=sw.driver_version or cat.driver_release(sw.driver_branch),
+        kernel_updates=sw.kernel_updates,
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
-        fabric_manager=nvswitch and not passthrough,
+        fabric_manager=nvswitch and (not passthrough or plan == "shared-nvswitch"),
+        fabric_manager_mode=(None if not nvswitch else "default" if not passthrough
+                             else "shared-nvswitch" if plan == "shared-nvswitch" else None),
         dcgm=gpu_count > 0 and not passthrough,
         cuda=sw.cuda,
         nccl_version=sw.nccl,
@@ -379,6 +458,10 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             vm_vcpus=g.sandbox.vm.vcpus if g.sandbox.vm else None,
             vm_memory_gib=g.sandbox.vm.memory_gib if g.sandbox.vm else None,
             vm_gpus_per_vm=g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None,
+            nvswitch_plan=plan,
+            nvswitch_passthrough=plan == "full-passthrough",
+            gpus_per_guest=guest_gpus,
+            pcie_root_ports=root_ports,
         ),
     )
 

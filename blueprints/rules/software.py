@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._facts import group_hardware, version, vstr
+from ..models import LustreStorage
+from ._facts import fld, group_hardware, version, vstr
 from .registry import Hit, RuleContext, rule
 
 CUDA_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
@@ -90,4 +91,180 @@ def kata_version_gpu_passthrough(ctx: RuleContext) -> Iterator[Hit]:
         if g.sandbox.runtime == "kata" and g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("software", "kata"), f"`software.kata` {ctx.bp.software.kata} is older than {vstr(need)}, needed "
                       f"to pass GPUs into Kata (node group `{g.name}`)")
+            return
+
+
+DRIVER_MATRIX = "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html"
+
+
+def _sw(ctx: RuleContext, name: str, fallback: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``software.<name>`` when the blueprint writes a `software` section, else ``fallback`` (the
+    key the default matters for), so the finding points at a line the user wrote."""
+    return ("software", name) if ("software",) in ctx.loaded.positions else fallback
+
+
+def effective_driver(ctx: RuleContext) -> tuple[str | None, bool]:
+    """``(release, pinned)``: ``software.driver_version`` (pinned) or the catalog's release of the
+    branch (not pinned; ``None`` when the catalog knows no release of the branch)."""
+    sw = ctx.bp.software
+    if sw.driver_version:
+        return sw.driver_version, True
+    return ctx.catalog.driver_release(sw.driver_branch), False
+
+
+@rule(
+    id="driver-branch-gpu",
+    severity="error",
+    summary="Each GPU architecture has a first driver branch (the branch of its first CUDA toolkit) and some a last "
+            "one (Kepler ends at R470; Maxwell, Pascal and Volta at R580); some parts need a later release of the "
+            "branch (HGX B200: 570.133.20). A pinned driver outside the range does not drive the GPUs.",
+    fix="pin a driver branch inside the GPU's range",
+    source=DRIVER_MATRIX,
+)
+def driver_branch_gpu(ctx: RuleContext) -> Iterator[Hit]:
+    sw = ctx.bp.software
+    branch = version(sw.driver_branch)
+    if not branch:
+        return
+    release, pinned = effective_driver(ctx)
+    seen: set[str] = set()
+    for g in ctx.bp.node_groups:
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        if hw.gpu is None or hw.gpu.key in seen:
+            continue
+        seen.add(hw.gpu.key)
+        rng = ctx.catalog.driver_range(hw.gpu)
+        if rng is None:
+            continue
+        span = f"R{rng.min_branch}" + (f"-R{rng.max_branch}" if rng.max_branch else " or newer")
+        if branch[0] < rng.min_branch or (rng.max_branch and branch[0] > rng.max_branch):
+            yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} does not support "
+                      f"`{hw.gpu.key}` ({rng.architecture}) of node group `{g.name}`: supported branches are {span}",
+                      f"set `software.driver_branch` within {span}")
+        elif rng.min_driver and release and version(release) < version(rng.min_driver):  # type: ignore[operator]
+            where = ("software", "driver_version") if pinned else ("software", "driver_branch")
+            yield Hit(where, f"driver {release} (`{fld(where)}`) is older than {rng.min_driver}, the first release "
+                      f"that supports `{hw.gpu.key}` of node group `{g.name}`",
+                      f"set `software.driver_version` to {rng.min_driver} or newer")
+
+
+@rule(
+    id="driver-version-branch",
+    severity="error",
+    summary="`software.driver_version` must be a release of `software.driver_branch` (its first number is the branch).",
+    fix="make `software.driver_version` and `software.driver_branch` agree",
+    source="https://github.com/NVIDIA/open-gpu-kernel-modules/tags",
+)
+def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
+    sw = ctx.bp.software
+    if sw.driver_version and sw.driver_version.split(".")[0] != sw.driver_branch.split(".")[0]:
+        yield Hit(("software", "driver_version"), f"`software.driver_version` {sw.driver_version} is not a release of "
+                  f"`software.driver_branch` {sw.driver_branch}",
+                  f"set `software.driver_branch: \"{sw.driver_version.split('.')[0]}\"` or a {sw.driver_branch}.x release")
+
+
+def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:
+    """``(group index, runtime, version field)`` of GPU groups whose runtime has a driver allow-list."""
+    for i, g in enumerate(ctx.bp.node_groups):
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        if not hw.nvidia_gpus:
+            continue
+        if g.sandbox.runtime == "gvisor":
+            yield i, "gvisor", "gvisor"
+        elif g.sandbox.runtime == "kata" and g.sandbox.passthrough:
+            yield i, "kata", "kata"
+
+
+@rule(
+    id="sandbox-driver-allow-list",
+    severity="error",
+    summary="gVisor's GPU proxy (nvproxy) and Kata's GPU guest support exact driver releases, listed per runtime "
+            "release in the catalog (`sandbox_runtimes`): the runtime release must be listed and "
+            "`software.driver_version` must be one of its drivers.",
+    fix="pin `software.driver_version` to a release the runtime lists",
+    source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
+)
+def sandbox_driver_allow_list(ctx: RuleContext) -> Iterator[Hit]:
+    sw = ctx.bp.software
+    release, pinned = effective_driver(ctx)
+    done: set[str] = set()
+    for i, runtime, field in _allow_list_groups(ctx):
+        if runtime in done:
+            continue
+        done.add(runtime)
+        want = str(getattr(sw, field))
+        rel = ctx.catalog.runtime_release(runtime, want)
+        known = ", ".join(r.release for r in ctx.catalog.runtime_releases(runtime))
+        g = ctx.bp.node_groups[i]
+        if rel is None:
+            yield Hit(_sw(ctx, field, ("node_groups", i, "sandbox")), f"node group `{g.name}` runs `{runtime}` {want} (`software.{field}`), a "
+                      f"release without a known GPU driver list", f"set `software.{field}` to one of {known}")
+            continue
+        drivers = list(rel.drivers)
+        in_branch = [d for d in drivers if d.split(".")[0] == sw.driver_branch.split(".")[0]]
+        choice = ", ".join(in_branch or drivers)
+        where = "in the guest image" if rel.driver_on == "guest" else "on the host"
+        if release is None:
+            yield Hit(_sw(ctx, "driver_branch", ("node_groups", i, "sandbox")), f"node group `{g.name}` runs `{runtime}` {rel.release}, which "
+                      f"supports exact drivers only, but the driver is floating (`software.driver_branch` "
+                      f"{sw.driver_branch} without `software.driver_version`)",
+                      f"set `software.driver_version` to one of {choice}")
+        elif release not in drivers:
+            where_field = ("software", "driver_version") if pinned else _sw(ctx, "driver_branch", ("node_groups", i, "sandbox"))
+            yield Hit(where_field, f"driver {release} (`software.driver_version`{'' if pinned else ', from the branch'}) "
+                      f"is not supported by `{runtime}` {rel.release} of node group `{g.name}` ({where}: "
+                      f"{', '.join(drivers)})",
+                      f"set `software.driver_version` to one of {choice}" if in_branch or rel.driver_on == "host"
+                      else f"set `software.driver_branch: \"{drivers[0].split('.')[0]}\"` and "
+                           f"`software.driver_version: \"{drivers[0]}\"`")
+
+
+@rule(
+    id="kernel-drift",
+    severity="warning",
+    summary="Nodes with out-of-tree kernel modules (NVIDIA driver, DOCA-OFED, Lustre client) lose them when an "
+            "update moves the kernel and the next boot comes up without GPU, RDMA or Lustre: the blueprint must "
+            "say how drift is prevented (`software.kernel_updates`).",
+    fix="set `software.kernel_updates: hold` (pin the kernel) or `dkms-verify` (rebuild and verify after boot)",
+    source="https://github.com/Azure/batch-shipyard/issues/174",
+)
+def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.bp.is_aws or ctx.bp.software.kernel_updates is not None:
+        return
+    lustre = any(isinstance(s, LustreStorage) and s.server is not None for s in ctx.bp.storage)
+    for i, g in enumerate(ctx.bp.node_groups):
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        mods = []
+        if hw.nvidia_gpus and not g.sandbox.passthrough:
+            mods.append("the NVIDIA driver")
+        if ctx.bp.software.doca_ofed and ctx.bp.network.fabric in ("infiniband", "roce"):
+            mods.append("DOCA-OFED")
+        if lustre:
+            mods.append("the Lustre client")
+        if mods:
+            yield Hit(_sw(ctx, "kernel_updates", ("node_groups", i, "name")),
+                      f"node group `{g.name}` runs {', '.join(mods)} as out-of-tree kernel modules and "
+                      f"`software.kernel_updates` is not set")
+            return
+
+
+@rule(
+    id="sandbox-runtime-floating",
+    severity="warning",
+    summary="`software.gvisor: latest` installs whichever gVisor release is current when a node is provisioned; its "
+            "GPU proxy supports a moving list of exact drivers (older ones are dropped), so GPU nodes provisioned later "
+            "can reject the pinned driver. The check uses the newest catalogued release.",
+    fix="pin `software.gvisor` to a release (e.g. the newest catalogued one)",
+    source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
+)
+def sandbox_runtime_floating(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.bp.software.gvisor != "latest":
+        return
+    for i, runtime, _ in _allow_list_groups(ctx):
+        if runtime == "gvisor":
+            newest = ctx.catalog.runtime_release("gvisor", "latest")
+            yield Hit(_sw(ctx, "gvisor", ("node_groups", i, "sandbox")),
+                      f"node group `{ctx.bp.node_groups[i].name}` runs gVisor on GPUs with `software.gvisor: latest`; "
+                      f"the driver list is checked against {newest.release if newest else 'no catalogued release'}",
+                      f"set `software.gvisor: \"{newest.release}\"`" if newest else None)
             return

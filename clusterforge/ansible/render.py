@@ -166,6 +166,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 "rdma_roce_dscp": s.roce.dscp,
                 "rdma_roce_ecn": s.roce.ecn,
                 "rdma_roce_mtu": s.roce.mtu or 0,
+                "rdma_roce_gid_index": "discover" if s.roce.gid_index == "discover" else "",
             })
         if bp.software.doca_ofed:
             v["rdma_doca_ofed_version"] = bp.software.doca_ofed
@@ -195,6 +196,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 for m in mounts
             ],
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
+            "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
         }
     if role == "nfs_client":
         return {
@@ -221,6 +223,8 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "sandbox_gpu_count": s.gpu_count,
             "sandbox_kata_version": bp.software.kata,
             "sandbox_gvisor_release": "release" if bp.software.gvisor == "latest" else bp.software.gvisor,
+            "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
+            "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
         if sb.vm_vcpus is not None:
             v["sandbox_vm_vcpus"] = sb.vm_vcpus
