@@ -561,6 +561,8 @@ def check_roce_gid(f: NodeFacts, e: NodeExpectation) -> Check:
                    "RoCE v2 GID at NCCL_IB_GID_INDEX")
     idx = net.roce.gid_index
     rtype = _facts()["roce_gid"]["type"]
+    if idx == "discover":
+        return _check_discovered_gid(f, e, rtype)
     exp = f"GID index {idx} = {rtype} GID of each interface's IPv4 address"
     bad, good = [], []
     for n in e.nics:
@@ -583,6 +585,26 @@ def check_roce_gid(f: NodeFacts, e: NodeExpectation) -> Check:
                    "routing): NCCL fails to connect or runs over the wrong address",
                    "set network.roce.gid_index to the index of the RoCE v2 IPv4 GID (`show_gids`), or fix the "
                    "interface's addresses so it lands on the declared index")
+    return _mk("fabric.roce-gid", "pass", "; ".join(good), exp)
+
+
+def _check_discovered_gid(f: NodeFacts, e: NodeExpectation, rtype: str) -> Check:
+    """``gid_index: discover``: the renderers look the index up on each node, so what must hold is that
+    every declared NIC has a RoCE v2 GID for its data-plane IPv4 address (at whatever index)."""
+    exp = f"a {rtype} GID for each interface's IPv4 address (index discovered on the node)"
+    bad, good = [], []
+    for n in e.nics:
+        found = gid_index_found(f, n.device, n.port, n.netdev)
+        if not found:
+            bad.append(f"{n.device}: {n.netdev or 'no netdev declared'} has no IPv4 address")
+        for ip, i in found.items():
+            (good if i is not None else bad).append(
+                f"{n.device} {ip} at index {i}" if i is not None else f"{n.device} {ip}: no {rtype} GID")
+    if bad:
+        return _mk("fabric.roce-gid", "fail", "; ".join(bad + good), exp,
+                   f"no {rtype} GID for the data-plane address: the discovery finds no index and NCCL cannot "
+                   "connect over RoCE v2 (RoCE v1 and link-local GIDs do not route between hosts)",
+                   "give each RoCE interface its declared IPv4 address (the kernel adds the RoCE v2 GID for it)")
     return _mk("fabric.roce-gid", "pass", "; ".join(good), exp)
 
 
@@ -1056,7 +1078,8 @@ def cross_checks(nodes: list[tuple[NodeFacts, NodeExpectation]], cluster: list[d
         out.append(Check("cross.driver", NA, "no GPU driver seen", exp, source=_src("nvidia_smi")))
     gids: dict[str, set[int | None]] = {}
     for f, e in nodes:
-        if isinstance(e.bp.network, RoceNetwork):
+        # a discovered index is looked up on each node, so it may differ between nodes
+        if isinstance(e.bp.network, RoceNetwork) and e.bp.network.roce.gid_index != "discover":
             for n in e.nics:
                 gids.setdefault(f.host, set()).update(gid_index_found(f, n.device, n.port, n.netdev).values())
     if gids:

@@ -37,9 +37,23 @@ def dgx_bp():
     return load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint
 
 
+def _roce_with_gid_index(index: int | str):
+    bp = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    net = bp.network.model_copy(update={"roce": bp.network.roce.model_copy(update={"gid_index": index})})
+    return bp.model_copy(update={"network": net})
+
+
 @pytest.fixture(scope="module")
 def roce_bp():
-    return load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    """The RoCE example with a fixed GID index 3 (the example itself discovers the index on each node)."""
+    return _roce_with_gid_index(3)
+
+
+@pytest.fixture(scope="module")
+def roce_discover_bp():
+    bp = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    assert bp.network.roce.gid_index == "discover"
+    return bp
 
 
 def node(fixtures_dir: Path, system: str, host: str) -> RecordedNode:
@@ -75,7 +89,7 @@ def test_healthy_dgx_nodes_pass_every_applicable_check(fixtures_dir: Path, dgx_b
     # NVLink 4 (H100) needs no NVLink subnet manager; no RoCE on InfiniBand
     assert {c[k]["verdict"] for k in ("gpu.nvlsm", "fabric.roce-gid", "fabric.roce-qos")} == {NA}
     assert c["gpu.count"]["measured"] == "8 x NVIDIA H100 80GB HBM3"
-    assert "192.168.100.1/24" in c["fabric.ipoib"]["measured"]
+    assert "192.168.100.3/24" in c["fabric.ipoib"]["measured"]
     assert c["storage.raid"]["measured"].startswith("md127: raid0 active, 8 active member(s)")
     assert all(c[k]["source"].startswith("https://") for k in c)
     cross = checks_of(results[2])
@@ -200,7 +214,7 @@ DGX_FAULTS: list[tuple[str, Fault, str, str, str]] = [
     ("port-link-layer", lambda n, i: port(n, i, "link_layer", "Ethernet"), "fabric.ports", "fail", "link layer"),
     ("port-absent", lambda n, i: port(n, i, "state", None), "fabric.ports", "fail", "missing"),
     ("ipoib-mode", lambda n, i: n.set_sysfs("/sys/class/net/ibp24s0/mode", "connected"), "fabric.ipoib", "fail", "mode"),
-    ("ipoib-address", lambda n, i: n.replace("ip-addr.json", "192.168.100.1", f"192.168.100.{50 + i}"),
+    ("ipoib-address", lambda n, i: n.replace("ip-addr.json", "192.168.100.3", f"192.168.100.{50 + i}"),
      "fabric.ipoib", "fail", "address"),
     ("acs-redirect", acs_on, "pcie.acs", "fail", "root complex"),
     ("iommu-translated", iommu_translated, "pcie.iommu", "fail", "translates DMA"),
@@ -317,6 +331,23 @@ def test_gid_shift_names_the_index_nccl_should_use(fixtures_dir: Path, roce_bp) 
     l40s_gid_shift(n, 0)
     c = judge_one(n, roce_bp, "l40s")["fabric.roce-gid"]
     assert "172.16.0.21 at index 5" in c["measured"] and "gid_index" in c["fix"]
+
+
+def test_discovered_gid_index_needs_a_roce_v2_gid_not_a_fixed_position(fixtures_dir: Path, roce_discover_bp) -> None:
+    """With ``gid_index: discover`` a shifted table is fine (the node looks the index up); a missing
+    RoCE v2 GID for the data-plane address still fails, and nodes may differ in the index."""
+    n = node(fixtures_dir, "l40s-roce", "l40s-01")
+    l40s_gid_shift(n, 0)
+    c = judge_one(n, roce_discover_bp, "l40s")["fabric.roce-gid"]
+    assert c["verdict"] == "pass" and "172.16.0.21 at index 5" in c["measured"]
+    for i in range(16):
+        n.set_sysfs(f"/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/{i}", "IB/RoCE v1")
+    c = judge_one(n, roce_discover_bp, "l40s")["fabric.roce-gid"]
+    assert c["verdict"] == "fail" and "no RoCE v2 GID" in c["measured"]
+    a, b = node(fixtures_dir, "l40s-roce", "l40s-01"), node(fixtures_dir, "l40s-roce", "l40s-02")
+    l40s_gid_shift(a, 0)
+    cross = checks_of(judge_node_documents([a.doc(), b.doc()], roce_discover_bp, "l40s", source="x")[-1])
+    assert cross["cross.gid"]["verdict"] == NA
 
 
 def test_mlnx_qos_missing_is_invalid_not_pass(fixtures_dir: Path, roce_bp) -> None:
