@@ -3,7 +3,7 @@
 Entry points: :func:`judge_file` and :func:`judge_text` (a file may hold several nccl-tests runs,
 several fio jobs, several AMP results: one :class:`JudgeResult` each) and :func:`worst`.
 
-Verdicts (DESIGN.md "Verdicts"): ``pass``; ``warn`` (works, degraded or anomalous); ``fail``
+Verdicts: ``pass``; ``warn`` (works, degraded or anomalous); ``fail``
 (wrong data, far below expectation, crashed); ``invalid`` (the test cannot say anything: one
 rank, duplicated rank 0, no result table, unknown content). Every non-pass reason names what
 was measured, what was expected and why, and the likely cause and fix when one is known.
