@@ -862,7 +862,12 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
         report = FioReport(fmt="text")
     if report.empty:
         r = JudgeResult(source=source, kind="fio", label=label or name)
-        payload_error = _fio_payload_error(text)
+        payload_error, missing_tool = _fio_payload_error(text)
+        if missing_tool:
+            r.metrics["missing_tool"] = missing_tool
+            r.degrade("invalid", f"the fio suite could not run: {payload_error}. A tool that is not installed says "
+                                 "nothing about the hardware")
+            return [r]
         if payload_error:
             r.degrade("fail", f"fio did not run: {payload_error}. Likely cause: fio is not installed on the node or the "
                               "target directory is missing or not writable; fix: install fio (validation_tools role) and "
@@ -872,18 +877,21 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
     return judge_fio_report(report, ctx, source=source, label=label)
 
 
-def _fio_payload_error(text: str) -> str | None:
-    """The ``clusterforge.error`` that validate's fio payload records when fio could not run, else None."""
+def _fio_payload_error(text: str) -> tuple[str | None, str | None]:
+    """``(error, missing_tool)`` that validate's fio payload records in ``clusterforge`` when fio could
+    not run (``missing_tool``: the executable that is not installed), else ``(None, None)``."""
     start = text.find("{")
     if start < 0:
-        return None
+        return None, None
     try:
         doc = json.loads(text[start:])
     except ValueError:
-        return None
+        return None, None
     meta = doc.get("clusterforge") if isinstance(doc, dict) else None
-    err = meta.get("error") if isinstance(meta, dict) else None
-    return str(err) if err else None
+    if not isinstance(meta, dict):
+        return None, None
+    err, tool = meta.get("error"), meta.get("missing_tool")
+    return (str(err) if err else None), (str(tool) if tool else None)
 
 
 def _verify_reason(fails: list[VerifyFailure]) -> str:

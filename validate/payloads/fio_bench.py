@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     meta: dict[str, Any] = {
         "version": VERSION, "target": args.target, "kind": args.kind, "direct": None,
         "size_per_job_bytes": None, "numjobs": args.numjobs, "iodepth": args.iodepth,
-        "runtime_s": args.runtime, "profiles": args.profiles, "notes": [], "error": None,
+        "runtime_s": args.runtime, "profiles": args.profiles, "notes": [], "error": None, "missing_tool": None,
     }
     doc: dict[str, Any] = {"jobs": []}
 
@@ -178,7 +178,11 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 
     fio = shutil.which(args.fio)
     if fio is None:
-        return failed(f"fio not found ({args.fio}): install the fio package on this node (apt-get install fio / dnf install fio)", 127)
+        # an absent tool is not a fault of the hardware: the judge makes this result `invalid`
+        meta["missing_tool"] = "fio"
+        return failed(f"fio is not installed on this node (no `{args.fio}` on PATH): install it with "
+                      "`apt-get install fio` (Debian, Ubuntu), `dnf install fio` (RHEL, Fedora) or `brew install fio` "
+                      "(macOS), or the validation_tools role", 127)
     target = os.path.abspath(args.target)
     if not os.path.isdir(target):
         return failed(f"target {target} does not exist or is not a directory: mount it or fix validation.fio.targets", 2)
