@@ -239,6 +239,13 @@ class Catalog:
         """Catalog GPU keys, e.g. ``['a100-40gb-sxm', ..., 'h100-sxm', ...]``."""
         return list(self._gpus)
 
+    @property
+    def provisioned_gpu_keys(self) -> list[str]:
+        """Catalog GPU keys clusterforge can provision: the NVIDIA parts (it installs the NVIDIA driver,
+        CUDA, NCCL and container toolkit; the catalog's AMD and Trainium entries only describe AWS
+        instance types). Suggestions for an unknown GPU name come from this list."""
+        return [k for k, g in self._gpus.items() if g.vendor == "nvidia"]
+
     def resolve_gpu_key(self, name: str) -> str | None:
         """Map a key, short name (``h100``) or ``nvidia-smi`` name to a catalog key, or ``None``.
 

@@ -16,6 +16,7 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "API_VERSION",
@@ -209,11 +210,24 @@ Target = Annotated[Union[AwsTarget, OnpremTarget], Field(discriminator="provider
 
 
 def _parse_model_count(v: Any, key: str) -> Any:
-    """``"h100-sxm:8"`` -> ``{"model": "h100-sxm", "count": 8}``; other input unchanged."""
+    """``"h100-sxm:8"`` -> ``{"model": "h100-sxm", "count": 8}``; other input unchanged.
+
+    Raises ``PydanticCustomError`` (type ``shorthand``, with the fix in its context) when the part
+    after ``:`` is not a whole number (``h100-sxm:eight``) or the model before it is missing.
+    """
     if isinstance(v, str):
-        m = re.fullmatch(r"\s*([^:]+?)\s*(?::\s*(\d+))?\s*", v)
-        if m:
-            return {key: m.group(1), "count": int(m.group(2) or 1)}
+        model, sep, count = v.partition(":")
+        model, count = model.strip(), count.strip()
+        example = f"{model or 'h100-sxm'}:8"
+        if sep and not model:
+            raise PydanticCustomError("shorthand", "the shorthand `{value}` names no model before `:`",
+                                      {"value": v, "fix": f"write the model first, e.g. `{example}`"})
+        if sep and not re.fullmatch(r"\d+", count):
+            raise PydanticCustomError(
+                "shorthand", "the count in `{value}` must be a positive whole number, got `{count}`",
+                {"value": v, "count": count, "fix": f"write the count in digits, e.g. `{example}`"})
+        if model:
+            return {key: model, "count": int(count or 1)}
     return v
 
 
@@ -235,7 +249,10 @@ class Nic(StrictModel):
 
     device: Annotated[str, Field(description="RDMA device name, e.g. `mlx5_0`.")]
     port: Annotated[int, Field(description="Port number on the device.", ge=1, le=2)] = 1
-    netdev: Annotated[str | None, Field(description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`.")] = None
+    netdev: Annotated[str | None, Field(
+        description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`. Needed on RoCE (QoS is set per interface; "
+                    "a rule asks) and on InfiniBand with IPoIB or Lustre, which bind to the first InfiniBand port's "
+                    "netdev (the kernel's `ib0` when none is declared, which predictable interface names rarely give).")] = None
     speed_gbps: Annotated[float, Field(description="Line rate in Gbit/s (1e9 bit/s).", gt=0)]
     numa_node: Annotated[int | None, Field(description="NUMA node the adapter is attached to.", ge=0)] = None
     link_layer: Annotated[
@@ -417,11 +434,20 @@ Placement = Literal["cluster", "partition", "spread", "none"]
 class GpuDirectRdma(StrictModel):
     """GPUDirect RDMA: NICs read and write GPU memory directly."""
 
-    enabled: Annotated[bool, Field(description="Enable GPUDirect RDMA.")] = True
+    enabled: Annotated[
+        bool | None,
+        Field(description="Enable GPUDirect RDMA. Unset = on for GPU groups, off for groups that pass their GPUs "
+                          "into sandboxes (vfio-pci owns those GPUs, so host-side GPUDirect RDMA cannot apply)."),
+    ] = None
     method: Annotated[
         Literal["nvidia-peermem", "dmabuf"] | None,
         Field(description="Peer-memory path: `nvidia-peermem` module or DMA-BUF (open kernel modules, kernel >= 5.12)."),
     ] = None
+
+    def on_for(self, passthrough: bool) -> bool:
+        """Whether GPUDirect RDMA is on for a node group: ``enabled`` when written, else on unless the
+        group passes its GPUs into sandbox guests (``passthrough``)."""
+        return self.enabled if self.enabled is not None else not passthrough
 
 
 class NcclSettings(StrictModel):
@@ -435,7 +461,8 @@ class NcclSettings(StrictModel):
 class _NetworkBase(StrictModel):
     placement: Annotated[
         Placement | None,
-        Field(description="EC2 placement group strategy (`none` = explicitly none). Unset = not decided (a rule asks)."),
+        Field(description="AWS: EC2 placement group strategy (`none` = explicitly none); unset = not decided (a rule "
+                          "asks). On-prem it has no effect (servers are placed by racking and cabling)."),
     ] = None
     gpudirect_rdma: Annotated[GpuDirectRdma, Field(description="GPUDirect RDMA settings.")] = GpuDirectRdma()
     nccl: Annotated[NcclSettings, Field(description="NCCL settings.")] = NcclSettings()
@@ -492,6 +519,11 @@ class InfinibandNetwork(_NetworkBase):
     """NVIDIA/Mellanox InfiniBand."""
 
     fabric: Annotated[Literal["infiniband"], Field(description="Fabric tag.")]
+    placement: Annotated[
+        Placement | None,
+        Field(description="Not used: InfiniBand clusters are on-prem, where servers are placed by racking and cabling "
+                          "(EC2 placement groups are AWS only); leave unset."),
+    ] = None
     infiniband: Annotated[InfinibandSettings, Field(description="InfiniBand settings.")] = InfinibandSettings()
 
 
@@ -526,6 +558,11 @@ class RoceNetwork(_NetworkBase):
     """RDMA over Converged Ethernet v2."""
 
     fabric: Annotated[Literal["roce"], Field(description="Fabric tag.")]
+    placement: Annotated[
+        Placement | None,
+        Field(description="Not used: RoCE clusters are on-prem, where servers are placed by racking and cabling "
+                          "(EC2 placement groups are AWS only); leave unset."),
+    ] = None
     roce: Annotated[RoceSettings, Field(description="RoCEv2 settings.")] = RoceSettings()
 
 

@@ -61,6 +61,12 @@ def _default(field: Any) -> str:
     return f"`{json.dumps(d)}`"
 
 
+def _summary(model: type[BaseModel]) -> str:
+    """The first paragraph of ``model``'s docstring on one line (a sentence is never cut at a line break)."""
+    doc = (model.__doc__ or "").strip()
+    return " ".join(doc.split("\n\n", 1)[0].split())
+
+
 def reference_markdown() -> str:
     """The reference as Markdown text (one section per model, root first)."""
     models: list[type[BaseModel]] = []
@@ -71,9 +77,14 @@ def reference_markdown() -> str:
         "Generated from `blueprints/models.py` by `python -m blueprints.reference`; do not edit by hand.",
         "Shorthands: `gpu: h100-sxm:8`, `capacity: spot`, `sandbox: kata`, `network: efa`, `orchestrator: slurm`.",
         "",
+        ("`clusterforge validate` runs the suites listed in `validation.suites` on the nodes: `nccl` (nccl-tests when "
+        "installed, else a built-in torch.distributed benchmark), `fio` (needs the `fio` program on every node it "
+        "tests: `apt-get install fio`, `dnf install fio`, or the `validation_tools` role; without it the fio results "
+        "are `invalid` and say so) and `amp` (needs torch)."),
+        "",
     ]
     for m in models:
-        lines += [f"## {m.__name__}", "", (m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else "", ""]
+        lines += [f"## {m.__name__}", "", _summary(m), ""]
         lines += ["| key | type | default | description |", "|---|---|---|---|"]
         for name, f in m.model_fields.items():
             key = f.alias or name

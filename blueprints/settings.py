@@ -244,7 +244,8 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
     sw = catalog().aws["efa_software"]
     it = instance_spec(g)
     rdma_read = bool(it is not None and it.efa_rdma_read)
-    gdr = rdma_read and net.gpudirect_rdma.enabled
+    on = net.gpudirect_rdma.on_for(g.sandbox.passthrough)
+    gdr = rdma_read and on
     plugin = _version(bp.software.aws_ofi_nccl)
     env: dict[str, str] = {}
     for name, spec in sw["env"].items():
@@ -253,7 +254,7 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
         if spec["requires"] == "rdma_read" and not gdr:
             continue
         env[name] = str(spec["value"])
-    if rdma_read and not net.gpudirect_rdma.enabled:
+    if rdma_read and not on:
         env.update({k: str(v) for k, v in sw["disable_device_rdma"].items()})
     env["NCCL_NET_PLUGIN"] = "ofi"
     env["LD_LIBRARY_PATH"] = ":".join([*sw["ofi_nccl_plugin_dirs"], sw["libfabric_lib_dir"], sw["cuda_lib_dir"]])
@@ -289,7 +290,7 @@ def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: i
             if net.roce.gid_index != "discover":  # discovered per node by the renderers (RoceQos.gid_index)
                 env["NCCL_IB_GID_INDEX"] = str(net.roce.gid_index)
             env["NCCL_IB_TC"] = str(net.roce.effective_traffic_class)
-        if not net.gpudirect_rdma.enabled:
+        if not net.gpudirect_rdma.on_for(g.sandbox.passthrough):
             env["NCCL_NET_GDR_LEVEL"] = "LOC"
     elif isinstance(net, EthernetNetwork):
         env["NCCL_IB_DISABLE"] = "1"
@@ -326,7 +327,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     rdma = isinstance(net, (EfaNetwork, InfinibandNetwork, RoceNetwork))
     rdma_devices = _rdma_devices(bp, g)
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
-    if rdma and net.gpudirect_rdma.enabled and gpu_count and not isinstance(net, EfaNetwork):
+    if rdma and net.gpudirect_rdma.on_for(passthrough) and gpu_count and not isinstance(net, EfaNetwork):
         gdr = net.gpudirect_rdma.method or "nvidia-peermem"
     roce = None
     if isinstance(net, RoceNetwork) and g.hardware:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, LustreStorage, Network, Nic, RoceNetwork
 from ..settings import generated_nccl_env
-from ._facts import GroupHardware, fld, training_groups, version, vstr
+from ._facts import GroupHardware, fld, group_hardware, training_groups, version, vstr
 from .registry import Hit, RuleContext, rule
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
@@ -128,6 +128,29 @@ def rdma_nics_declared(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="ipoib-netdev-declared",
+    severity="warning",
+    summary="IPoIB addresses and Lustre LNet (`o2ib`) bind to the first InfiniBand port's `netdev`; without one they "
+            "use the kernel's old default `ib0`, which hosts with predictable interface names (`ibp12s0`) do not have.",
+    fix="add `netdev:` (the name `ip link` shows, e.g. `ibp24s0`) to the InfiniBand NICs in `hardware.nics`",
+    source="https://wiki.lustre.org/Mounting_a_Lustre_File_System_on_Client_Nodes",
+)
+def ipoib_netdev_declared(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if not isinstance(net, InfinibandNetwork):
+        return
+    lustre = any(s.kind == "lustre" for s in ctx.bp.storage)
+    if not (net.infiniband.ipoib.enabled or lustre):
+        return
+    needs = " and ".join(x for x, on in (("IPoIB", net.infiniband.ipoib.enabled), ("Lustre LNet", lustre)) if on)
+    for i, g in enumerate(ctx.bp.node_groups):
+        ib = [n for n in (g.hardware.nics if g.hardware else []) if n.link_layer == "infiniband"]
+        if ib and not any(n.netdev for n in ib):
+            yield Hit(("node_groups", i, "hardware", "nics", 0), f"group `{g.name}`: no InfiniBand NIC declares its "
+                      f"`netdev`, so {needs} would bind to `ib0`")
+
+
+@rule(
     id="roce-netdev-declared",
     severity="error",
     summary="RoCE QoS (trust, PFC, DSCP, ECN) is set per network interface: every RoCE NIC needs its `netdev`.",
@@ -233,6 +256,13 @@ def ipoib_cidr(ctx: RuleContext) -> Iterator[Hit]:
                   f"use a larger subnet (at least /{max(1, 32 - (hosts + 2 - 1).bit_length())})")
 
 
+def _gdr_used(ctx: RuleContext) -> bool:
+    """GPUDirect RDMA is on for at least one GPU node group (written, or by the group's default)."""
+    gdr = ctx.bp.network.gpudirect_rdma
+    return any(gdr.on_for(g.sandbox.passthrough) for g in ctx.bp.node_groups
+               if group_hardware(ctx.bp, g, ctx.catalog).gpus)
+
+
 @rule(
     id="gpudirect-dmabuf-open-modules",
     severity="error",
@@ -242,7 +272,7 @@ def ipoib_cidr(ctx: RuleContext) -> Iterator[Hit]:
 )
 def gpudirect_dmabuf_open_modules(ctx: RuleContext) -> Iterator[Hit]:
     gdr = ctx.bp.network.gpudirect_rdma
-    if gdr.enabled and gdr.method == "dmabuf" and not ctx.bp.software.driver_open_kernel_modules:
+    if _gdr_used(ctx) and gdr.method == "dmabuf" and not ctx.bp.software.driver_open_kernel_modules:
         yield Hit(("network", "gpudirect_rdma", "method"), "`network.gpudirect_rdma.method` is `dmabuf` but "
                   "`software.driver_open_kernel_modules` is false")
 
@@ -256,7 +286,7 @@ def gpudirect_dmabuf_open_modules(ctx: RuleContext) -> Iterator[Hit]:
 )
 def gpudirect_peermem_driver(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not net.gpudirect_rdma.enabled:
+    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not _gdr_used(ctx):
         return
     if (net.gpudirect_rdma.method or "nvidia-peermem") != "nvidia-peermem":
         return
@@ -276,9 +306,11 @@ def gpudirect_peermem_driver(ctx: RuleContext) -> Iterator[Hit]:
 )
 def gpudirect_efa_unsupported(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if not isinstance(net, EfaNetwork) or not net.gpudirect_rdma.enabled:
+    if not isinstance(net, EfaNetwork):
         return
     for i, g, hw in training_groups(ctx.bp, ctx.catalog):
+        if not net.gpudirect_rdma.on_for(g.sandbox.passthrough):
+            continue
         if hw.instance is not None and hw.instance.gpudirect_rdma is False:
             yield Hit(("node_groups", i, "instance_type"), f"`{hw.instance.name}` (`node_groups.{i}.instance_type`) has "
                       f"no GPUDirect RDMA over EFA")
@@ -296,7 +328,8 @@ class _Declared:
     nics: list[Nic]
 
     def has(self, need: str, net: Network) -> bool:
-        gdr = net.gpudirect_rdma.enabled and net.fabric in ("efa", "infiniband", "roce")
+        # training groups never pass their GPUs into sandboxes: GPUDirect RDMA is on unless written off
+        gdr = net.gpudirect_rdma.on_for(False) and net.fabric in ("efa", "infiniband", "roce")
         if net.fabric == "efa" and self.hw.instance is not None and self.hw.instance.gpudirect_rdma is False:
             gdr = False
         return {
@@ -508,7 +541,7 @@ def ethernet_multi_node_training(ctx: RuleContext) -> Iterator[Hit]:
 )
 def nccl_gpudirect_method(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not net.gpudirect_rdma.enabled:
+    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not _gdr_used(ctx):
         return
     if not training_groups(ctx.bp, ctx.catalog):
         return

@@ -65,17 +65,18 @@ def passthrough_runtime(ctx: RuleContext) -> Iterator[Hit]:
     severity="warning",
     summary="On passthrough hosts the GPUs belong to vfio-pci, so host-side GPUDirect RDMA (nvidia-peermem) does not "
             "apply; the NICs would have to be passed into the guests as well.",
-    fix="set `network.gpudirect_rdma.enabled: false`, or keep RDMA training nodes in a non-passthrough group",
+    fix="remove `network.gpudirect_rdma.enabled: true` (unset, it is off on passthrough groups), or keep RDMA training "
+        "nodes in a non-passthrough group",
     source="https://github.com/NVIDIA/nccl/issues/2079",
 )
 def passthrough_gpudirect_rdma(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if net.fabric not in ("infiniband", "roce") or not net.gpudirect_rdma.enabled:
-        return
+    if net.fabric not in ("infiniband", "roce") or net.gpudirect_rdma.enabled is not True:
+        return  # unset follows the group (off on passthrough groups): only a value the user wrote is flagged
     for i, g in enumerate(ctx.bp.node_groups):
         if g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("node_groups", i, "sandbox"), f"group `{g.name}` passes its GPUs into `{g.sandbox.runtime}` "
-                      f"guests but `network.gpudirect_rdma.enabled` is true")
+                      f"guests but `network.gpudirect_rdma.enabled` is set to true")
 
 
 @rule(

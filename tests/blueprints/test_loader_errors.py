@@ -26,12 +26,12 @@ BOMB = "\n".join(
 
 
 def _check(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """Run ``clusterforge check PATH``; return the finding lines printed on stderr (exit 1 asserted)."""
+    """Run ``clusterforge check PATH``; return the finding lines printed on stdout (exit 1 asserted)."""
     rc = main(["check", str(path)])
     out = capsys.readouterr()
     assert rc == 1, out
     assert "Traceback" not in out.err + out.out
-    return [line[2:] for line in out.err.splitlines() if line.startswith("✗ ")]
+    return [line[2:] for line in out.out.splitlines() if line.startswith("✗ ")]
 
 
 def _write(tmp_path: Path, text: str | bytes, name: str = "bp.yaml") -> Path:
@@ -118,8 +118,8 @@ SNAPSHOTS: list[tuple[str, str | bytes, list[str]]] = [
     ("tab-indent", "target:\n\tprovider: onprem\n",
      ["{f}:2:1: yaml-syntax: a tab character where YAML expects indentation or a value — indent with spaces, not tabs"]),
     ("two-documents", "---\na: 1\n---\nb: 2\n",
-     [("{f}:3:1: yaml-syntax: expected a single document in the stream, but found another document — fix the YAML syntax "
-       "at this position")]),
+     [("{f}:3:1: yaml-multiple-documents: a second YAML document starts here: a blueprint file holds exactly one "
+       "blueprint — put each blueprint in its own file, or remove this `---` and what follows it")]),
 ]
 
 

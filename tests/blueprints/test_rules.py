@@ -251,7 +251,7 @@ CASES: list[Case] = [
     Case("fsx-throughput-value", "p5", [S(f"{FSX}.throughput_per_tib_mbps", 200)], f"{FSX}.throughput_per_tib_mbps",
          "use one of 125, 250, 500, 1000", good=[S(f"{FSX}.throughput_per_tib_mbps", 1000)]),
     Case("gpu-model-known", "dgx", [S("node_groups.1.hardware.gpu", "h100-sxn:8")], "node_groups.1.hardware.gpu",
-         lambda c: f"use one of {', '.join(c.gpu_keys)}",
+         lambda c: f"use one of {', '.join(c.provisioned_gpu_keys)}",
          good=[S("node_groups.1.hardware.gpu", {"model": "NVIDIA H100 80GB HBM3", "count": 8})]),
     Case("gpudirect-dmabuf-open-modules", "roce", [S("software.driver_open_kernel_modules", False)],
          "network.gpudirect_rdma.method"),
@@ -344,6 +344,10 @@ CASES: list[Case] = [
          "node_groups.0.hardware.gpu", good=[S("node_groups.0.hardware.gpu", {"model": "l40s", "count": 4, "nvswitch": False})]),
     Case("onprem-node-group-fields", "dgx", [S("node_groups.0.instance_type", "m6i.xlarge")], "node_groups.0.instance_type",
          "remove `instance_type` and describe `hardware` (gpu, nics, nvme)"),
+    Case("ipoib-netdev-declared", "dgx", [D(f"node_groups.1.hardware.nics.{j}.netdev") for j in range(8)],
+         "node_groups.1.hardware.nics.0",
+         good=[D(f"node_groups.1.hardware.nics.{j}.netdev") for j in range(1, 8)]),
+    Case("onprem-network-placement", "kata", [S("network.placement", "spread")], "network.placement"),
     Case("open-kernel-modules-required", "dgx",
          [S("node_groups.1.hardware.gpu", "b200:8"), S("software", {"driver_open_kernel_modules": False})],
          "software.driver_open_kernel_modules", good=[S("node_groups.1.hardware.gpu", "b200:8")]),
@@ -506,7 +510,7 @@ def test_check_cli_error_warning_and_strict(tmp_path: Path, base_docs: dict[str,
     f = tmp_path / "bad.yaml"
     f.write_text(bad)
     assert main(["check", str(f)]) == 1
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     line = lines[("storage", 0, "fsx", "storage_capacity_gib")]
     assert re.search(rf"{re.escape(str(f))}:{line}:\d+: fsx-storage-capacity-step: .* — use 2400 or 4800 GiB", err), err
 
@@ -521,7 +525,7 @@ def test_check_cli_error_warning_and_strict(tmp_path: Path, base_docs: dict[str,
     w = tmp_path / "warn.yaml"
     w.write_text(warn)
     assert main(["check", str(w)]) == 0
-    assert "warning: efa-placement-none" in capsys.readouterr().err
+    assert "warning: efa-placement-none" in capsys.readouterr().out
     assert main(["check", "--strict", str(w)]) == 1
 
 

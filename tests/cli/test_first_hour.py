@@ -1,0 +1,179 @@
+"""A new user's first hour with `clusterforge check`: where the findings go, what `--strict` says,
+messages in the user's terms for shorthands and multi-document files, hosts that differ only in
+case, GPU suggestions, and no finding from a value the user never wrote. All through the CLI."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "blueprints" / "examples"
+
+
+def cf(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clusterforge.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS="300"), timeout=120, check=False)
+
+
+def write(tmp_path: Path, text: str, name: str = "bp.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def example(name: str) -> str:
+    return (EXAMPLES / f"{name}.yaml").read_text()
+
+
+# ---- findings on stdout, --strict wording ----------------------------------------------------
+
+WARN_P5 = example("aws-p5-efa-lustre").replace("placement: cluster", "placement: none")
+
+
+def test_findings_and_summary_go_to_stdout_so_a_pager_shows_them(tmp_path: Path) -> None:
+    assert "placement: none" in WARN_P5
+    f = write(tmp_path, WARN_P5)
+    p = cf("check", str(f))
+    assert p.returncode == 0 and p.stderr == ""
+    assert f"{f}:" in p.stdout and "warning: efa-placement-none" in p.stdout and "1 warning" in p.stdout
+    bad = write(tmp_path, example("aws-p5-efa-lustre").replace("storage_capacity_gib: 2400", "storage_capacity_gib: 3000"),
+                "bad.yaml")
+    p = cf("check", str(bad))
+    assert p.returncode == 1 and p.stderr == ""
+    assert "fsx-storage-capacity-step" in p.stdout and p.stdout.rstrip().endswith("1 error")
+    # an error of the tool itself (a usage error) stays on stderr
+    p = cf("check", str(f), "--no-such-flag")
+    assert p.returncode == 2 and "--no-such-flag" in p.stderr and p.stdout == ""
+
+
+def test_strict_says_warnings_are_treated_as_errors(tmp_path: Path) -> None:
+    p = cf("check", "--strict", str(write(tmp_path, WARN_P5)))
+    assert p.returncode == 1
+    summary = p.stdout.strip().splitlines()[-1]
+    assert summary.endswith("1 warning treated as errors (--strict)"), summary
+    assert "error(s)" not in p.stdout
+    both = WARN_P5.replace("storage_capacity_gib: 2400", "storage_capacity_gib: 3000")
+    p = cf("check", "--strict", str(write(tmp_path, both, "both.yaml")))
+    assert p.stdout.strip().splitlines()[-1].endswith("1 error, 1 warning treated as errors (--strict)")
+
+
+# ---- shorthands and documents in the user's terms ----------------------------------------------
+
+LOCAL = example("local-workstation")
+
+
+@pytest.mark.parametrize("count", ["eight", "8.5", "-1", "8x", "", "two", "1e2"])
+@pytest.mark.parametrize("model", ["h100-sxm", "l40s", "a100"])
+def test_gpu_shorthand_with_a_count_that_is_not_a_number(tmp_path: Path, model: str, count: str) -> None:
+    f = write(tmp_path, LOCAL.replace("hardware: {}", f'hardware: {{gpu: "{model}:{count}"}}'))
+    p = cf("check", str(f))
+    assert p.returncode == 1, p.stdout
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("✗ ")]
+    assert f"{f}:17:" in line and "schema-invalid-value" in line
+    assert f"the count in `{model}:{count}` must be a positive whole number" in line
+    assert f"write the count in digits, e.g. `{model}:8`" in line
+    assert "mapping" not in line
+
+
+def test_gpu_shorthand_without_a_model(tmp_path: Path) -> None:
+    p = cf("check", str(write(tmp_path, LOCAL.replace("hardware: {}", 'hardware: {gpu: ":8"}'))))
+    assert p.returncode == 1 and "names no model before `:`" in p.stdout and "mapping" not in p.stdout
+
+
+@pytest.mark.parametrize("second", ["", "name: other\n", LOCAL, "...\n"])
+def test_two_yaml_documents_are_one_blueprint_too_many(tmp_path: Path, second: str) -> None:
+    text = LOCAL + "---\n" + second
+    f = write(tmp_path, text)
+    p = cf("check", str(f))
+    assert p.returncode == 1
+    n = LOCAL.count("\n") + 1
+    assert f"{f}:{n}:1: yaml-multiple-documents: a second YAML document starts here: a blueprint file holds exactly " \
+           "one blueprint" in p.stdout
+    assert "put each blueprint in its own file" in p.stdout and "syntax" not in p.stdout
+
+
+# ---- hosts that differ only in case ------------------------------------------------------------
+
+DGX = example("onprem-dgx-h100-ib")
+
+
+@pytest.mark.parametrize("variant", ["DGX-01", "Dgx-01", "dgX-01", "MGMT-01"])
+def test_host_names_that_differ_only_in_case_are_duplicates(tmp_path: Path, variant: str) -> None:
+    text = DGX.replace("{name: dgx-04, address: 10.0.0.14}", f"{{name: {variant}, address: 10.0.0.14}}")
+    p = cf("check", str(write(tmp_path, text)))
+    assert p.returncode == 1, p.stdout
+    assert f"host-unique: host `{variant}` is already `{variant.lower()}`" in p.stdout
+    assert "host names ignore case" in p.stdout
+
+
+@pytest.mark.parametrize("a, b", [("gpu-01.example.com", "GPU-01.Example.COM."), ("gpu-01.example.com", "GPU-01.example.com"),
+                                  ("fd00::1", "FD00:0::1"), ("fd00::a", "fd00:0:0:0:0:0:0:A")])
+def test_addresses_compare_by_value(tmp_path: Path, a: str, b: str) -> None:
+    text = DGX.replace("address: 10.0.0.11}", f"address: '{a}'}}").replace("address: 10.0.0.12}", f"address: '{b}'}}")
+    p = cf("check", str(write(tmp_path, text)))
+    assert p.returncode == 1, p.stdout
+    assert "host-unique: address" in p.stdout
+
+
+# ---- GPU suggestions: only models clusterforge provisions ---------------------------------------
+
+@pytest.mark.parametrize("name", ["mi300", "mi300a", "MI325X", "trainium3", "trainium-2", "mi250x"])
+def test_gpu_suggestions_never_offer_a_model_the_tool_does_not_provision(tmp_path: Path, name: str) -> None:
+    p = cf("check", str(write(tmp_path, LOCAL.replace("hardware: {}", f"hardware: {{gpu: '{name}:8'}}"))))
+    assert p.returncode == 1
+    line = next(ln for ln in p.stdout.splitlines() if "gpu-model-known" in ln)
+    assert "mi300x" not in line and "trainium" not in line.split("—")[1]
+    assert "h100-sxm" in line
+
+
+@pytest.mark.parametrize("name, close", [("h100-sxm5", "h100-sxm"), ("l40", "l40s"), ("a100-80gb-sxm4", "a100-80gb-sxm")])
+def test_gpu_suggestions_still_find_the_nvidia_model(tmp_path: Path, name: str, close: str) -> None:
+    p = cf("check", str(write(tmp_path, LOCAL.replace("hardware: {}", f"hardware: {{gpu: '{name}:8'}}"))))
+    assert f"did you mean `{close}`?" in p.stdout
+
+
+# ---- defaults follow the group: no finding from a value the user never wrote ---------------------
+
+def _passthrough_ib(fabric: str, runtime: str, gdr_line: str) -> str:
+    text = DGX.replace("  gpudirect_rdma: {enabled: true, method: nvidia-peermem}\n", gdr_line)
+    sandbox = ("    sandbox: {runtime: kata, gpu_passthrough: true}\n" if runtime == "kata"
+               else "    sandbox: {runtime: vm, vm: {vcpus: 32, memory_gib: 256, gpus_per_vm: 2}}\n")
+    text = text.replace("    local_nvme: {raid: raid0", sandbox + "    local_nvme: {raid: raid0")
+    if fabric == "roce":
+        text = text.replace("""  fabric: infiniband
+  infiniband:
+    generation: NDR
+    subnet_manager: {kind: opensm, host: mgmt-01}
+    ipoib: {enabled: true, mode: datagram, cidr: 192.168.100.0/24}
+""", "  fabric: roce\n").replace("netdev: ibp", "link_layer: ethernet, netdev: ens")
+    return text
+
+
+@pytest.mark.parametrize("fabric, runtime", list(itertools.product(["infiniband", "roce"], ["kata", "vm"])))
+def test_passthrough_groups_get_no_gpudirect_warning_from_the_default(tmp_path: Path, fabric: str, runtime: str) -> None:
+    unset = write(tmp_path, _passthrough_ib(fabric, runtime, ""), "unset.yaml")
+    p = cf("check", str(unset))
+    assert "passthrough-gpudirect-rdma" not in p.stdout, p.stdout
+    # the rendered NCCL environment of the passthrough group has GPUDirect RDMA off
+    out = tmp_path / "render"
+    r = cf("render", str(unset), "-o", str(out))
+    if r.returncode == 0:
+        gv = (out / "ansible" / "group_vars" / "dgx.yml").read_text()
+        assert "rdma_gpudirect: none" in gv
+    # written explicitly, the same setting is flagged
+    written = write(tmp_path, _passthrough_ib(fabric, runtime, "  gpudirect_rdma: {enabled: true}\n"), "on.yaml")
+    p = cf("check", str(written))
+    assert "warning: passthrough-gpudirect-rdma" in p.stdout and "is set to true" in p.stdout
+
+
+def test_gpudirect_stays_on_by_default_for_training_groups(tmp_path: Path) -> None:
+    out = tmp_path / "render"
+    text = DGX.replace("  gpudirect_rdma: {enabled: true, method: nvidia-peermem}\n", "")
+    assert cf("render", str(write(tmp_path, text)), "-o", str(out)).returncode == 0
+    assert "rdma_gpudirect: nvidia-peermem" in (out / "ansible" / "group_vars" / "dgx.yml").read_text()
