@@ -177,3 +177,49 @@ def test_gpudirect_stays_on_by_default_for_training_groups(tmp_path: Path) -> No
     text = DGX.replace("  gpudirect_rdma: {enabled: true, method: nvidia-peermem}\n", "")
     assert cf("render", str(write(tmp_path, text)), "-o", str(out)).returncode == 0
     assert "rdma_gpudirect: nvidia-peermem" in (out / "ansible" / "group_vars" / "dgx.yml").read_text()
+
+
+# ---- on-prem plan: identical hosts once, --all, marked cuts ---------------------------------------
+
+def _many_hosts(n: int) -> str:
+    hosts = "".join(f"      - {{name: dgx-{i:02d}, address: 10.0.0.{10 + i}}}\n" for i in range(1, n + 1))
+    start = DGX.index("      - {name: dgx-01")
+    end = DGX.index("    hardware:\n      system: dgx-h100")
+    return DGX[:start] + hosts + DGX[end:]
+
+
+@pytest.mark.parametrize("n", [2, 4, 9])
+def test_onprem_plan_shows_identical_hosts_once_and_all_of_them_with_all(tmp_path: Path, n: int) -> None:
+    f = write(tmp_path, _many_hosts(n))
+    p = cf("plan", str(f))
+    assert p.returncode == 0, p.stdout + p.stderr
+    names = [f"dgx-{i:02d}" for i in range(1, n + 1)]
+    assert f"{', '.join(names)} ({n} identical hosts)" in p.stdout
+    assert "identical hosts of a node group shown once (--all lists every host in full)" in p.stdout
+    assert p.stdout.count("nvidia_driver_branch") == 1  # the group's variables once, not n times
+    for i, name in enumerate(names, start=1):  # what differs is listed per host
+        block = p.stdout[p.stdout.index(f"── {name}\n"):]
+        assert f'address: "10.0.0.{10 + i}"' in block.split("\n", 4)[1]
+    grouped = len(p.stdout.splitlines())
+    full = cf("plan", str(f), "--all")
+    assert full.returncode == 0
+    assert full.stdout.count("nvidia_driver_branch") == n and "identical hosts" not in full.stdout
+    assert all(f"── {name}\n" in full.stdout for name in names)
+    assert grouped < len(full.stdout.splitlines())
+    if n >= 4:
+        assert grouped < 200
+
+
+def test_onprem_plan_marks_every_cut_and_all_cuts_nothing(tmp_path: Path) -> None:
+    long_value = "x" * 400
+    text = DGX.replace("network:\n  fabric: infiniband\n",
+                       f"network:\n  fabric: infiniband\n  nccl: {{env: {{NCCL_TOPO_FILE: /etc/{long_value}.xml}}}}\n")
+    f = write(tmp_path, text)
+    p = cf("plan", str(f))
+    assert p.returncode == 0, p.stdout + p.stderr
+    cut = [ln for ln in p.stdout.splitlines() if "NCCL_TOPO_FILE" in ln]
+    assert cut and all(ln.endswith(" chars, --all]") and "…[+" in ln and len(ln) <= 200 for ln in cut)
+    assert all(len(ln) <= 200 or ln.endswith(" chars, --all]") for ln in p.stdout.splitlines())
+    full = cf("plan", str(f), "--all")
+    lines = [ln for ln in full.stdout.splitlines() if "NCCL_TOPO_FILE" in ln]
+    assert lines and all(long_value in ln and "…[+" not in ln for ln in lines)
