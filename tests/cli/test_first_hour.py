@@ -223,3 +223,49 @@ def test_onprem_plan_marks_every_cut_and_all_cuts_nothing(tmp_path: Path) -> Non
     full = cf("plan", str(f), "--all")
     lines = [ln for ln in full.stdout.splitlines() if "NCCL_TOPO_FILE" in ln]
     assert lines and all(long_value in ln and "…[+" not in ln for ln in lines)
+
+
+# ---- render: a Pulumi project directory that works on its own ----------------------------------
+
+_RUN_RENDERED = r"""
+import json, runpy, sys
+from pathlib import Path
+from ruamel.yaml import YAML
+from clusterforge.plan import run_program
+
+project = Path(sys.argv[1])
+yaml = YAML(typ="safe", pure=True)
+assert yaml.load((project / "Pulumi.yaml").read_text())["name"] == "clusterforge"
+stack_file = next(project.glob("Pulumi.*.yaml"))
+stack = stack_file.name[len("Pulumi."):-len(".yaml")]
+config = {k: str(v) for k, v in yaml.load(stack_file.read_text())["config"].items()}
+result = run_program(lambda: runpy.run_path(str(project / "__main__.py"), run_name="__main__"), stack=stack,
+                     config=config)
+print(json.dumps({"resources": len(result.resources), "outputs": sorted(result.outputs)}))
+"""
+
+
+@pytest.mark.parametrize("name", ["aws-p5-efa-lustre", "aws-eks-p4d"])
+def test_render_writes_a_pulumi_project_that_runs_on_its_own(tmp_path: Path, name: str) -> None:
+    src = tmp_path / "work" / "my.yaml"
+    src.parent.mkdir()
+    src.write_text(example(name))
+    out = tmp_path / "out"
+    p = cf("render", str(src), "-o", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    project = out / "pulumi"
+    assert {"Pulumi.yaml", "__main__.py", "blueprint.yaml"} <= {f.name for f in project.iterdir()}
+    for f in project.rglob("*"):  # no absolute path: the directory can be moved or committed
+        if f.is_file():
+            text = f.read_text()
+            assert str(tmp_path) not in text and str(REPO) not in text, f
+    # move it away from both the blueprint and the clusterforge checkout, delete the original blueprint
+    moved = tmp_path / "elsewhere" / "infra"
+    moved.parent.mkdir()
+    project.rename(moved)
+    src.unlink()
+    run = subprocess.run([sys.executable, "-c", _RUN_RENDERED, str(moved)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = __import__("json").loads(run.stdout.strip().splitlines()[-1])
+    assert got["resources"] > 20 and "nodePrivateIps" in got["outputs"]
