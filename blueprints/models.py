@@ -739,6 +739,14 @@ class KubernetesOrchestrator(StrictModel):
     efa_device_plugin_version: Annotated[str, Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
     mpi_operator_version: Annotated[str, Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
     namespace: Annotated[str, Field(description="Namespace for validation jobs.", pattern=DNS_LABEL)] = "clusterforge"
+    node_selector: Annotated[
+        dict[str, str] | None,
+        Field(description="Node labels the validation pods select (`nodeSelector`); `{group}` in a value becomes the "
+                          "node group's name. Unset = `clusterforge.io/node-group: {group}`, the label the EKS stack "
+                          "puts on its nodes; nodes of an existing cluster do not carry it: label them "
+                          "(`kubectl label node NODE clusterforge.io/node-group=GROUP`) or name labels they have, "
+                          "e.g. `{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}`."),
+    ] = None
 
 
 class SlurmOrchestrator(StrictModel):

@@ -269,3 +269,65 @@ def test_render_writes_a_pulumi_project_that_runs_on_its_own(tmp_path: Path, nam
     assert run.returncode == 0, run.stdout + run.stderr
     got = __import__("json").loads(run.stdout.strip().splitlines()[-1])
     assert got["resources"] > 20 and "nodePrivateIps" in got["outputs"]
+
+
+# ---- rendered validation artefacts: Slurm logs folder, Kubernetes node selector ---------------------
+
+@pytest.mark.parametrize("name", ["onprem-dgx-h100-ib", "aws-eks-p4d", "local-workstation"])
+def test_rendered_slurm_scripts_find_their_output_folder(tmp_path: Path, name: str) -> None:
+    out = tmp_path / "r"
+    assert cf("render", str(EXAMPLES / f"{name}.yaml"), "-o", str(out)).returncode == 0
+    slurm = out / "validation" / "slurm"
+    scripts = sorted(slurm.glob("*.sbatch"))
+    assert scripts
+    for s in scripts:
+        (line,) = [ln for ln in s.read_text().splitlines() if ln.startswith("#SBATCH --output=")]
+        target = slurm / line.split("=", 1)[1]
+        # Slurm opens --output in the job's start directory before the script runs: its folder must exist
+        assert target.parent.is_dir(), (s.name, line)
+
+
+def _manifests(out: Path) -> list[dict]:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    docs = []
+    for f in sorted((out / "validation" / "kubernetes").glob("*.yaml")):
+        docs += [d for d in yaml.load_all(f.read_text()) if d]
+    return docs
+
+
+def _selectors(doc: dict) -> list[dict]:
+    found = []
+
+    def walk(v: object) -> None:
+        if isinstance(v, dict):
+            if "nodeSelector" in v:
+                found.append(v["nodeSelector"])
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(doc)
+    return found
+
+
+def test_kubernetes_node_selector_defaults_to_the_group_label_and_is_configurable(tmp_path: Path) -> None:
+    out = tmp_path / "default"
+    assert cf("render", str(EXAMPLES / "onprem-sandbox-kata.yaml"), "-o", str(out)).returncode == 0
+    sels = [s for d in _manifests(out) for s in _selectors(d)]
+    assert sels and all(list(s) == ["clusterforge.io/node-group"] for s in sels)
+    assert {s["clusterforge.io/node-group"] for s in sels} == {"kata", "vms"}
+    text = example("onprem-sandbox-kata").replace(
+        "orchestrator:\n  kind: kubernetes\n",
+        "orchestrator:\n  kind: kubernetes\n  node_selector: {pool: 'gpu-{group}', nvidia.com/gpu.present: 'true'}\n")
+    out = tmp_path / "custom"
+    p = cf("render", str(write(tmp_path, text)), "-o", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    sels = [s for d in _manifests(out) for s in _selectors(d)]
+    assert sels and all(set(s) == {"pool", "nvidia.com/gpu.present"} for s in sels)
+    assert {s["pool"] for s in sels} == {"gpu-kata", "gpu-vms"}
+    assert not any("clusterforge.io/node-group" in s for s in sels)
+    ref = (REPO / "docs" / "blueprint-reference.md").read_text()
+    assert "kubectl label node NODE clusterforge.io/node-group=GROUP" in ref

@@ -19,8 +19,10 @@ at ``/opt/clusterforge/payloads``):
   pod prints its node-health JSON line, read back from all pods' logs.
 
 Every pod of a Kata / gVisor node group (or one whose blueprint names ``sandbox.runtime_class``) uses
-that RuntimeClass (``runtimeClassName``); every pod selects the group's
-nodes with the ``clusterforge.io/node-group`` label, has ``automountServiceAccountToken: false``
+that RuntimeClass (``runtimeClassName``); every pod selects the group's nodes with
+:func:`node_selector` (``orchestrator.node_selector``, default the ``clusterforge.io/node-group``
+label that the EKS stack sets, which nodes of an existing cluster must be given), has
+``automountServiceAccountToken: false``
 and runs in the orchestrator's namespace. JSON documents are printed between marker lines so the
 launcher can cut them out of ``kubectl logs``.
 
@@ -85,6 +87,17 @@ def namespace(loaded: LoadedBlueprint) -> str:
     return orch.namespace if isinstance(orch, KubernetesOrchestrator) else "clusterforge"
 
 
+def node_selector(loaded: LoadedBlueprint, group: str) -> dict[str, str]:
+    """The ``nodeSelector`` of the validation pods of node group ``group``: ``orchestrator.node_selector``
+    with ``{group}`` replaced by the group name, else ``{clusterforge.io/node-group: group}`` (the label the
+    EKS stack sets; an existing cluster's nodes must be labelled so, or the blueprint names their labels)."""
+    orch = loaded.blueprint.orchestrator
+    chosen = orch.node_selector if isinstance(orch, KubernetesOrchestrator) else None
+    if not chosen:
+        return {LABEL_NODE_GROUP: group}
+    return {k: v.replace("{group}", group) for k, v in chosen.items()}
+
+
 def payload_configmap(loaded: LoadedBlueprint) -> dict[str, Any]:
     """The ConfigMap holding the payload files."""
     return {
@@ -136,7 +149,7 @@ class _Pods:
         spec: dict[str, Any] = {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
-            "nodeSelector": {LABEL_NODE_GROUP: self.group},
+            "nodeSelector": node_selector(self.loaded, self.group),
             "containers": containers,
             "volumes": [{"name": "payloads", "configMap": {"name": k8s_name(self.bp.name, "validate-payloads")}},
                         *volumes],

@@ -75,6 +75,7 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
     lines += [
         f"#SBATCH --time={_time_limit(time_limit_s)}",
         "#SBATCH --output=logs/%x-%j.out",
+        "# logs/ must exist where the job starts (Slurm opens --output before this script runs)",
         "set -euo pipefail",
         'CF_DIR="${CLUSTERFORGE_VALIDATE_DIR:-$PWD}"',
         'PY="${CLUSTERFORGE_PYTHON:-python3}"',
@@ -113,8 +114,11 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
 
 def write_scripts(loaded: LoadedBlueprint, tests: list[PlannedTest], dest: Path,
                   *, time_limit_s: float = 3600) -> list[Path]:
-    """Write ``dest/<test-id>.sbatch`` for every test (mode 0755); returns the paths."""
+    """Write ``dest/<test-id>.sbatch`` for every test (mode 0755) and create ``dest/logs``; returns the
+    scripts. Slurm opens ``--output=logs/...`` before the script runs, so the folder must exist in the
+    directory the job starts in (submit from ``dest``, or pass ``--chdir`` to a copy of it)."""
     dest.mkdir(parents=True, exist_ok=True)
+    (dest / "logs").mkdir(exist_ok=True)
     out = []
     for t in tests:
         p = dest / f"{t.id}.sbatch"
