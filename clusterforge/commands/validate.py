@@ -137,7 +137,8 @@ def register(app: typer.Typer) -> None:
         tests, notes = plan_tests(loaded, launcher=launcher, suites=chosen, gpus=gpus)
         if not tests:
             raise UsageError(f"{blueprint}: nothing to run (suites {', '.join(chosen or loaded.blueprint.validation.suites) or 'none'})")
-        mismatch = [n for n in notes if n.startswith(MISMATCH)]
+        mismatch = list(dict.fromkeys(n for n in [*notes, *(x for t in tests for x in t.notes)]
+                                      if n.startswith(MISMATCH)))
         if mismatch and not run_anyway:
             for n in mismatch:
                 warn(n)

@@ -128,6 +128,20 @@ def test_local_run_without_the_declared_gpus_stops_before_running(tmp_path: Path
     assert not out.exists()
 
 
+@pytest.mark.parametrize("mount", ["/scratch-that-is-not-here", "/nonexistent/nvme"])
+def test_local_run_without_the_declared_mounts_stops_before_writing_fio_files(tmp_path: Path, mount: str) -> None:
+    text = (EXAMPLES / "local-workstation.yaml").read_text().replace(
+        "    hardware: {}\n", f"    hardware: {{nvme: {{count: 1}}}}\n    local_nvme: {{mount: {mount}, raid: none}}\n")
+    assert mount in text
+    bp = tmp_path / "bp.yaml"
+    bp.write_text(text)
+    out = tmp_path / "run"
+    p = cli("validate", str(bp), "-o", str(out), "--suites", "fio", timeout=60)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert f"the declared fio targets ({mount}) do not exist on this machine" in p.stderr
+    assert "nothing was run" in p.stderr and not out.exists()
+
+
 @pytest.mark.slow
 def test_run_anyway_runs_and_the_results_are_invalid(tmp_path: Path) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
