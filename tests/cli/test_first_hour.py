@@ -331,3 +331,54 @@ def test_kubernetes_node_selector_defaults_to_the_group_label_and_is_configurabl
     assert not any("clusterforge.io/node-group" in s for s in sels)
     ref = (REPO / "docs" / "blueprint-reference.md").read_text()
     assert "kubectl label node NODE clusterforge.io/node-group=GROUP" in ref
+
+
+# ---- docs and --help in the user's terms ----------------------------------------------------------
+
+@pytest.mark.parametrize("verb", ["check", "rules", "schema", "plan", "render", "up", "down", "validate", "judge",
+                                  "report"])
+def test_help_shows_no_python_types(verb: str) -> None:
+    p = cf(verb, "--help")
+    assert p.returncode == 0, p.stderr
+    for python_type in ("list[", "Path]", "<class", "typing.", "``"):
+        assert python_type not in p.stdout, (verb, python_type, p.stdout)
+
+
+def test_judge_help_names_its_files_argument_plainly() -> None:
+    out = cf("judge", "--help").stdout
+    assert "files... <path>" in out
+
+
+def _reference_sections() -> dict[str, list[str]]:
+    text = (REPO / "docs" / "blueprint-reference.md").read_text()
+    sections: dict[str, list[str]] = {}
+    for block in text.split("\n## ")[1:]:
+        name, _, body = block.partition("\n")
+        sections[name.strip()] = body.strip().splitlines()
+    return sections
+
+
+def test_reference_summaries_are_whole_sentences() -> None:
+    from blueprints import models
+
+    for name, lines in _reference_sections().items():
+        summary = lines[0]
+        assert summary.rstrip().endswith((".", ")", ":")), (name, summary)
+        doc = getattr(models, name).__doc__ or ""
+        first_paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+        assert summary == first_paragraph, name
+
+
+def test_reference_words_placement_netdev_and_fio_for_what_they_are() -> None:
+    sections = _reference_sections()
+    for onprem in ("InfinibandNetwork", "RoceNetwork"):
+        (row,) = [ln for ln in sections[onprem] if ln.startswith("| `placement`")]
+        assert "EC2 placement group strategy" not in row and "AWS only" in row and "Not used" in row
+    (row,) = [ln for ln in sections["EfaNetwork"] if ln.startswith("| `placement`")]
+    assert "EC2 placement group strategy" in row
+    (row,) = [ln for ln in sections["Nic"] if ln.startswith("| `netdev`")]
+    assert "IPoIB" in row and "Lustre" in row and "RoCE" in row and "Needed" in row
+    text = (REPO / "docs" / "blueprint-reference.md").read_text()
+    assert "`fio` (needs the `fio` program" in text and "apt-get install fio" in text
+    readme = (REPO / "README.md").read_text()
+    assert "The `fio` suite needs the `fio` program" in readme
