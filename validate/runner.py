@@ -475,6 +475,45 @@ def mark_explained(results: list[JudgeResult], group: str,
                    f"expected {c['expected']}){'. Fix: ' + c['fix'] if c.get('fix') else ''}")
 
 
+MISSING_TOOL = "clusterforge: missing tool:"
+"""Start of the line a payload prints (stderr, and its output file where it has one) when a tool it needs
+is not installed on the node (fio, torch), before exiting 127: ``clusterforge: missing tool: TOOL ...``."""
+
+
+def missing_tool_line(launch: LaunchResult) -> tuple[str, str] | None:
+    """``(tool, advice)`` from a payload's missing-tool line in the raw output or the launch log, else ``None``.
+
+    Only a payload that exited 127 (the shell's "command not found" status, which the payloads use for
+    a missing tool) counts, so a test that happens to print the words is not affected.
+    """
+    if launch.returncode != 127:
+        return None
+    for path in (launch.raw, launch.log):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-400:]
+        except OSError:
+            continue
+        for ln in lines:
+            at = ln.find(MISSING_TOOL)
+            if at >= 0:
+                advice = ln[at + len(MISSING_TOOL):].strip()
+                return (advice.split()[0] if advice else "tool"), advice
+    return None
+
+
+def _missing_tool_result(test: PlannedTest, launch: LaunchResult) -> list[JudgeResult] | None:
+    """The ``invalid`` result of a test whose payload said a tool is missing (``metrics.missing_tool``)."""
+    found = missing_tool_line(launch)
+    if found is None:
+        return None
+    tool, advice = found
+    r = JudgeResult(source=str(launch.raw), kind=test.kind, label=test.id)
+    r.metrics["missing_tool"] = tool
+    r.degrade("invalid", f"the {test.kind} suite could not run: {advice}. A tool that is not installed says "
+                         "nothing about the hardware")
+    return [r]
+
+
 def _ensure_raw(launch: LaunchResult) -> None:
     """Give the judge something to quote when the payload died before writing its output."""
     raw = launch.raw
@@ -651,6 +690,8 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 ctx = judge_context(loaded, t, launcher.name)
                 results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
                 mark_explained(results, t.group, blockers)
+            if not any(r.metrics.get("missing_tool") for r in results):
+                results = _missing_tool_result(t, launch) or results
             for r in results:
                 # wall time of the test, shared between the results it produced (JUnit testcase time)
                 r.metrics["test_wall_time_s"] = round(launch.duration_s / len(results), 3)

@@ -165,3 +165,27 @@ def test_make_demo_on_a_machine_without_fio_exits_0_and_says_which_suite_could_n
     assert "the fio suite could not run" in tail and "apt-get install fio" in tail
     man = json.loads((tmp_path / "demo" / "validate-local" / "run.json").read_text())
     assert set(man["missing_tools"]) == {"fio"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suites", [["nccl"], ["amp"], ["nccl", "amp"]])
+def test_a_node_without_torch_gives_invalid_results_that_say_how_to_install_it(tmp_path: Path, suites: list[str]) -> None:
+    """The launcher's Python has no torch (a node where only the system Python exists)."""
+    from blueprints import load_blueprint
+    from validate.launchers.local import LocalLauncher
+    from validate.runner import plan_tests, run_validation
+
+    no_torch = tmp_path / "python-without-torch"
+    no_torch.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages, so no torch
+    no_torch.chmod(0o755)
+    loaded = load_blueprint(small_blueprint(tmp_path, suites="[nccl, amp]", collectives="[all_reduce]"))
+    tests, notes = plan_tests(loaded, launcher="local", suites=suites, local_gpus=0)
+    out = tmp_path / "run"
+    summary = run_validation(loaded, out, LocalLauncher(out, python=str(no_torch)), tests, notes=notes)
+    assert summary.exit_code == 3
+    assert {r.verdict for r in summary.results} == {"invalid"}
+    assert set(summary.missing_tools) == {"torch"}
+    assert sorted(summary.missing_tools["torch"]["tests"]) == sorted(t.id for t in tests)
+    for r in summary.results:
+        assert r.reasons[0].startswith(f"the {r.kind} suite could not run: torch (PyTorch) is not installed")
+        assert "pip install torch" in r.reasons[0]

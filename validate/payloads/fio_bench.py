@@ -180,9 +180,11 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     if fio is None:
         # an absent tool is not a fault of the hardware: the judge makes this result `invalid`
         meta["missing_tool"] = "fio"
-        return failed(f"fio is not installed on this node (no `{args.fio}` on PATH): install it with "
-                      "`apt-get install fio` (Debian, Ubuntu), `dnf install fio` (RHEL, Fedora) or `brew install fio` "
-                      "(macOS), or the validation_tools role", 127)
+        msg = (f"fio is not installed on this node (no `{args.fio}` on PATH): install it with "
+               "`apt-get install fio` (Debian, Ubuntu), `dnf install fio` (RHEL, Fedora) or `brew install fio` "
+               "(macOS), or the validation_tools role")
+        print(f"clusterforge: missing tool: {msg}", file=sys.stderr)  # the line the runner looks for
+        return failed(msg, 127)
     target = os.path.abspath(args.target)
     if not os.path.isdir(target):
         return failed(f"target {target} does not exist or is not a directory: mount it or fix validation.fio.targets", 2)
