@@ -34,7 +34,8 @@ def _step(title: str, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> tupl
     t0 = time.perf_counter()
     rc = cli_main(args)
     dt = time.perf_counter() - t0
-    status = "[green]ok[/green]" if rc in ok_codes else f"[red]exit {rc}[/red]"
+    status = ("[green]ok[/green]" if rc == 0 else f"[yellow]exit {rc}: see below[/yellow]" if rc in ok_codes
+              else f"[red]exit {rc}[/red]")
     console.print(f"{status} ({dt:.1f} s)")
     return (0 if rc in ok_codes else rc), dt
 
