@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from blueprints import BlueprintInvalid, all_rules, catalog, check, load_blueprint, parse_blueprint
-from blueprints.catalog import Catalog
+from blueprints import BlueprintInvalid, all_rules, check, load_blueprint, parse_blueprint
+from blueprints.catalog import Catalog, catalog
 from clusterforge.cli import main
 
 from .rule_cases.emit import emit
