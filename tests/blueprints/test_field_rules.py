@@ -76,19 +76,19 @@ FIELD = {
 def test_field_inputs_give_the_finding(name: str, fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rule_id, rc = FIELD[name]
     assert main(["check", str(fixtures_dir / "field" / name)]) == rc
-    assert f": {rule_id}: " in capsys.readouterr().err
+    assert f": {rule_id}: " in capsys.readouterr().out
 
 
 def test_field_04_names_both_switched_off_paths(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["check", str(fixtures_dir / "field" / "04-nccl-env-p2p-nvls-off.yaml")])
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out  # findings go to stdout, like other linters
     assert "NCCL_P2P_DISABLE=1` switches off GPU peer-to-peer" in err
     assert "NCCL_NVLS_ENABLE=0` switches off NVLink SHARP" in err and "p5.48xlarge" in err
 
 
 def test_field_09_names_the_left_out_rails(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["check", str(fixtures_dir / "field" / "09-ib-hca-one-of-four.yaml")])
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out  # findings go to stdout, like other linters
     assert "leaves out 3 of the 4 NICs" in err and "mlx5_1:1, mlx5_2:1, mlx5_3:1" in err
     assert "`=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1`" in err  # the generated value it replaces
 

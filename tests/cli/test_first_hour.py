@@ -206,8 +206,8 @@ def test_onprem_plan_shows_identical_hosts_once_and_all_of_them_with_all(tmp_pat
     assert full.stdout.count("nvidia_driver_branch") == n and "identical hosts" not in full.stdout
     assert all(f"── {name}\n" in full.stdout for name in names)
     assert grouped < len(full.stdout.splitlines())
-    if n >= 4:
-        assert grouped < 200
+    if n >= 4:  # identical hosts cost a few lines each, not a full copy of the group's settings
+        assert grouped < len(full.stdout.splitlines()) / 2
 
 
 def test_onprem_plan_marks_every_cut_and_all_cuts_nothing(tmp_path: Path) -> None:

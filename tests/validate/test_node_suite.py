@@ -107,7 +107,9 @@ def test_validate_local_runs_the_node_suite_first_and_explains_later_results(tmp
     bp = tmp_path / "bp.yaml"
     bp.write_text(text)
     out = tmp_path / "run"
-    p = cli("validate", str(bp), "--launcher", "local", "-o", str(out))
+    stopped = cli("validate", str(bp), "--launcher", "local", "-o", str(out))
+    assert stopped.returncode == 3 and not (out / "results.jsonl").exists()  # the missing mount stops it first
+    p = cli("validate", str(bp), "--launcher", "local", "--run-anyway", "-o", str(out))
     lines = read_results_lines(out / "results.jsonl")
     assert lines[0]["kind"] == "node" and lines[0]["test_id"] == "node", p.stdout + p.stderr
     checks = {c["id"]: c for c in lines[0]["metrics"]["checks"]}

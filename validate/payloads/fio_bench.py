@@ -24,8 +24,7 @@ Output: fio's own ``--output-format=json`` document with one extra top-level key
 ``--output FILE`` it goes to FILE, else to stdout. Exit status: fio's, 127 when fio is missing,
 2 for a bad target.
 
-fio options: https://fio.readthedocs.io/en/latest/fio_doc.html ; the JSON format is described in
-``validation.md`` b5. Example::
+fio options and its JSON output format: https://fio.readthedocs.io/en/latest/fio_doc.html . Example::
 
     python3 fio_bench.py --target /scratch --kind nvme --size 4G --runtime 30 --numjobs 4 --iodepth 32 --output fio.json
 """
