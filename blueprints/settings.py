@@ -30,6 +30,7 @@ from .models import (
     NodeGroup,
     RoceNetwork,
 )
+from .versions import version
 
 __all__ = [
     "SOURCES",
@@ -246,10 +247,10 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
     rdma_read = bool(it is not None and it.efa_rdma_read)
     on = net.gpudirect_rdma.on_for(g.sandbox.passthrough)
     gdr = rdma_read and on
-    plugin = _version(bp.software.aws_ofi_nccl)
+    plugin = version(bp.software.aws_ofi_nccl) or ()
     env: dict[str, str] = {}
     for name, spec in sw["env"].items():
-        if plugin >= _version(str(spec["plugin_below"])):
+        if plugin >= (version(str(spec["plugin_below"])) or ()):
             continue
         if spec["requires"] == "rdma_read" and not gdr:
             continue
@@ -259,10 +260,6 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
     env["NCCL_NET_PLUGIN"] = "ofi"
     env["LD_LIBRARY_PATH"] = ":".join([*sw["ofi_nccl_plugin_dirs"], sw["libfabric_lib_dir"], sw["cuda_lib_dir"]])
     return env
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split("-")[0].split(".") if x.isdigit())
 
 
 def generated_nccl_env(bp: Blueprint, g: NodeGroup) -> dict[str, str]:
