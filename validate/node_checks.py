@@ -35,7 +35,6 @@ from blueprints.hardware import GroupHardware, group_hardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
 from blueprints.settings import NodeSettings, ipoib_addresses, node_settings, runtime_handler
 
-from .judge import JudgeResult
 from .parsers.node import (
     NodeFacts,
     parse_containerd_runtimes,
@@ -47,6 +46,7 @@ from .parsers.node import (
     parse_nvlink_status,
     read_documents,
 )
+from .results import JudgeResult
 
 __all__ = [
     "CHECKS",
