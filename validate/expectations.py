@@ -23,7 +23,10 @@ Expectations (every number from the catalog in ``blueprints/data``, which carrie
   (its network, AWS's per-client limit: :func:`fsx_client_mb_s`), since fio runs on one node.
   Upper bounds: the drives' rated maxima; FSx burst network throughput and the client's network.
 * AMP: GPU dense peak TFLOP/s for the precision; MFU floor (see :func:`mfu_floor`).
-* Blueprint ``validation.*.thresholds`` override any of these.
+* Blueprint ``validation.*.thresholds`` override any of these; the judge context holds those
+  blueprint model objects (:class:`~blueprints.models.NcclThresholds`,
+  :class:`~blueprints.models.FioThresholds`, :class:`~blueprints.models.AmpThresholds`), whose
+  defaults (warn and fail ratios, the AMP speed-up) are the only ones.
 
 Units: GB/s = 1e9 bytes/s, Gbit/s = 1e9 bits/s, MB/s = 1e6 bytes/s, TiB = 2**40 bytes.
 """
@@ -178,7 +181,8 @@ class JudgeContext:
     fabric NIC, Gbit/s) and ``nics_per_node``; ``nvlink_gbytes_s`` (NVLink per GPU per direction,
     GB/s, ``None`` for PCIe parts); ``storage`` (one :class:`StorageExpectation` per mount);
     ``fio_target`` (the mount fio jobs are judged against when their paths do not say);
-    ``nccl``/``fio``/``amp`` thresholds; ``blueprint``/``group`` names for the report;
+    ``nccl``/``fio``/``amp`` thresholds (the blueprint's ``validation.<suite>.thresholds`` models);
+    ``blueprint``/``group`` names for the report;
     ``explicit``: the fields given as flags/overrides (they win over what a log says);
     ``provenance``: ``(field, where it came from)`` pairs.
     """

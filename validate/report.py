@@ -27,12 +27,12 @@ from typing import Any
 
 from blueprints.errors import UsageError
 
-from .results import VERDICTS, JudgeResult, worst
+from .results import VERDICT_ICONS, VERDICTS, JudgeResult, worst
 from .suites import REGISTRY, find_suite, summary
 
 __all__ = ["NoResults", "build_report", "load_results", "write_reports"]
 
-_ICON = {"pass": "✅", "warn": "⚠️", "fail": "❌", "invalid": "⛔"}
+_ICON = VERDICT_ICONS
 
 
 class NoResults(UsageError):

@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VERDICTS", "JudgeResult", "Verdict", "exit_code_for", "fmt_bytes", "pct", "worst"]
+__all__ = ["VERDICTS", "VERDICT_ICONS", "JudgeResult", "Verdict", "exit_code_for", "fmt_bytes", "pct", "worst"]
 
 
 class Verdict(StrEnum):
@@ -43,6 +43,9 @@ class Verdict(StrEnum):
         """Process exit status of a run whose worst verdict is this one: 0 pass/warn, 1 fail, 3 invalid."""
         return {Verdict.PASS: 0, Verdict.WARN: 0, Verdict.FAIL: 1}.get(self, 3)
 
+
+VERDICT_ICONS: dict[str, str] = {Verdict.PASS: "✅", Verdict.WARN: "⚠️", Verdict.FAIL: "❌", Verdict.INVALID: "⛔"}
+"""The mark each verdict gets in the Markdown and HTML reports."""
 
 VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 """Verdict strings from best to worst (``pass``, ``warn``, ``invalid``, ``fail``)."""

@@ -16,7 +16,6 @@ import typer
 
 from ..blueprint_io import load_checked
 from ..console import console, fail
-from ..errors import UsageError
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
 _MARK = {"pass": "✓", "warn": "!", "fail": "✗", "invalid": "?"}
@@ -68,6 +67,8 @@ def register(app: typer.Typer) -> None:
         """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid."""
         from validate.expectations import context_from_flags
         from validate.judge import exit_code_for, file_kinds, judge_file, worst
+
+        from ..errors import UsageError
 
         if kind is not None and kind not in file_kinds():
             raise UsageError(f"--kind {kind}: choose from {', '.join(file_kinds())}")

@@ -23,12 +23,12 @@ from blueprints import LoadedBlueprint
 from ..expectations import JudgeContext
 from ..node_checks import judge_node_file, node_table
 from ..plan import PlannedTest, TestParams
-from ..results import JudgeResult, Verdict
+from ..results import VERDICT_ICONS, JudgeResult, Verdict
 from .base import GroupPlan, HtmlSection, Placement, Suite
 
 __all__ = ["NodeParams", "NodeSuite"]
 
-_ICON = {"pass": "✅", "warn": "⚠️", "fail": "❌", "invalid": "⛔"}
+_ICON = VERDICT_ICONS
 
 _TABLE_HTML = """\
 {% if t.columns %}
