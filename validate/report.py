@@ -117,13 +117,13 @@ def build_report(results: list[JudgeResult], *, title: str, blueprint: Any) -> d
     if blueprint is not None and not isinstance(blueprint, str):
         blueprint = getattr(blueprint, "name", str(blueprint))
 
-    counts = Counter(r.verdict for r in results)
+    counts = Counter(r.verdict.value for r in results)
     return {
         "title": title,
         "blueprint": blueprint,
         "generated_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
         "clusterforge_version": __version__,
-        "verdict": worst(r.verdict for r in results),
+        "verdict": worst(r.verdict for r in results).value,
         "counts": {v: counts.get(v, 0) for v in VERDICTS},
         "results": [r.to_json() for r in results],
     }

@@ -295,8 +295,8 @@ class RunSummary:
     missing (``{tool: {"suites", "tests", "reason"}}``: those suites' results are ``invalid``)."""
 
     out_dir: Path
-    results: list[Any]
-    verdicts: dict[str, str]
+    results: list[JudgeResult]
+    verdicts: dict[str, Verdict]
     reports: dict[str, Path]
     skipped: list[str]
     exit_code: int
@@ -563,7 +563,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             rec.update(status="done", finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                        returncode=launch.returncode, raw=str(launch.raw.relative_to(out_dir)),
                        log=str(launch.log.relative_to(out_dir)), command=launch.command,
-                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=worst(vs))
+                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=worst(vs).value)
             manifest["updated"] = rec["finished"]
             _write_json_atomic(out_dir / MANIFEST, manifest)
             if events:
@@ -589,7 +589,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     missing = _missing_tools(all_results)
     manifest["missing_tools"] = missing
     manifest["status"] = "complete"
-    manifest["verdict"] = worst(all_verdicts)
+    manifest["verdict"] = worst(all_verdicts).value
     manifest["reports"] = {k: str(Path(v).relative_to(out_dir)) if Path(v).is_relative_to(out_dir) else str(v)
                            for k, v in reports.items()}
     _write_json_atomic(out_dir / MANIFEST, manifest)

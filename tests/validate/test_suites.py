@@ -79,6 +79,22 @@ def test_the_registry_lists_the_four_suites_in_run_order() -> None:
         get_suite("iperf")
 
 
+def test_runner_judge_report_launchers_and_cli_name_no_suite() -> None:
+    """They look suites up in the registry: no comparison with a suite name (``kind == "nccl"``,
+    ``kind in ("fio", "amp")``) is left outside the suites' own modules."""
+    names = set(suite_names())
+    files = [REPO / "validate" / f for f in ("runner.py", "judge.py", "report.py", "results.py", "plan.py")]
+    files += sorted((REPO / "validate" / "launchers").glob("*.py"))
+    files += [REPO / "clusterforge" / "commands" / f for f in ("validate.py", "judge.py", "report.py")]
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                consts = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
+                found += [f"{path.relative_to(REPO)}:{c.lineno}: {c.value!r}" for c in consts]
+    assert not found, "suite names compared outside validate/suites:\n" + "\n".join(found)
+
+
 def test_each_suite_plans_typed_params_that_record_as_before() -> None:
     """Every planned test carries its suite's params dataclass; ``run_with`` records the same keys as the
     untyped dicts did, so results recorded before still resume."""
