@@ -348,3 +348,29 @@ def test_an_unknown_or_clashing_suite_name_is_refused(echo: EchoSuite) -> None:
     loaded = load_blueprint(EXAMPLES / "local-workstation.yaml")
     with pytest.raises(Exception, match="unknown suite"):
         plan_tests(loaded, launcher="local", suites=["ping"], local_gpus=0)
+
+
+def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each suite's judge context on a local run: one node; the GPUs of this machine (the detected model
+    for AMP, as many GPUs per node as ranks for NCCL); the tested directory for fio; none on a CPU run."""
+    from validate.runner import judge_context
+
+    monkeypatch.setattr("validate.runner._local_gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    loaded = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml")  # declares L40S GPUs
+    tests, _ = plan_tests(loaded, launcher="local", local_gpus=2)
+    by_kind = {t.kind: t for t in tests}
+    amp = judge_context(loaded, by_kind["amp"], "local")
+    assert by_kind["amp"].params.gpu_model == "h100-sxm" and amp.gpu_model == "h100-sxm" and amp.nodes == 1
+    assert amp.is_explicit("gpu_model")
+    nccl = judge_context(loaded, by_kind["nccl"], "local")
+    assert (nccl.nodes, nccl.gpus_per_node, nccl.gpu_model) == (1, 2, "l40s")
+    fio = judge_context(loaded, by_kind["fio"], "local")
+    assert fio.fio_target == by_kind["fio"].params.target
+    # on the cluster (ssh) the blueprint's group describes the run
+    tests, _ = plan_tests(loaded, launcher="ssh")
+    ssh = {t.kind: judge_context(loaded, t, "ssh") for t in tests}
+    assert ssh["amp"].gpu_model == "l40s" and ssh["nccl"].nodes == 2 and not ssh["amp"].explicit
+    # a CPU-only machine: no GPU expectation
+    tests, _ = plan_tests(loaded, launcher="local", local_gpus=0)
+    cpu = judge_context(loaded, next(t for t in tests if t.kind == "nccl"), "local")
+    assert (cpu.gpu_model, cpu.gpus_per_node, cpu.nvlink_gbytes_s) == (None, None, None)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from blueprints.catalog import UnknownHardwareError, catalog
 
-from ..expectations import JudgeContext, mfu_floor
+from ..expectations import JudgeContext, apply_overrides, mfu_floor
 from ..parsers.amp import AmpRun, parse_amp
 from ..plan import PlannedTest, TestParams
 from ..results import JudgeResult, Verdict, pct
@@ -132,6 +132,13 @@ class AmpSuite(Suite):
         return args
 
     # -- judging --------------------------------------------------------------------------------
+
+    def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
+        """A local GPU run is judged against the GPU detected here (planned as ``gpu_model``)."""
+        detected = _params(test).gpu_model
+        if local and test.device == "cuda" and detected and detected != ctx.gpu_model:
+            return apply_overrides(ctx, gpu_model=detected)
+        return ctx
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per AMP document in ``text``."""

@@ -35,7 +35,7 @@ from blueprints.errors import UsageError
 from blueprints.models import Blueprint, NodeGroup
 from blueprints.settings import NodeSettings
 
-from ..expectations import JudgeContext, apply_overrides, context_from_blueprint
+from ..expectations import JudgeContext, context_from_blueprint
 from ..parsers.detect import NotText, read_text
 from ..payloads import PAYLOAD_DIR
 from ..plan import Device, PlannedTest, TestParams
@@ -207,8 +207,8 @@ class Suite(ABC):
         """The :class:`~validate.expectations.JudgeContext` ``test`` is judged against.
 
         The blueprint's context of the test's node group; a local run describes this machine instead
-        (one node; on a CPU-only machine no GPU, so GPU expectations do not apply; a detected GPU
-        other than the declared one is used), then :meth:`adjust_context`.
+        (one node; on a CPU-only machine no GPU, so GPU expectations do not apply), then
+        :meth:`adjust_context`.
         """
         ctx = context_from_blueprint(loaded.blueprint, test.group)
         local = launcher == "local"
@@ -217,9 +217,6 @@ class Suite(ABC):
             if test.device == "cpu":
                 changes.update(gpus_per_node=None, gpu_model=None, nvlink_gbytes_s=None)
             ctx = dataclasses.replace(ctx, **changes, provenance=ctx.provenance + (("nodes", "local launcher: this machine"),))
-            detected = getattr(test.params, "gpu_model", None)
-            if test.device == "cuda" and detected and detected != ctx.gpu_model:
-                ctx = apply_overrides(ctx, gpu_model=detected)
         return self.adjust_context(ctx, test, local)
 
     def judge_test(self, raw: Path, test: PlannedTest, loaded: LoadedBlueprint, launcher: str) -> list[JudgeResult]:
