@@ -15,10 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
-
-import yaml
 
 __all__ = [
     "Catalog",
@@ -180,6 +177,11 @@ def _vkey(text: str) -> tuple[int, ...]:
 
 
 def _load_yaml(name: str) -> dict[str, Any]:
+    # imported here, not at the top: `import blueprints` (every CLI start) must not pay for them
+    from importlib import resources
+
+    import yaml
+
     text = resources.files("blueprints").joinpath("data", name).read_text(encoding="utf-8")
     # libyaml's safe loader: ~15x faster than a pure-Python parser; the catalog uses no YAML 1.1-only forms
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
