@@ -193,7 +193,8 @@ class AwsPlan(Plan):
         custom = sum(1 for r in result.resources if r.custom)
         title = (f"[bold]plan[/bold] {self.blueprint} ({self.where}): {custom} cloud resources in "
                  f"{len(result.resources) - custom} components/providers — offline, mock engine, {result.seconds:.2f} s")
-        out = RichConsole(highlight=False, width=10_000, force_terminal=console.is_terminal, soft_wrap=True)
+        out = RichConsole(file=console.file, highlight=False, width=10_000, force_terminal=console.is_terminal,
+                          soft_wrap=True)
         out.print(render_tree(result, title, show_all=show_all))
         out.print(_counts_table(result))
         if result.outputs:
