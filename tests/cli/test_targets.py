@@ -64,3 +64,15 @@ def test_cli_verbs_never_branch_on_the_provider() -> None:
     bad = [f"{f.relative_to(REPO)}:{n}: {line.strip()}" for f in files
            for n, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
     assert not bad, "provider branches outside clusterforge/targets:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("option", [["--check"], ["--tags", "rdma"], ["--limit", "gpu-0"], ["-o", "out"]])
+def test_aws_up_refuses_the_ansible_options_before_touching_pulumi(option: list[str],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterforge.cli import main
+
+    rc = main(["up", str(EXAMPLES / "aws-p5-efa-lustre.yaml"), *option])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "apply to on-prem blueprints" in err and "--preview" in err
+    assert "Pulumi CLI" not in err  # refused before the deploy tool is looked for
