@@ -25,11 +25,6 @@ from .errors import ClusterforgeError
 # so `clusterforge --help` and `check` start fast (bench/bench_cli_startup.py;
 # tests/architecture/test_cli_imports.py keeps heavy modules out of this import).
 
-# pydantic looks through every installed distribution's entry points for plugins when it builds
-# its first model (20-40 ms of each start: https://docs.pydantic.dev/latest/concepts/plugins/);
-# clusterforge uses none. A value the user set is kept.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
 COMMAND_MODULES = ["check", "schema", "rules", "plan", "render", "up", "validate", "judge", "report"]
 """Modules under clusterforge.commands that register verbs (missing ones are skipped)."""
 
