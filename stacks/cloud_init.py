@@ -1,13 +1,18 @@
 """Cloud-init user data for AWS nodes, rendered from :class:`blueprints.settings.NodeSettings`.
 
 The Ansible roles render the very same settings into group_vars; nothing here re-derives a
-setting from the blueprint. What a node gets at first boot:
+setting from the blueprint. A file both paths write is defined once, by its role: the role's
+template task gives path, mode and template, rendered here with the same variables
+(:func:`blueprints.role_vars.node_role_vars`, :func:`blueprints.role_templates.role_file`) and
+written through ``write_files`` (:func:`role_files`). What a node gets at first boot:
 
 * ``/etc/clusterforge/node-settings.json`` — the settings themselves (read by validation probes);
-* sysctls, locked-memory limit ``unlimited`` for PAM sessions and systemd services;
-* ``/etc/nccl.conf`` (``NCCL_*``), ``/etc/profile.d/clusterforge-nccl.sh`` (every variable) and,
-  on EFA, the OFI plugin and libfabric directories in ``/etc/ld.so.conf.d`` — NCCL silently
-  falls back to TCP sockets when it cannot ``dlopen`` the plugin;
+* from the ``host_tuning`` role: sysctls, locked-memory limit ``unlimited`` for PAM sessions and
+  systemd services, the GRUB drop-in with the kernel command line;
+* from the ``rdma`` role: ``/etc/nccl.conf``; then ``/etc/profile.d/clusterforge-nccl.sh``
+  (every variable) and, on EFA, the OFI plugin and libfabric directories in
+  ``/etc/ld.so.conf.d`` — NCCL silently falls back to TCP sockets when it cannot ``dlopen`` the
+  plugin;
 * on EFA node groups only: the EFA software when the AMI has none (the installer's record and the
   ``efa`` kernel module tell; what the AMI ships is never replaced), and a check that the OFI
   plugin is in one of the catalog's plugin directories;
@@ -20,8 +25,8 @@ setting from the blueprint. What a node gets at first boot:
 * Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023) and an
   ``/etc/fstab`` mount of ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options, then
   the declared ``lfs setstripe`` layouts;
-* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc`` with
-  ``nvproxy``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
+* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc``; ``nvproxy`` from the
+  ``sandbox`` role's ``runsc.toml``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
   ``vfio-pci`` and reboot once into the IOMMU kernel command line.
 
 Two platforms: ``ubuntu`` (the AWS Deep Learning Base AMI, EC2 instances: Docker is configured)
@@ -40,6 +45,7 @@ cloud-init https://cloudinit.readthedocs.io/en/latest/reference/modules.html .
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import shlex
 from collections.abc import Mapping
@@ -50,10 +56,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from blueprints.catalog import catalog
+from blueprints.role_templates import OsFamily, RoleFile, role_file
+from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
 
 __all__ = [
     "INSTANCE_STORE_MODEL",
+    "SHARED_TEMPLATES",
     "USER_DATA_LIMIT_BYTES",
     "LustreEndpoint",
     "Platform",
@@ -62,6 +71,7 @@ __all__ = [
     "placeholder_endpoints",
     "render_cloud_config",
     "render_user_data",
+    "role_files",
     "runtime_handler",
     "scratch_script",
 ]
@@ -298,7 +308,6 @@ def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: st
             '  curl -fsSLo "/usr/local/bin/$f" "$URL/$f" && curl -fsSLo "/tmp/$f.sha512" "$URL/$f.sha512"',
             '  (cd /usr/local/bin && sha512sum -c "/tmp/$f.sha512") && chmod 0755 "/usr/local/bin/$f"',
             "done",
-            "printf '[runsc_config]\\n  nvproxy = \"true\"\\n' > /etc/containerd/runsc.toml",
         ]
         if docker:
             body.append("runsc install --runtime runsc -- --nvproxy=true && systemctl restart docker")
@@ -348,9 +357,8 @@ def _cmdline_script(settings: NodeSettings) -> str:
 # clusterforge: kernel command line {args} (NodeSettings.kernel_cmdline).
 set -euo pipefail
 ARGS={shlex.quote(args)}
-if command -v update-grub >/dev/null 2>&1; then
-  printf 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT %s"\\n' "$ARGS" > /etc/default/grub.d/90-clusterforge.cfg
-  update-grub
+# GRUB reads the host_tuning role's drop-in (written by cloud-init); grubby (AL2023) takes the arguments.
+if command -v update-grub >/dev/null 2>&1; then update-grub
 else grubby --update-kernel=ALL --args="$ARGS"; fi
 {tail}"""
 
@@ -361,6 +369,41 @@ else grubby --update-kernel=ALL --args="$ARGS"; fi
 
 def _file(path: str, content: str, mode: str = "0644") -> dict[str, Any]:
     return {"path": path, "permissions": mode, "owner": "root:root", "content": LiteralScalarString(content)}
+
+
+_OS_FAMILY: dict[str, OsFamily] = {"ubuntu": "Debian", "al2023": "RedHat"}
+
+
+SHARED_TEMPLATES: tuple[tuple[str, str], ...] = (
+    ("host_tuning", "sysctl.conf.j2"),
+    ("host_tuning", "memlock.conf.j2"),
+    ("host_tuning", "systemd-limits.conf.j2"),
+    ("host_tuning", "grub-cmdline.cfg.j2"),
+    ("rdma", "nccl.conf.j2"),
+    ("sandbox", "runsc.toml.j2"),
+)
+"""The role templates a cloud node gets, as ``(role, template)``: sysctls and hugepages, memlock
+limits for PAM sessions and systemd services, the GRUB kernel command line, ``/etc/nccl.conf``
+and gVisor's ``runsc.toml``."""
+
+
+def role_files(settings: NodeSettings, platform: Platform = "ubuntu") -> list[RoleFile]:
+    """The files a cloud node with ``settings`` gets from the Ansible roles' own templates.
+
+    Each is what the role's template task writes on bare metal for the same settings: same path,
+    mode and bytes, under the same ``when`` (:func:`blueprints.role_templates.role_file`), with
+    the variables of :func:`blueprints.role_vars.node_role_vars`. ``platform`` picks the role's
+    OS-family vars (``ubuntu``: Debian, ``al2023``: RedHat, where grubby, not a GRUB drop-in,
+    takes the kernel command line). Raises :class:`blueprints.role_templates.RoleTemplateError`
+    when a role no longer has the task.
+    """
+    fam = _OS_FAMILY[platform]
+    out = []
+    for role, template in SHARED_TEMPLATES:
+        f = role_file(role, template, node_role_vars(settings, role), fam)
+        if f is not None:
+            out.append(f)
+    return out
 
 
 def render_cloud_config(
@@ -379,21 +422,11 @@ def render_cloud_config(
     """
     files: list[dict[str, Any]] = [
         _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None) + "\n"),
-        _file("/etc/sysctl.d/90-clusterforge.conf",
-              "".join(f"{k} = {v}\n" for k, v in sorted(settings.sysctls.items()))
-              + (f"vm.nr_hugepages = {settings.hugepages_2m}\n" if settings.hugepages_2m else "")),
     ]
-    runcmd: list[str] = ["sysctl --system"]
-    if settings.memlock_unlimited:
-        files.append(_file("/etc/security/limits.d/90-clusterforge-memlock.conf",
-                           "* soft memlock unlimited\n* hard memlock unlimited\n"))
-        files.append(_file("/etc/systemd/system.conf.d/90-clusterforge-memlock.conf",
-                           "[Manager]\nDefaultLimitMEMLOCK=infinity\n"))
-        runcmd.append("systemctl daemon-reexec")
+    files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform)]
+    runcmd: list[str] = ["sysctl --system", "systemctl daemon-reexec"]
     env = settings.nccl_env
     if env:
-        nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
-        files.append(_file("/etc/nccl.conf", "".join(f"{k}={v}\n" for k, v in sorted(nccl.items())) or "\n"))
         exports = "".join(
             f"export {k}={shlex.quote(v)}\n" if k != "LD_LIBRARY_PATH" else f"export {k}={shlex.quote(v)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
             for k, v in sorted(env.items())
@@ -488,11 +521,17 @@ def render_user_data(
 def encode_user_data(text: str) -> str:
     """Base64 of ``text`` (UTF-8), as launch templates want it.
 
-    Raises ``ValueError`` when the raw text exceeds :data:`USER_DATA_LIMIT_BYTES`.
+    A ``#cloud-config`` document (EC2 instances) larger than :data:`USER_DATA_LIMIT_BYTES` is
+    gzip-compressed first (fixed timestamp, so the plan stays stable); cloud-init detects and
+    unpacks gzip'd user data
+    (https://cloudinit.readthedocs.io/en/latest/explanation/format.html). EKS MIME documents are
+    never compressed: the EKS node group merges them with its own bootstrap part as text.
+    Raises ``ValueError`` when the data (compressed where allowed) still exceeds the limit.
     """
     raw = text.encode("utf-8")
+    if len(raw) > USER_DATA_LIMIT_BYTES and text.startswith("#cloud-config"):
+        raw = gzip.compress(raw, compresslevel=9, mtime=0)
     if len(raw) > USER_DATA_LIMIT_BYTES:
         raise ValueError(f"user data is {len(raw)} bytes; EC2 allows {USER_DATA_LIMIT_BYTES} — "
                          "drop stripe settings or sandbox features from this node group")
     return base64.b64encode(raw).decode("ascii")
-

@@ -63,7 +63,7 @@ def test_user_data_is_the_shared_node_settings(example: str, group: str) -> None
     nccl = files.get("/etc/nccl.conf", {}).get("content", "")
     exports = files.get("/etc/profile.d/clusterforge-nccl.sh", {}).get("content", "")
     for k, v in s.nccl_env.items():
-        if k.startswith("NCCL_"):
+        if k != "LD_LIBRARY_PATH":  # the linker reads it at process start only: environment, not nccl.conf
             assert f"{k}={v}\n" in nccl
         assert f"export {k}={shlex.quote(v)}" in exports, f"{k} not in the node environment"
     assert ("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh" in files) == (s.scratch is not None)
@@ -188,3 +188,5 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
         assert doc["power_state"]["condition"] == "test -f /run/clusterforge-reboot-required"
     if runtime == "gvisor":
         assert "sha512sum -c" in sandbox, "runsc must be verified against its published checksum"
+        runsc = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/containerd/runsc.toml")
+        assert 'nvproxy = "true"' in runsc

@@ -230,7 +230,7 @@ def test_user_data_builds_raid_mounts_lustre_and_writes_nccl_env(example: str) -
         if g.role == "compute":
             assert "/etc/nccl.conf" in text and "NCCL_NET_PLUGIN=ofi" in text, f"{lt.urn}: NCCL settings missing"
             assert "/opt/amazon/ofi-nccl/lib" in text, f"{lt.urn}: OFI plugin not on the linker path"
-            assert "* hard memlock unlimited" in text
+            assert re.search(r"^ *\*\s+hard\s+memlock\s+unlimited$", text, re.MULTILINE), f"{lt.urn}: memlock not unlimited"
 
 
 @pytest.mark.parametrize("example", AWS_EXAMPLES)
