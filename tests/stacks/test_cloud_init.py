@@ -3,7 +3,9 @@ scripts that parse, instance-store discovery by model, and the EC2 size limit.""
 
 from __future__ import annotations
 
+import base64
 import email
+import gzip
 import json
 import re
 import shlex
@@ -162,6 +164,29 @@ def test_user_data_limit_is_enforced() -> None:
     assert encode_user_data("x" * USER_DATA_LIMIT_BYTES)
     with pytest.raises(ValueError, match="16384"):
         encode_user_data("x" * (USER_DATA_LIMIT_BYTES + 1))
+
+
+@pytest.mark.parametrize("stripes", [40, 120, 300])
+def test_a_cloud_config_over_the_limit_travels_gzipped(stripes: int) -> None:
+    """Many declared stripe layouts push the EC2 cloud-config past 16 KiB: it is sent gzip'd (cloud-init
+    unpacks it) and decodes to the very text; the EKS MIME document is never compressed and is refused."""
+    s = settings_of("aws-p5-efa-lustre", "gpu")
+    m = s.lustre[0]
+    many = m.model_copy(update={"stripes": [{"path": f"ckpt/run-{i:04d}", "count": 1 + i % 16, "size": "4M"}
+                                            for i in range(stripes)]})
+    s = s.model_copy(update={"lustre": [many]})
+    text = render_user_data(s, placeholder_endpoints(s))
+    raw = base64.b64decode(encode_user_data(text))
+    if len(text.encode()) <= USER_DATA_LIMIT_BYTES:
+        assert raw == text.encode()
+    else:
+        assert raw[:2] == b"\x1f\x8b" and len(raw) <= USER_DATA_LIMIT_BYTES
+        assert gzip.decompress(raw) == text.encode()
+    mime = render_user_data(s, placeholder_endpoints(s), eks=True)
+    if len(mime.encode()) > USER_DATA_LIMIT_BYTES:
+        with pytest.raises(ValueError, match="16384"):
+            encode_user_data(mime)
+    assert stripes < 120 or len(text.encode()) > USER_DATA_LIMIT_BYTES, "the case must exceed the limit"
 
 
 @pytest.mark.parametrize("runtime", ["container", "gvisor", "kata", "vm"])
