@@ -11,6 +11,7 @@ gVisor release), which :func:`role_vars` adds from the blueprint.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,15 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
     return [r for r in ROLE_ORDER if wanted[r]]
 
 
-def node_role_vars(s: NodeSettings, role: str) -> dict[str, Any]:
+def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The prefixed variables of ``role`` that come from the settings ``s`` alone.
 
     This is what both paths share: the rendered ``group_vars`` (through :func:`role_vars`) and the
     cloud user data, which renders the roles' templates with it. Returns ``{variable: value}`` with
     plain YAML types (str, int, bool, list, dict). Units follow the settings model: ``*_kib`` KiB,
-    ``*_gib`` GiB, ``*_mtu`` bytes. Raises ``KeyError`` for an unknown role.
+    ``*_gib`` GiB, ``*_mtu`` bytes. ``lustre_sources`` maps an FSx mount's name to its source
+    (``<dns>@tcp:/<mount_name>``, known at deploy time); without one an FSx mount is left out of
+    ``lustre_client_mounts``. Raises ``KeyError`` for an unknown role.
     """
     if role == "host_tuning":
         return {
@@ -122,10 +125,11 @@ def node_role_vars(s: NodeSettings, role: str) -> dict[str, Any]:
             "nvme_scratch_discovery": sc.discovery,
         }
     if role == "lustre_client":
-        mounts = [m for m in s.lustre if m.source]  # FSx mounts (source filled at deploy time) are cloud-only
+        sources = {m.name: m.source for m in s.lustre if m.source} | dict(lustre_sources or {})
+        mounts = [m for m in s.lustre if m.name in sources]  # FSx: the source is known at deploy time only
         return {
             "lustre_client_mounts": [
-                {"name": m.name, "mount": m.mount, "source": m.source, "options": list(m.options),
+                {"name": m.name, "mount": m.mount, "source": sources[m.name], "options": list(m.options),
                  "stripes": [dict(st) for st in m.stripes]}
                 for m in mounts
             ],

@@ -61,11 +61,13 @@ from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
 
 __all__ = [
+    "COMPRESS_OVER_BYTES",
     "INSTANCE_STORE_MODEL",
     "SHARED_TEMPLATES",
     "USER_DATA_LIMIT_BYTES",
     "LustreEndpoint",
     "Platform",
+    "cloud_role_vars",
     "encode_user_data",
     "lustre_source",
     "placeholder_endpoints",
@@ -84,6 +86,10 @@ INSTANCE_STORE_MODEL = "Amazon EC2 NVMe Instance Storage"
 USER_DATA_LIMIT_BYTES = 16 * 1024
 """EC2 user data limit: 16 KB of raw data before base64
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
+
+COMPRESS_OVER_BYTES = 512
+"""Files larger than this travel compressed when user data must shrink (``write_files`` ``gz+b64``,
+https://cloudinit.readthedocs.io/en/latest/reference/modules.html#write-files)."""
 
 MIME_BOUNDARY = "==CLUSTERFORGE=="
 NODECONFIG_CONTENT_TYPE = "application/node.eks.aws"
@@ -205,11 +211,10 @@ log "$target mounted on $MOUNT"
 """
 
 
-def _lustre_script(settings: NodeSettings, endpoints: Mapping[str, LustreEndpoint]) -> str:
-    q = shlex.quote
+def _lustre_script() -> str:
     lines = [
         "#!/bin/bash",
-        "# clusterforge: Lustre client and mounts (rendered from NodeSettings.lustre).",
+        "# clusterforge: Lustre client, then the mounts (rendered from NodeSettings.lustre).",
         "set -euo pipefail",
         _PKG.rstrip("\n"),
         "if ! modinfo lustre >/dev/null 2>&1; then",
@@ -222,19 +227,9 @@ def _lustre_script(settings: NodeSettings, endpoints: Mapping[str, LustreEndpoin
         '    apt-get update -q && pkg_install "lustre-client-modules-$(uname -r)"',
         "  else pkg_install lustre-client; fi",
         "fi",
-        "mount_lustre() {  # MOUNT SOURCE OPTIONS",
-        '  mkdir -p "$1"',
-        '  grep -qs " $1 lustre " /etc/fstab || echo "$2 $1 lustre $3 0 0" >> /etc/fstab',
-        '  for _ in 1 2 3 4 5 6 7 8 9 10; do mountpoint -q "$1" && return 0; mount "$1" || sleep 15; done',
-        '  mountpoint -q "$1"',
-        "}",
+        "# fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)",
+        "/usr/local/sbin/clusterforge-lustre-mounts",
     ]
-    for m in settings.lustre:
-        opts = ",".join(m.options) or "defaults"
-        lines.append(f"mount_lustre {q(m.mount)} {q(lustre_source(m, endpoints))} {q(opts)}")
-        for st in m.stripes:
-            d = f"{m.mount.rstrip('/')}/{str(st['path']).lstrip('/')}"
-            lines.append(f"mkdir -p {q(d)} && lfs setstripe -c {st['count']} -S {st['size']} {q(d)}")
     return "\n".join(lines) + "\n"
 
 
@@ -380,27 +375,39 @@ SHARED_TEMPLATES: tuple[tuple[str, str], ...] = (
     ("host_tuning", "systemd-limits.conf.j2"),
     ("host_tuning", "grub-cmdline.cfg.j2"),
     ("rdma", "nccl.conf.j2"),
+    ("lustre_client", "lustre-mounts.sh.j2"),
     ("sandbox", "runsc.toml.j2"),
 )
 """The role templates a cloud node gets, as ``(role, template)``: sysctls and hugepages, memlock
-limits for PAM sessions and systemd services, the GRUB kernel command line, ``/etc/nccl.conf``
-and gVisor's ``runsc.toml``."""
+limits for PAM sessions and systemd services, the GRUB kernel command line, ``/etc/nccl.conf``,
+the Lustre mount script (fstab entries, mounts, stripe layouts) and gVisor's ``runsc.toml``."""
 
 
-def role_files(settings: NodeSettings, platform: Platform = "ubuntu") -> list[RoleFile]:
+def cloud_role_vars(settings: NodeSettings, role: str, lustre: Mapping[str, LustreEndpoint]) -> dict[str, Any]:
+    """:func:`blueprints.role_vars.node_role_vars` of a cloud node: the FSx mounts get their
+    deploy-time sources from ``lustre`` (:func:`lustre_source`). Raises ``KeyError`` when an FSx
+    mount has no endpoint."""
+    sources = {m.name: lustre_source(m, lustre) for m in settings.lustre} if role == "lustre_client" else None
+    return node_role_vars(settings, role, lustre_sources=sources)
+
+
+def role_files(settings: NodeSettings, platform: Platform = "ubuntu",
+               lustre: Mapping[str, LustreEndpoint] | None = None) -> list[RoleFile]:
     """The files a cloud node with ``settings`` gets from the Ansible roles' own templates.
 
     Each is what the role's template task writes on bare metal for the same settings: same path,
     mode and bytes, under the same ``when`` (:func:`blueprints.role_templates.role_file`), with
-    the variables of :func:`blueprints.role_vars.node_role_vars`. ``platform`` picks the role's
-    OS-family vars (``ubuntu``: Debian, ``al2023``: RedHat, where grubby, not a GRUB drop-in,
-    takes the kernel command line). Raises :class:`blueprints.role_templates.RoleTemplateError`
-    when a role no longer has the task.
+    the variables of :func:`cloud_role_vars` (``lustre``: the FSx endpoints, default
+    :func:`placeholder_endpoints`). ``platform`` picks the role's OS-family vars (``ubuntu``:
+    Debian, ``al2023``: RedHat, where grubby, not a GRUB drop-in, takes the kernel command line).
+    Raises :class:`blueprints.role_templates.RoleTemplateError` when a role no longer has the task,
+    ``KeyError`` when an FSx mount has no endpoint.
     """
     fam = _OS_FAMILY[platform]
+    endpoints = placeholder_endpoints(settings) if lustre is None else lustre
     out = []
     for role, template in SHARED_TEMPLATES:
-        f = role_file(role, template, node_role_vars(settings, role), fam)
+        f = role_file(role, template, cloud_role_vars(settings, role, endpoints), fam)
         if f is not None:
             out.append(f)
     return out
@@ -413,17 +420,21 @@ def render_cloud_config(
     platform: Platform = "ubuntu",
     kata_version: str = "3.23.0",
     gvisor_version: str = "latest",
+    compress_files: bool = False,
 ) -> str:
     """The ``#cloud-config`` document for one node group.
 
     ``lustre`` maps each FSx-backed storage name to its endpoint (from the deployed file system,
-    or :func:`placeholder_endpoints`). Returns YAML text starting with ``#cloud-config``.
+    or :func:`placeholder_endpoints`). ``compress_files``: every file over
+    :data:`COMPRESS_OVER_BYTES` travels gzip'd and base64-encoded (``encoding: gz+b64``, which
+    cloud-init's ``write_files`` unpacks), for user data that must stay text (EKS).
+    Returns YAML text starting with ``#cloud-config``.
     Raises ``KeyError`` when an FSx mount has no endpoint.
     """
     files: list[dict[str, Any]] = [
         _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None) + "\n"),
     ]
-    files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform)]
+    files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform, lustre)]
     runcmd: list[str] = ["sysctl --system", "systemctl daemon-reexec"]
     env = settings.nccl_env
     if env:
@@ -445,7 +456,7 @@ def render_cloud_config(
         files.append(_file("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
                            scratch_script(settings.scratch), "0755"))
     if settings.lustre:
-        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(settings, lustre), "0755"))
+        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(), "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-lustre.sh")
     sandbox = _sandbox_script(settings, platform, kata_version, gvisor_version)
     if sandbox:
@@ -459,6 +470,12 @@ def render_cloud_config(
             doc["power_state"] = {"mode": "reboot", "message": "clusterforge: reboot into the IOMMU kernel command line",
                                   "condition": "test -f /run/clusterforge-reboot-required"}
     doc["runcmd"] = runcmd
+    if compress_files:
+        for f in files:
+            raw = str(f["content"]).encode("utf-8")
+            if len(raw) > COMPRESS_OVER_BYTES:
+                f["encoding"] = "gz+b64"
+                f["content"] = LiteralScalarString(base64.encodebytes(gzip.compress(raw, 9, mtime=0)).decode("ascii"))
     yaml = YAML()
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
@@ -499,13 +516,23 @@ def render_user_data(
 
     EC2 instances (``eks=False``): the ``#cloud-config`` document for the Ubuntu DLAMI.
     EKS managed node groups (``eks=True``): a MIME multipart document (EKS merges it with its
-    own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config.
+    own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config; EKS merges it
+    as text, so when it would exceed :data:`USER_DATA_LIMIT_BYTES` the cloud-config's larger
+    files travel ``gz+b64``-encoded instead (an EC2 cloud-config is compressed as a whole by
+    :func:`encode_user_data`).
     """
     if not eks:
         return render_cloud_config(settings, lustre, platform="ubuntu", kata_version=kata_version,
                                    gvisor_version=gvisor_version)
-    cc = render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
-                             gvisor_version=gvisor_version)
+    text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
+                                               gvisor_version=gvisor_version))
+    if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
+        text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
+                                                   gvisor_version=gvisor_version, compress_files=True))
+    return text
+
+
+def _mime(settings: NodeSettings, cc: str) -> str:
     parts: list[tuple[str, str]] = []
     nc = _nodeconfig(settings)
     if nc:

@@ -27,11 +27,16 @@ import yaml
 
 from blueprints import load_blueprint
 from blueprints.role_templates import ROLES_DIR, template_task
-from blueprints.role_vars import node_role_vars
 from blueprints.settings import NodeSettings, node_settings
 from clusterforge.ansible.render import ANSIBLE_CFG
 from clusterforge.ansible.runner import ansible_path
-from stacks.cloud_init import SHARED_TEMPLATES, placeholder_endpoints, render_cloud_config, role_files
+from stacks.cloud_init import (
+    SHARED_TEMPLATES,
+    cloud_role_vars,
+    placeholder_endpoints,
+    render_cloud_config,
+    role_files,
+)
 from tests.conftest import EXAMPLES
 
 PLATFORMS = {"ubuntu": "Debian", "al2023": "RedHat"}
@@ -83,7 +88,8 @@ def _probe_role(role: str, dest: Path) -> None:
     shutil.copytree(ROLES_DIR / role, dest, ignore=shutil.ignore_patterns("tasks", "handlers", "meta"))
     tasks: list[dict[str, Any]] = [
         {"name": "Load the OS-family variables.",
-         "ansible.builtin.include_vars": "{{ role_path }}/vars/{{ probe_os_family }}.yml"},
+         "ansible.builtin.include_vars": "{{ role_path }}/vars/{{ probe_os_family }}.yml",
+         "when": "(role_path ~ '/vars/' ~ probe_os_family ~ '.yml') is file"},
     ]
     for i, (r, template) in enumerate(SHARED_TEMPLATES):
         if r != role:
@@ -113,7 +119,7 @@ def ansible_wrote(tmp_path_factory) -> tuple[Path, list[tuple[str, str, NodeSett
         hv: dict[str, Any] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                               "probe_root": str(tmp / "out" / name), "probe_os_family": PLATFORMS[platform]}
         for role in ROLES:
-            hv.update(node_role_vars(s, role))
+            hv.update(cloud_role_vars(s, role, placeholder_endpoints(s)))
         hosts[name] = hv
     # JSON is YAML: values reach Ansible with their types, strings untouched.
     (tmp / "inventory.yml").write_text(json.dumps({"all": {"hosts": hosts}}))
@@ -159,7 +165,8 @@ def test_the_cases_exercise_every_shared_file_and_condition(ansible_wrote) -> No
     for name, _platform, _s in cases:
         written = set(_written(out / name))
         for path in ("/etc/sysctl.d/90-clusterforge.conf", "/etc/security/limits.d/90-clusterforge-memlock.conf",
-                     "/etc/default/grub.d/90-clusterforge.cfg", "/etc/nccl.conf", "/etc/containerd/runsc.toml"):
+                     "/etc/default/grub.d/90-clusterforge.cfg", "/etc/nccl.conf", "/etc/containerd/runsc.toml",
+                     "/usr/local/sbin/clusterforge-lustre-mounts"):
             seen.setdefault(path, set()).add(path in written)
     assert seen.pop("/etc/sysctl.d/90-clusterforge.conf") == {True}
     assert all(v == {True, False} for v in seen.values()), seen

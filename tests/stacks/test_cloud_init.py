@@ -35,8 +35,13 @@ BASH = shutil.which("bash")
 
 
 def cloud_config(text: str) -> dict:
+    """The cloud-config as data, with ``gz+b64``-encoded files decoded the way cloud-init does."""
     assert text.startswith("#cloud-config\n")
-    return YAML(typ="safe", pure=True).load(text)
+    doc = YAML(typ="safe", pure=True).load(text)
+    for f in doc.get("write_files", []):
+        if f.get("encoding") == "gz+b64":
+            f["content"] = gzip.decompress(base64.b64decode(f.pop("encoding") and f["content"])).decode()
+    return doc
 
 
 def settings_of(example: str, group: str):
@@ -144,7 +149,10 @@ def test_eks_user_data_is_mime_multipart_with_cloud_config_and_nodeconfig(tmp_pa
     assert nodeconfig["kind"] == "NodeConfig" and "io.containerd.runsc.v1" in nodeconfig["spec"]["containerd"]["config"]
     doc = cloud_config(parts["text/cloud-config"])
     lustre = next(f for f in doc["write_files"] if f["path"].endswith("clusterforge-lustre.sh"))["content"]
-    assert "mount_lustre /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in lustre
+    assert lustre.rstrip().endswith("/usr/local/sbin/clusterforge-lustre-mounts"), "the client install runs the mounts"
+    mounts = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-lustre-mounts")
+    assert mounts["permissions"] == "0755"
+    assert "lustre_mount /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in mounts["content"]
 
 
 def test_container_runtime_on_ec2_sets_nvidia_default_runtime() -> None:
@@ -198,9 +206,14 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
          "local_nvme": {"mount": "/scratch"}, "sandbox": runtime}]}))
     s = node_settings(load_blueprint(path).blueprint, "gpu")
     text = render_user_data(s, placeholder_endpoints(s), eks=eks)
-    assert len(text.encode()) <= USER_DATA_LIMIT_BYTES, f"{runtime}: {len(text.encode())} bytes"
+    sent = base64.b64decode(encode_user_data(text))  # raises over the limit
+    assert len(sent) <= USER_DATA_LIMIT_BYTES, f"{runtime}: {len(sent)} bytes"
+    if eks:
+        assert sent == text.encode(), "EKS user data stays MIME text"
     body = email.message_from_string(text).get_payload()[-1].get_payload() if eks else text
     doc = cloud_config(body)
+    plain = cloud_config(render_cloud_config(s, placeholder_endpoints(s), platform="al2023" if eks else "ubuntu"))
+    assert doc["write_files"] == plain["write_files"], "compressed files decode to the same files"
     for f in doc["write_files"]:
         if f["content"].startswith("#!/bin/bash"):
             script = tmp_path / Path(f["path"]).name
