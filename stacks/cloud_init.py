@@ -22,9 +22,10 @@ written through ``write_files`` (:func:`role_files`). What a node gets at first 
   sysfs — what ``nvme id-ctrl`` reports), never by device name, builds RAID0 with
   ``mdadm`` and mounts it; it runs at every boot because the instance store is blank after a
   stop/start;
-* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023) and an
-  ``/etc/fstab`` mount of ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options, then
-  the declared ``lfs setstripe`` layouts;
+* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then
+  the ``lustre_client`` role's mount script: an ``/etc/fstab`` mount of
+  ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options and the declared
+  ``lfs setstripe`` layouts;
 * the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc``; ``nvproxy`` from the
   ``sandbox`` role's ``runsc.toml``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
   ``vfio-pci`` and reboot once into the IOMMU kernel command line.
