@@ -370,18 +370,22 @@ def _file(path: str, content: str, mode: str = "0644") -> dict[str, Any]:
 _OS_FAMILY: dict[str, OsFamily] = {"ubuntu": "Debian", "al2023": "RedHat"}
 
 
-SHARED_TEMPLATES: tuple[tuple[str, str], ...] = (
-    ("host_tuning", "sysctl.conf.j2"),
-    ("host_tuning", "memlock.conf.j2"),
-    ("host_tuning", "systemd-limits.conf.j2"),
-    ("host_tuning", "grub-cmdline.cfg.j2"),
-    ("rdma", "nccl.conf.j2"),
-    ("lustre_client", "lustre-mounts.sh.j2"),
-    ("sandbox", "runsc.toml.j2"),
+_ALL: tuple[Platform, ...] = ("ubuntu", "al2023")
+
+SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
+    ("host_tuning", "sysctl.conf.j2", _ALL),
+    ("host_tuning", "memlock.conf.j2", _ALL),
+    ("host_tuning", "systemd-limits.conf.j2", _ALL),
+    ("host_tuning", "grub-cmdline.cfg.j2", ("ubuntu",)),  # AL2023: grubby takes the arguments
+    ("rdma", "nccl.conf.j2", _ALL),
+    ("lustre_client", "lustre-mounts.sh.j2", _ALL),
+    ("sandbox", "runsc.toml.j2", _ALL),
 )
-"""The role templates a cloud node gets, as ``(role, template)``: sysctls and hugepages, memlock
-limits for PAM sessions and systemd services, the GRUB kernel command line, ``/etc/nccl.conf``,
-the Lustre mount script (fstab entries, mounts, stripe layouts) and gVisor's ``runsc.toml``."""
+"""The role templates a cloud node gets, as ``(role, template, platforms)``: sysctls and
+hugepages, memlock limits for PAM sessions and systemd services, the GRUB kernel command line
+(Ubuntu's GRUB reads drop-ins; AL2023 boots through BLS entries that ``grubby`` edits),
+``/etc/nccl.conf``, the Lustre mount script (fstab entries, mounts, stripe layouts) and gVisor's
+``runsc.toml``."""
 
 
 def cloud_role_vars(settings: NodeSettings, role: str, lustre: Mapping[str, LustreEndpoint]) -> dict[str, Any]:
@@ -407,7 +411,9 @@ def role_files(settings: NodeSettings, platform: Platform = "ubuntu",
     fam = _OS_FAMILY[platform]
     endpoints = placeholder_endpoints(settings) if lustre is None else lustre
     out = []
-    for role, template in SHARED_TEMPLATES:
+    for role, template, platforms in SHARED_TEMPLATES:
+        if platform not in platforms:
+            continue
         f = role_file(role, template, cloud_role_vars(settings, role, endpoints), fam)
         if f is not None:
             out.append(f)

@@ -40,7 +40,7 @@ from stacks.cloud_init import (
 from tests.conftest import EXAMPLES
 
 PLATFORMS = {"ubuntu": "Debian", "al2023": "RedHat"}
-ROLES = sorted({r for r, _ in SHARED_TEMPLATES})
+ROLES = sorted({r for r, _, _ in SHARED_TEMPLATES})
 
 
 def _example_settings() -> list[tuple[str, NodeSettings]]:
@@ -91,11 +91,14 @@ def _probe_role(role: str, dest: Path) -> None:
          "ansible.builtin.include_vars": "{{ role_path }}/vars/{{ probe_os_family }}.yml",
          "when": "(role_path ~ '/vars/' ~ probe_os_family ~ '.yml') is file"},
     ]
-    for i, (r, template) in enumerate(SHARED_TEMPLATES):
+    for i, (r, template, platforms) in enumerate(SHARED_TEMPLATES):
         if r != role:
             continue
         task = dict(template_task(role, template))
         task.pop("notify", None)
+        when = task.get("when", [])
+        # the task runs for the platforms it is shared on, under its own condition
+        task["when"] = [f"probe_platform in {list(platforms)}", *(when if isinstance(when, list) else [when])]
         args = dict(task.pop("ansible.builtin.template", None) or task.pop("template"))
         fact = f"probe_dest_{i}"
         tasks.append({"name": f"Destination of {template}.",
@@ -117,7 +120,7 @@ def ansible_wrote(tmp_path_factory) -> tuple[Path, list[tuple[str, str, NodeSett
     hosts = {}
     for name, platform, s in cases:
         hv: dict[str, Any] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                              "probe_root": str(tmp / "out" / name), "probe_os_family": PLATFORMS[platform]}
+                              "probe_root": str(tmp / "out" / name), "probe_os_family": PLATFORMS[platform], "probe_platform": platform}
         for role in ROLES:
             hv.update(cloud_role_vars(s, role, placeholder_endpoints(s)))
         hosts[name] = hv
