@@ -101,9 +101,9 @@ def _probe_role(role: str, dest: Path) -> None:
         task["when"] = [f"probe_platform in {list(platforms)}", *(when if isinstance(when, list) else [when])]
         args = dict(task.pop("ansible.builtin.template", None) or task.pop("template"))
         fact = f"probe_dest_{i}"
-        tasks.append({"name": f"Destination of {template}.",
+        tasks.append({"name": f"Destination of {template}.", "when": task["when"][0],
                       "ansible.builtin.set_fact": {fact: "{{ probe_root }}" + str(args["dest"])}})
-        tasks.append({"name": f"Directory of {template}.",
+        tasks.append({"name": f"Directory of {template}.", "when": task["when"][0],
                       "ansible.builtin.file": {"path": "{{ " + fact + " | dirname }}", "state": "directory"}})
         tasks.append({**task, "ansible.builtin.template": {**args, "dest": "{{ " + fact + " }}"}})
     (dest / "tasks").mkdir()
