@@ -1,0 +1,205 @@
+"""The node settings mapped onto the Ansible roles' variables: one mapping for every path that
+configures a node.
+
+Bare metal puts these variables into the rendered ``group_vars`` (``clusterforge render``); the
+cloud path renders the roles' own templates with the very same variables into user data
+(:mod:`blueprints.role_templates`). Nothing here re-derives a setting from the blueprint: each
+variable is a field of :class:`blueprints.settings.NodeSettings`, except the few values a blueprint
+declares and the settings model does not carry (opensm priority, DOCA-OFED and Kata versions, the
+gVisor release), which :func:`role_vars` adds from the blueprint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .models import Blueprint, InfinibandNetwork
+from .settings import NodeSettings
+
+__all__ = ["ROLE_ORDER", "node_role_vars", "role_vars", "roles_for"]
+
+ROLE_ORDER = (
+    "host_tuning",
+    "nvidia_driver",
+    "rdma",
+    "nvme_scratch",
+    "lustre_client",
+    "nfs_client",
+    "container_runtime",
+    "sandbox",
+    "validation_tools",
+)
+"""Every role in ``roles/``, in the order ``site.yml`` runs them."""
+
+
+def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
+    """The Ansible roles a node group with settings ``s`` gets, in :data:`ROLE_ORDER`.
+
+    host_tuning: every host. nvidia_driver: GPU hosts whose GPUs are not passed through.
+    rdma: RDMA fabrics, the opensm host, and compute groups with NCCL settings (``/etc/nccl.conf``).
+    nvme_scratch / lustre_client / nfs_client: when declared. container_runtime: GPU hosts, Kata / gVisor
+    sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
+    validation_tools: compute groups.
+    """
+    wanted = {
+        "host_tuning": True,
+        "nvidia_driver": s.install_gpu_driver,
+        "rdma": s.rdma or s.opensm or (bool(s.nccl_env) and s.role == "compute"),
+        "nvme_scratch": s.scratch is not None,
+        "lustre_client": any(m.source for m in s.lustre),
+        "nfs_client": bool(s.nfs),
+        "container_runtime": s.gpu_count > 0 or s.sandbox.runtime in ("kata", "gvisor")
+        or bp.orchestrator.kind == "kubernetes",
+        "sandbox": s.sandbox.runtime != "container" or s.sandbox.gpu_passthrough,
+        "validation_tools": s.role == "compute",
+    }
+    return [r for r in ROLE_ORDER if wanted[r]]
+
+
+def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The prefixed variables of ``role`` that come from the settings ``s`` alone.
+
+    This is what both paths share: the rendered ``group_vars`` (through :func:`role_vars`) and the
+    cloud user data, which renders the roles' templates with it. Returns ``{variable: value}`` with
+    plain YAML types (str, int, bool, list, dict). Units follow the settings model: ``*_kib`` KiB,
+    ``*_gib`` GiB, ``*_mtu`` bytes. ``lustre_sources`` maps an FSx mount's name to its source
+    (``<dns>@tcp:/<mount_name>``, known at deploy time); without one an FSx mount is left out of
+    ``lustre_client_mounts``. Raises ``KeyError`` for an unknown role.
+    """
+    if role == "host_tuning":
+        return {
+            "host_tuning_memlock_unlimited": s.memlock_unlimited,
+            "host_tuning_sysctls": dict(s.sysctls),
+            "host_tuning_hugepages_2m": s.hugepages_2m,
+            "host_tuning_cpu_governor": s.cpu_governor,
+            "host_tuning_kernel_cmdline": list(s.kernel_cmdline),
+            "host_tuning_disable_acs": s.disable_acs,
+        }
+    if role == "nvidia_driver":
+        return {
+            "nvidia_driver_branch": s.driver_branch,
+            "nvidia_driver_open_kernel_modules": s.driver_open_kernel_modules,
+            "nvidia_driver_fabric_manager": s.fabric_manager,
+            "nvidia_driver_dcgm": s.dcgm,
+        }
+    if role == "rdma":
+        v: dict[str, Any] = {
+            "rdma_fabric": s.fabric,
+            "rdma_devices": list(s.rdma_devices),
+            "rdma_nccl_env": dict(s.nccl_env),
+            "rdma_gpudirect": s.gpudirect_rdma or "none",
+            "rdma_opensm": s.opensm,
+            "rdma_ipoib": s.ipoib,
+        }
+        if s.ipoib and s.ipoib_mode:
+            v["rdma_ipoib_mode"] = s.ipoib_mode
+        if s.roce is not None:
+            v.update({
+                "rdma_roce_interfaces": list(s.roce.interfaces),
+                "rdma_roce_trust": s.roce.trust,
+                "rdma_roce_flow_control": s.roce.flow_control or "none",
+                "rdma_roce_pfc_priority": s.roce.pfc_priority,
+                "rdma_roce_pfc_vector": s.roce.pfc_vector,
+                "rdma_roce_dscp": s.roce.dscp,
+                "rdma_roce_ecn": s.roce.ecn,
+                "rdma_roce_mtu": s.roce.mtu or 0,
+                "rdma_roce_gid_index": "discover" if s.roce.gid_index == "discover" else "",
+            })
+        return v
+    if role == "nvme_scratch":
+        sc = s.scratch
+        if sc is None:
+            return {}
+        return {
+            "nvme_scratch_mount": sc.mount,
+            "nvme_scratch_filesystem": sc.filesystem,
+            "nvme_scratch_raid": sc.raid,
+            "nvme_scratch_chunk_kib": sc.chunk_kib,
+            "nvme_scratch_mount_options": list(sc.mount_options),
+            "nvme_scratch_md_device": sc.md_device,
+            "nvme_scratch_md_name": Path(sc.md_device).name,
+            "nvme_scratch_devices": list(sc.by_id),
+            "nvme_scratch_expected_drives": sc.expected_drives or 0,
+            "nvme_scratch_discovery": sc.discovery,
+        }
+    if role == "lustre_client":
+        sources = {m.name: m.source for m in s.lustre if m.source} | dict(lustre_sources or {})
+        mounts = [m for m in s.lustre if m.name in sources]  # FSx: the source is known at deploy time only
+        return {
+            "lustre_client_mounts": [
+                {"name": m.name, "mount": m.mount, "source": sources[m.name], "options": list(m.options),
+                 "stripes": [dict(st) for st in m.stripes]}
+                for m in mounts
+            ],
+            "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
+            "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
+        }
+    if role == "nfs_client":
+        return {
+            "nfs_client_mounts": [
+                {"name": m.name, "mount": m.mount, "source": m.source, "version": m.version, "options": list(m.options)}
+                for m in s.nfs
+            ],
+        }
+    if role == "container_runtime":
+        sb = s.sandbox
+        return {
+            "container_runtime_default_runtime": s.container_default_runtime,
+            "container_runtime_nvidia_runtime": s.container_default_runtime == "nvidia",
+            "container_runtime_nvidia_toolkit_version": s.container_toolkit,
+            "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
+            "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
+        }
+    if role == "sandbox":
+        sb = s.sandbox
+        v = {
+            "sandbox_runtime": sb.runtime,
+            "sandbox_gpu_passthrough": sb.gpu_passthrough,
+            "sandbox_runtime_class": sb.runtime_class or "",
+            "sandbox_gpu_count": s.gpu_count,
+            "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
+            "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
+        }
+        if sb.vm_vcpus is not None:
+            v["sandbox_vm_vcpus"] = sb.vm_vcpus
+        if sb.vm_memory_gib is not None:
+            v["sandbox_vm_memory_gib"] = sb.vm_memory_gib
+        if sb.vm_gpus_per_vm is not None:
+            v["sandbox_vm_gpus_per_vm"] = sb.vm_gpus_per_vm
+        return v
+    if role == "validation_tools":
+        return {"validation_tools_payload_src": "{{ playbook_dir }}/files/validate"}
+    raise KeyError(role)
+
+
+def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
+    """The prefixed variables of ``role`` for a node group of ``bp`` with settings ``s`` (its group_vars).
+
+    :func:`node_role_vars` plus the values the blueprint declares and the settings model does not
+    carry: ``rdma_opensm_priority`` (opensm host of an InfiniBand fabric), ``rdma_doca_ofed_version``,
+    ``sandbox_kata_version`` and ``sandbox_gvisor_release``. Variables keep the order the role
+    documents them in. Raises ``KeyError`` for an unknown role.
+    """
+    v = node_role_vars(s, role)
+    if role == "rdma":
+        net = bp.network
+        declared: dict[str, Any] = {}
+        if s.opensm and isinstance(net, InfinibandNetwork):
+            declared["rdma_opensm_priority"] = net.infiniband.subnet_manager.priority
+        keys = list(v)
+        # the opensm priority sits after rdma_ipoib in the group_vars, the DOCA version last
+        at = keys.index("rdma_ipoib") + 1
+        v = {**dict(list(v.items())[:at]), **declared, **dict(list(v.items())[at:])}
+        if bp.software.doca_ofed:
+            v["rdma_doca_ofed_version"] = bp.software.doca_ofed
+    elif role == "sandbox":
+        keys = list(v)
+        at = keys.index("sandbox_gpu_count") + 1
+        declared = {
+            "sandbox_kata_version": bp.software.kata,
+            "sandbox_gvisor_release": "release" if bp.software.gvisor == "latest" else bp.software.gvisor,
+        }
+        v = {**dict(list(v.items())[:at]), **declared, **dict(list(v.items())[at:])}
+    return v
