@@ -4,9 +4,7 @@ configures a node.
 Bare metal puts these variables into the rendered ``group_vars`` (``clusterforge render``); the
 cloud path renders the roles' own templates with the very same variables into user data
 (:mod:`blueprints.role_templates`). Nothing here re-derives a setting from the blueprint: each
-variable is a field of :class:`blueprints.settings.NodeSettings`, except the few values a blueprint
-declares and the settings model does not carry (opensm priority, DOCA-OFED and Kata versions, the
-gVisor release), which :func:`role_vars` adds from the blueprint.
+variable is a field of :class:`blueprints.settings.NodeSettings`.
 """
 
 from __future__ import annotations
@@ -15,10 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .models import Blueprint, InfinibandNetwork
+from .models import Blueprint
 from .settings import NodeSettings
 
-__all__ = ["ROLE_ORDER", "node_role_vars", "role_vars", "roles_for"]
+__all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
 ROLE_ORDER = (
     "host_tuning",
@@ -61,7 +59,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
 def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The prefixed variables of ``role`` that come from the settings ``s`` alone.
 
-    This is what both paths share: the rendered ``group_vars`` (through :func:`role_vars`) and the
+    This is what both paths share: the rendered ``group_vars`` and the
     cloud user data, which renders the roles' templates with it. Returns ``{variable: value}`` with
     plain YAML types (str, int, bool, list, dict). Units follow the settings model: ``*_kib`` KiB,
     ``*_gib`` GiB, ``*_mtu`` bytes. ``lustre_sources`` maps an FSx mount's name to its source
@@ -93,6 +91,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "rdma_opensm": s.opensm,
             "rdma_ipoib": s.ipoib,
         }
+        if s.opensm_priority is not None:
+            v["rdma_opensm_priority"] = s.opensm_priority
         if s.ipoib and s.ipoib_mode:
             v["rdma_ipoib_mode"] = s.ipoib_mode
         if s.roce is not None:
@@ -107,6 +107,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "rdma_roce_mtu": s.roce.mtu or 0,
                 "rdma_roce_gid_index": "discover" if s.roce.gid_index == "discover" else "",
             })
+        if s.doca_ofed:
+            v["rdma_doca_ofed_version"] = s.doca_ofed
         return v
     if role == "nvme_scratch":
         sc = s.scratch
@@ -159,6 +161,9 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "sandbox_gpu_passthrough": sb.gpu_passthrough,
             "sandbox_runtime_class": sb.runtime_class or "",
             "sandbox_gpu_count": s.gpu_count,
+            "sandbox_kata_version": sb.kata_version,
+            # the role's apt suite of the newest release is `release`
+            "sandbox_gvisor_release": "release" if sb.gvisor_release == "latest" else sb.gvisor_release,
             "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
             "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
@@ -173,33 +178,3 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
         return {"validation_tools_payload_src": "{{ playbook_dir }}/files/validate"}
     raise KeyError(role)
 
-
-def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
-    """The prefixed variables of ``role`` for a node group of ``bp`` with settings ``s`` (its group_vars).
-
-    :func:`node_role_vars` plus the values the blueprint declares and the settings model does not
-    carry: ``rdma_opensm_priority`` (opensm host of an InfiniBand fabric), ``rdma_doca_ofed_version``,
-    ``sandbox_kata_version`` and ``sandbox_gvisor_release``. Variables keep the order the role
-    documents them in. Raises ``KeyError`` for an unknown role.
-    """
-    v = node_role_vars(s, role)
-    if role == "rdma":
-        net = bp.network
-        declared: dict[str, Any] = {}
-        if s.opensm and isinstance(net, InfinibandNetwork):
-            declared["rdma_opensm_priority"] = net.infiniband.subnet_manager.priority
-        keys = list(v)
-        # the opensm priority sits after rdma_ipoib in the group_vars, the DOCA version last
-        at = keys.index("rdma_ipoib") + 1
-        v = {**dict(list(v.items())[:at]), **declared, **dict(list(v.items())[at:])}
-        if bp.software.doca_ofed:
-            v["rdma_doca_ofed_version"] = bp.software.doca_ofed
-    elif role == "sandbox":
-        keys = list(v)
-        at = keys.index("sandbox_gpu_count") + 1
-        declared = {
-            "sandbox_kata_version": bp.software.kata,
-            "sandbox_gvisor_release": "release" if bp.software.gvisor == "latest" else bp.software.gvisor,
-        }
-        v = {**dict(list(v.items())[:at]), **declared, **dict(list(v.items())[at:])}
-    return v

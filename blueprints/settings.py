@@ -164,6 +164,10 @@ class SandboxSettings(_Frozen):
     """GPUs in each guest (the Fabric Manager partition size in ``shared-nvswitch`` mode)."""
     pcie_root_ports: int | None = None
     """PCIe root ports a Kata guest needs: one per passed GPU and NVSwitch."""
+    kata_version: str
+    """Kata Containers release installed on Kata hosts (``software.kata``)."""
+    gvisor_release: str
+    """gVisor release of runsc (``software.gvisor``: ``YYYYMMDD.N`` or ``latest``)."""
 
 
 class NodeSettings(_Frozen):
@@ -217,6 +221,10 @@ class NodeSettings(_Frozen):
     efa_installer: str | None
     aws_ofi_nccl: str | None
     opensm: bool
+    opensm_priority: int | None
+    """Subnet-manager priority of this group's opensm (0-15; ``None`` where the group runs no opensm)."""
+    doca_ofed: str | None
+    """DOCA-OFED release for the RDMA stack (``software.doca_ofed``); ``None``: inbox rdma-core."""
     ipoib: bool
     ipoib_mode: str | None
     ipoib_netdev: str | None
@@ -394,6 +402,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                       or (g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None) or gpu_count)
         switches = nvswitch_count(hw.gpu, cat) if plan == "full-passthrough" else 0
         root_ports = guest_gpus + switches
+    opensm = (isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
+              and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts))
     return NodeSettings(
         blueprint=bp.name,
         group=g.name,
@@ -438,8 +448,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         nccl_env=_nccl_env(bp, g, rdma_devices, gpu_count),
         efa_installer=sw.efa_installer if efa_group(bp, g) else None,
         aws_ofi_nccl=sw.aws_ofi_nccl if efa_group(bp, g) and gpu_count else None,
-        opensm=isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
-        and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts),
+        opensm=opensm,
+        opensm_priority=net.infiniband.subnet_manager.priority if opensm and isinstance(net, InfinibandNetwork) else None,
+        doca_ofed=sw.doca_ofed,
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
         ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,
         ipoib_netdev=ipoib_netdev,
@@ -460,6 +471,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             nvswitch_passthrough=plan == "full-passthrough",
             gpus_per_guest=guest_gpus,
             pcie_root_ports=root_ports,
+            kata_version=sw.kata,
+            gvisor_release=sw.gvisor,
         ),
     )
 

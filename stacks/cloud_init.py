@@ -286,7 +286,7 @@ _VFIO = """bind_gpus_vfio() {
 """
 
 
-def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: str, gvisor_version: str) -> str | None:
+def _sandbox_script(settings: NodeSettings, platform: Platform) -> str | None:
     sb = settings.sandbox
     docker = platform == "ubuntu"
     body: list[str] = []
@@ -299,7 +299,7 @@ def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: st
         ]
     elif sb.runtime == "gvisor":
         body += [
-            f"URL=https://storage.googleapis.com/gvisor/releases/release/{gvisor_version}/$(uname -m)",
+            f"URL=https://storage.googleapis.com/gvisor/releases/release/{sb.gvisor_release}/$(uname -m)",
             "for f in runsc containerd-shim-runsc-v1; do",
             '  curl -fsSLo "/usr/local/bin/$f" "$URL/$f" && curl -fsSLo "/tmp/$f.sha512" "$URL/$f.sha512"',
             '  (cd /usr/local/bin && sha512sum -c "/tmp/$f.sha512") && chmod 0755 "/usr/local/bin/$f"',
@@ -309,7 +309,7 @@ def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: st
             body.append("runsc install --runtime runsc -- --nvproxy=true && systemctl restart docker")
     elif sb.runtime == "kata":
         body += [
-            f"V={kata_version}; A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
+            f"V={sb.kata_version}; A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
             "B=https://github.com/kata-containers/kata-containers/releases/download/$V",
             'if [ ! -x /opt/kata/bin/containerd-shim-kata-v2 ]; then',
             '  for ext in tar.zst tar.xz; do curl -fsSLo /tmp/kata.$ext "$B/kata-static-$V-$A.$ext" && break; done',
@@ -425,8 +425,6 @@ def render_cloud_config(
     lustre: Mapping[str, LustreEndpoint],
     *,
     platform: Platform = "ubuntu",
-    kata_version: str = "3.23.0",
-    gvisor_version: str = "latest",
     compress_files: bool = False,
 ) -> str:
     """The ``#cloud-config`` document for one node group.
@@ -465,7 +463,7 @@ def render_cloud_config(
     if settings.lustre:
         files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(), "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-lustre.sh")
-    sandbox = _sandbox_script(settings, platform, kata_version, gvisor_version)
+    sandbox = _sandbox_script(settings, platform)
     if sandbox:
         files.append(_file("/usr/local/sbin/clusterforge-sandbox.sh", sandbox, "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-sandbox.sh")
@@ -516,8 +514,6 @@ def render_user_data(
     lustre: Mapping[str, LustreEndpoint],
     *,
     eks: bool = False,
-    kata_version: str = "3.23.0",
-    gvisor_version: str = "latest",
 ) -> str:
     """User data text for a launch template (not yet base64).
 
@@ -529,13 +525,10 @@ def render_user_data(
     :func:`encode_user_data`).
     """
     if not eks:
-        return render_cloud_config(settings, lustre, platform="ubuntu", kata_version=kata_version,
-                                   gvisor_version=gvisor_version)
-    text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
-                                               gvisor_version=gvisor_version))
+        return render_cloud_config(settings, lustre, platform="ubuntu")
+    text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023"))
     if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
-        text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
-                                                   gvisor_version=gvisor_version, compress_files=True))
+        text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True))
     return text
 
 

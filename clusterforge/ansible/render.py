@@ -17,10 +17,10 @@ SSH user, port, become flag and the private key *path* from ``target.ssh`` (neve
 hosts with ``connection: local`` use Ansible's local connection.
 
 Every group variable is a field of :func:`blueprints.settings.node_settings` mapped onto the role's
-prefixed variable by :func:`blueprints.role_vars.role_vars` (the mapping the cloud user data renders
-the roles' templates with); nothing is re-derived here. The only values read from the blueprint
-directly are declared, not derived: the opensm priority, the DOCA-OFED / Kata / gVisor versions, the
-IPoIB subnet (host addresses are assigned in host order) and the orchestrator kind.
+prefixed variable by :func:`blueprints.role_vars.node_role_vars` (the mapping the cloud user data
+renders the roles' templates with); nothing is re-derived here. The only values read from the
+blueprint directly are the IPoIB subnet (host addresses are assigned in host order) and the
+orchestrator kind.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ruamel.yaml import YAML
 from blueprints import LoadedBlueprint
 from blueprints.models import Blueprint, Host, NodeGroup
 from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR
-from blueprints.role_vars import ROLE_ORDER, role_vars, roles_for
+from blueprints.role_vars import ROLE_ORDER, node_role_vars, roles_for
 from blueprints.settings import NodeSettings, ipoib_addresses, node_settings
 
 from ..errors import ClusterforgeError, UsageError
@@ -47,9 +47,9 @@ __all__ = [
     "group_name",
     "inventory_data",
     "ipoib_addresses",
+    "node_role_vars",
     "plan_ansible",
     "render_ansible",
-    "role_vars",
     "roles_for",
 ]
 
@@ -158,7 +158,7 @@ def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, d
             by_role.setdefault(f"with_{r}", []).append(gname)
         gv: dict[str, Any] = {"clusterforge_node_group": g.name, "clusterforge_node_role": g.role}
         for r in roles:
-            gv.update(role_vars(bp, s, r))
+            gv.update(node_role_vars(s, r))
         group_vars[gname] = gv
     for name, members in by_node_role.items():
         children[name] = {"children": {m: None for m in members}}
