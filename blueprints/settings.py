@@ -329,10 +329,10 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     elif training:
         # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
         cmdline += ["iommu=pt"]
-    rdma = isinstance(net, (EfaNetwork, InfinibandNetwork, RoceNetwork))
+    rdma = net.rdma
     rdma_devices = _rdma_devices(bp, g)
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
-    if rdma and net.gpudirect_rdma.on_for(passthrough) and gpu_count and not isinstance(net, EfaNetwork):
+    if net.ib_verbs and net.gpudirect_rdma.on_for(passthrough) and gpu_count:
         gdr = net.gpudirect_rdma.method or "nvidia-peermem"
     roce = None
     if isinstance(net, RoceNetwork) and g.hardware:
