@@ -17,17 +17,12 @@ from ..models import Blueprint, LustreStorage, NfsStorage, NodeGroup
 from ..resolved import resolve
 from ..versions import version, vstr
 
-__all__ = ["GB", "GIB", "GroupHardware", "Mount", "compute_groups", "fld", "group_hardware", "instance_spec",
+__all__ = ["GB", "GIB", "GroupHardware", "Mount", "compute_groups", "fld", "instance_spec",
            "mounts", "reprs", "training_groups", "version", "vstr"]
 
 def fld(path: tuple[Any, ...]) -> str:
     """A document path as the dotted field name used in messages: ``node_groups.0.instance_type``."""
     return ".".join(str(p) for p in path)
-
-
-def group_hardware(bp: Blueprint, g: NodeGroup, cat: Catalog | None = None) -> GroupHardware:
-    """The hardware of node group ``g``, from the resolved cluster (:func:`blueprints.resolved.resolve`)."""
-    return resolve(bp, cat).group(g).hardware
 
 
 def training_groups(bp: Blueprint, cat: Catalog) -> list[tuple[int, NodeGroup, GroupHardware]]:

@@ -7,7 +7,7 @@ import difflib
 import ipaddress
 from collections.abc import Iterator
 
-from ..aws import accelerator_family, efa_group, instance_arch, kvm_source, reserved_groups
+from ..aws import accelerator_family, instance_arch, kvm_source, reserved_groups
 from ..catalog import ec2_instance_type_names
 from ..models import (
     AwsTarget,
@@ -133,7 +133,7 @@ def efa_interfaces_max(ctx: RuleContext) -> Iterator[Hit]:
         if n > maximum or n > cards:
             limit = min(maximum, cards)
             yield Hit(("network", "efa", "interfaces"),
-                      f"`network.efa.interfaces` is {net.efa.interfaces} ({n}) but `{it.name}` (`node_groups.{r.index}`, "
+                      f"`network.efa.interfaces` is {net.efa.interfaces}{f' ({n})' if net.efa.interfaces == 'max' else ''} but `{it.name}` (`node_groups.{r.index}`, "
                       f"group `{r.name}`) supports at most {maximum} EFA interface(s) on {it.network_cards} network "
                       "card(s)", f"set `interfaces: {limit}`" if net.efa.interfaces == "max" else
                       f"use `interfaces: max` ({limit} on {it.name})" if limit == maximum else f"set `interfaces: {limit}`")
@@ -242,7 +242,7 @@ def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
         it = instance_spec(g, ctx.catalog)
         if it is None:
             continue
-        has_efa = efa is not None and efa_group(ctx.bp, g, ctx.catalog)  # the stack's own test for EFA interfaces
+        has_efa = efa is not None and ctx.cluster.group(g).efa  # the stack's own test for EFA interfaces
         nics = it.network_cards if has_efa else 1
         if efa is not None and has_efa and efa.efa.interfaces != "max":
             nics = max(1, min(int(efa.efa.interfaces), it.network_cards))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..models import Workload
-from ._facts import GroupHardware, compute_groups, group_hardware
+from ._facts import GroupHardware, compute_groups
 from .registry import Hit, RuleContext, rule
 
 ZERO = "https://arxiv.org/abs/1910.02054"
@@ -240,7 +240,7 @@ def workload_fp8_support(ctx: RuleContext) -> Iterator[Hit]:
         return
     key = "precision" if w.precision == "fp8" else "quantization"
     for i, g in compute_groups(ctx.bp):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if hw.gpu is not None and hw.gpu.vendor == "nvidia" and hw.gpu.fp8_dense_tflops is None:
             yield Hit(("workload", key), f"`workload.{key}` is fp8 but group `{g.name}` has `{hw.gpu.key}` "
                       f"({hw.gpu.architecture}) without FP8 tensor cores")
