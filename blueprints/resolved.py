@@ -167,10 +167,10 @@ def smallest_ipoib_prefix(bp: Blueprint, needed: int) -> int | None:
         base = ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
     except ValueError:
         return None
-    taken = [a for a in _taken(bp) if a.version == base.version]
+    taken = {a for a in _taken(bp) if a.version == base.version}
     for prefix in range(base.max_prefixlen, -1, -1):
         sup = ipaddress.ip_network(f"{base.network_address}/{prefix}", strict=False)
-        if _host_count(sup) - sum(1 for a in set(taken) if _is_host(sup, a)) >= needed:
+        if _host_count(sup) - sum(1 for a in taken if _is_host(sup, a)) >= needed:
             return prefix
     return None
 
