@@ -189,7 +189,8 @@ class SshSettings(StrictModel):
     become: Annotated[bool, Field(description="Use sudo for privileged tasks.")] = True
 
 
-OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04", "rhel-9", "rocky-9"]
+OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
+"""Operating systems the Ansible roles converge in the test suite (RHEL-family hosts are not supported yet)."""
 
 
 class OnpremTarget(StrictModel):
@@ -616,21 +617,39 @@ Storage = Annotated[Union[LustreStorage, NfsStorage], Field(discriminator="kind"
 # ---------------------------------------------------------------------------------------------
 
 
+def _bare_metal() -> dict[str, Any]:
+    """The catalog's ``bare_metal`` section (software defaults live there with their sources)."""
+    from .catalog import catalog
+
+    return catalog().extras["bare_metal"]
+
+
 class Software(StrictModel):
     """Pinned software versions."""
 
-    driver_branch: Annotated[str, Field(description="NVIDIA driver branch, e.g. `550`.", pattern=r"^\d{3}(\.\d+)*$")] = "550"
+    driver_branch: Annotated[
+        str, Field(description="NVIDIA driver branch, e.g. `580` (default: the current Long Term Support Branch).",
+                   pattern=r"^\d{3}(\.\d+)*$")
+    ] = Field(default_factory=lambda: _bare_metal()["nvidia_driver"]["default_branch"])
+    driver_version: Annotated[
+        str | None,
+        Field(description="Exact NVIDIA driver version, e.g. `580.105.08`; driver, Fabric Manager and NSCQ are "
+                          "installed and held at it. Unset: the catalog's release of `driver_branch` (LTS default).",
+              pattern=r"^\d{3}\.\d+(\.\d+)?$"),
+    ] = None
     driver_open_kernel_modules: Annotated[bool, Field(description="Use the open GPU kernel modules.")] = True
     cuda: Annotated[str, Field(description="CUDA version.", pattern=r"^\d+\.\d+(\.\d+)?$")] = "12.4"
     nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.21.5"
     container_toolkit: Annotated[
         str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
-    ] = "1.16.2"
+    ] = Field(default_factory=lambda: _bare_metal()["container_toolkit"]["default_version"])
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
     aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
     doca_ofed: Annotated[str | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
     kata: Annotated[str, Field(description="Kata Containers version.")] = "3.23.0"
-    gvisor: Annotated[str, Field(description="gVisor release (`latest` or a date).")] = "latest"
+    gvisor: Annotated[
+        str, Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version.")
+    ] = Field(default_factory=lambda: _bare_metal()["gvisor"]["default_release"])
 
 
 class NoOrchestrator(StrictModel):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from .aws import efa_group
 from .catalog import catalog
 from .hardware import group_hardware, instance_spec
+from .vendor import DriverPackages, container_toolkit_packages, driver_packages, kata_tarball, resolved_driver_version
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -153,12 +154,17 @@ class NodeSettings(_Frozen):
     # GPU stack
     install_gpu_driver: bool
     driver_branch: str
+    driver_version: str | None
+    """Exact driver version (``software.driver_version`` or the catalog's release of the branch)."""
     driver_open_kernel_modules: bool
+    gpu_packages: DriverPackages | None
+    """On-prem GPU hosts with a driver install: the pinned NVIDIA packages (see :mod:`blueprints.vendor`)."""
     fabric_manager: bool
     dcgm: bool
     cuda: str
     nccl_version: str
     container_toolkit: str
+    container_toolkit_packages: list[str]
     # fabric
     fabric: Literal["efa", "infiniband", "roce", "ethernet"]
     rdma: bool
@@ -182,6 +188,8 @@ class NodeSettings(_Frozen):
     container_shm_size: str
     container_default_runtime: str
     sandbox: SandboxSettings
+    kata_tarball: str | None
+    """Kata static release file of ``software.kata`` (``.tar.zst`` from 3.21.0 on) for Kata groups."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -256,7 +264,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     cmdline: list[str] = []
     if passthrough:
         # VFIO passthrough needs the IOMMU on; pt keeps host DMA fast.
-        cmdline += (["amd_iommu=on"] if cpu == "amd" else ["intel_iommu=on"]) + ["iommu=pt"]
+        # The AMD IOMMU is on by default (`amd_iommu=on` is not a valid value); Intel's needs intel_iommu=on.
+        cmdline += (["intel_iommu=on"] if cpu != "amd" else []) + ["iommu=pt"]
     elif training:
         # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
         cmdline += ["iommu=pt"]
@@ -266,7 +275,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         rdma_devices = [f"{n.device}:{n.port}" for n in g.hardware.nics]
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
     if rdma and net.gpudirect_rdma.enabled and gpu_count and not isinstance(net, EfaNetwork):
-        gdr = net.gpudirect_rdma.method or "nvidia-peermem"
+        # DMA-BUF by default (open kernel modules); nvidia-peermem only when asked for (needs DOCA-OFED)
+        gdr = net.gpudirect_rdma.method or ("dmabuf" if bp.software.driver_open_kernel_modules else "nvidia-peermem")
     roce = None
     if isinstance(net, RoceNetwork) and g.hardware:
         r = net.roce
@@ -319,12 +329,21 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             nfs.append(NfsMount(name=s.name, mount=s.mount, source=f"{s.server}:{s.export}", version=s.version,
                                 options=list(s.mount_options)))
     sw = bp.software
+    onprem_os = bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04"
+    driver_version = resolved_driver_version(sw.driver_branch, sw.driver_version)
+    install_driver = gpu_count > 0 and not passthrough
+    gpu_packages = None
+    if install_driver and bp.target.provider == "onprem" and driver_version:
+        gpu_packages = driver_packages(
+            os=onprem_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
+            open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
+            fabric_manager=nvswitch and not passthrough, dcgm=True, cuda=sw.cuda)
     return NodeSettings(
         blueprint=bp.name,
         group=g.name,
         role=g.role,
         provider=bp.target.provider,
-        os=bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04",
+        os=onprem_os,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
         nvswitch=nvswitch,
@@ -346,12 +365,15 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         disable_acs=training,
         install_gpu_driver=gpu_count > 0 and not passthrough,
         driver_branch=sw.driver_branch,
+        driver_version=driver_version,
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
+        gpu_packages=gpu_packages,
         fabric_manager=nvswitch and not passthrough,
         dcgm=gpu_count > 0 and not passthrough,
         cuda=sw.cuda,
         nccl_version=sw.nccl,
         container_toolkit=sw.container_toolkit,
+        container_toolkit_packages=container_toolkit_packages(sw.container_toolkit),
         fabric=net.fabric,
         rdma=rdma,
         gpudirect_rdma=gdr,
@@ -378,6 +400,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             vm_memory_gib=g.sandbox.vm.memory_gib if g.sandbox.vm else None,
             vm_gpus_per_vm=g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None,
         ),
+        kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
     )
 
 

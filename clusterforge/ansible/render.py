@@ -37,6 +37,7 @@ from ruamel.yaml import YAML
 from blueprints import LoadedBlueprint
 from blueprints.models import Blueprint, Host, InfinibandNetwork, NodeGroup
 from blueprints.settings import NodeSettings, node_settings
+from blueprints.vendor import bare_metal as _bare_metal
 
 from ..errors import ClusterforgeError, UsageError
 
@@ -137,12 +138,28 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "host_tuning_disable_acs": s.disable_acs,
         }
     if role == "nvidia_driver":
-        return {
+        v = {
             "nvidia_driver_branch": s.driver_branch,
+            "nvidia_driver_version": s.driver_version or "",
             "nvidia_driver_open_kernel_modules": s.driver_open_kernel_modules,
             "nvidia_driver_fabric_manager": s.fabric_manager,
             "nvidia_driver_dcgm": s.dcgm,
         }
+        p = s.gpu_packages
+        if p is not None:
+            v.update({
+                "nvidia_driver_cuda_repo_base_url": p.repo_base_url,
+                "nvidia_driver_cuda_repo_dist": p.repo_dist,
+                "nvidia_driver_cuda_repo_arch": dict(p.repo_arch),
+                "nvidia_driver_cuda_repo_key_file": p.repo_key_file,
+                "nvidia_driver_packages": list(p.packages),
+                "nvidia_driver_hold": list(p.hold),
+                "nvidia_driver_apt_pin_packages": list(p.apt_pin_packages),
+                "nvidia_driver_secure_boot_packages": list(p.secure_boot_packages),
+                "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
+                "nvidia_driver_services": list(p.services),
+            })
+        return v
     if role == "rdma":
         v: dict[str, Any] = {
             "rdma_fabric": s.fabric,
@@ -210,6 +227,8 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "container_runtime_default_runtime": s.container_default_runtime,
             "container_runtime_nvidia_runtime": s.container_default_runtime == "nvidia",
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
+            "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
+            "container_runtime_nvidia_toolkit_repo_url": _bare_metal()["container_toolkit"]["repo_url"],
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
         }
@@ -221,8 +240,12 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "sandbox_runtime_class": sb.runtime_class or "",
             "sandbox_gpu_count": s.gpu_count,
             "sandbox_kata_version": bp.software.kata,
-            "sandbox_gvisor_release": "release" if bp.software.gvisor == "latest" else bp.software.gvisor,
+            "sandbox_kata_release_url": _bare_metal()["kata"]["release_url"],
+            "sandbox_gvisor_release": bp.software.gvisor,
+            "sandbox_gvisor_release_url": _bare_metal()["gvisor"]["release_url"],
         }
+        if s.kata_tarball:
+            v["sandbox_kata_tarball"] = s.kata_tarball
         if sb.vm_vcpus is not None:
             v["sandbox_vm_vcpus"] = sb.vm_vcpus
         if sb.vm_memory_gib is not None:
