@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict
 from .aws import efa_group
 from .catalog import catalog
 from .hardware import group_hardware, instance_spec
-from .vendor import DriverPackages, container_toolkit_packages, driver_packages, kata_tarball, resolved_driver_version
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -28,6 +27,13 @@ from .models import (
     NfsStorage,
     NodeGroup,
     RoceNetwork,
+)
+from .vendor import (
+    DriverPackages,
+    container_toolkit_packages,
+    driver_packages,
+    kata_tarball,
+    resolved_driver_version,
 )
 
 __all__ = ["SOURCES", "NodeSettings", "cluster_settings", "node_settings"]

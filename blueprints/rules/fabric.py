@@ -358,3 +358,22 @@ def ethernet_multi_node_training(ctx: RuleContext) -> Iterator[Hit]:
     speed = f" at {net.speed_gbps:g} Gbit/s" if net.speed_gbps else ""
     yield Hit(("network", "fabric"), f"{nodes} GPU nodes train over `network.fabric: ethernet`{speed}")
 
+
+
+@rule(
+    id="gpudirect-peermem-needs-ofed",
+    severity="error",
+    summary="`nvidia-peermem` needs the peer-memory API that only MLNX_OFED / DOCA-OFED kernels provide; on a "
+            "distribution kernel (inbox rdma-core) its init fails and the module never loads. DMA-BUF works without it.",
+    fix="use DMA-BUF (`network.gpudirect_rdma.method: dmabuf`, open kernel modules), or set `software.doca_ofed`",
+    source="https://docs.nvidia.com/cuda/gpudirect-rdma/index.html",
+)
+def gpudirect_peermem_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not net.gpudirect_rdma.enabled:
+        return
+    method = net.gpudirect_rdma.method or ("dmabuf" if ctx.bp.software.driver_open_kernel_modules else "nvidia-peermem")
+    if method == "nvidia-peermem" and not ctx.bp.software.doca_ofed:
+        where = ("network", "gpudirect_rdma", "method") if net.gpudirect_rdma.method else ("software", "driver_open_kernel_modules")
+        yield Hit(where, "`network.gpudirect_rdma` uses `nvidia-peermem` but `software.doca_ofed` is unset (inbox "
+                  "rdma-core has no peer-memory API)")

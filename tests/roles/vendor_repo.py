@@ -58,8 +58,9 @@ def _script(text: str) -> tuple[str, int]:
 
 
 def _unit(description: str, exec_start: str) -> tuple[str, int]:
-    return (f"[Unit]\nDescription={description}\n\n[Service]\nExecStart={exec_start}\n\n"
-            "[Install]\nWantedBy=multi-user.target\n", 0o644)
+    text = (f"[Unit]\nDescription={description}\n\n[Service]\nExecStart={exec_start}\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    return (text, 0o644)
 
 
 def build_deb(pkg: Deb, out: Path) -> Path:
@@ -187,7 +188,7 @@ def toolkit_packages(version: str) -> list[Deb]:
             "/usr/bin/nvidia-container-cli": _script(f"echo 'cli-version: {version} (stand-in)'\n")}),
         Deb(base, v, files={"/usr/bin/nvidia-ctk": _script(
             f'case "$1" in --version) echo "NVIDIA Container Toolkit CLI version {version}";; '
-            f'cdi) for a; do case "$a" in --output=*) echo "cdiVersion: 0.5.0" > "${{a#--output=}}";; esac; done;; esac\n')}),
+             f'cdi) for a; do case "$a" in --output=*) echo "cdiVersion: 0.5.0" > "${{a#--output=}}";; esac; done;; esac\n')}),
         Deb(toolkit, v, depends=[f"{base} (= {v})", f"{tools} (>= {v})"], files={
             "/usr/bin/nvidia-container-runtime": _script(f"echo 'runc wrapper (stand-in) {version}'\n"),
             "/usr/bin/nvidia-container-runtime-hook": _script("exit 0\n")}),
@@ -227,7 +228,7 @@ class VendorMirror:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
