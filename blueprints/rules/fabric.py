@@ -377,3 +377,18 @@ def gpudirect_peermem_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
         where = ("network", "gpudirect_rdma", "method") if net.gpudirect_rdma.method else ("software", "driver_open_kernel_modules")
         yield Hit(where, "`network.gpudirect_rdma` uses `nvidia-peermem` but `software.doca_ofed` is unset (inbox "
                   "rdma-core has no peer-memory API)")
+
+
+@rule(
+    id="roce-ecn-needs-ofed",
+    severity="warning",
+    summary="Per-priority ECN (DCQCN) switches exist only in the MLNX_OFED / DOCA-OFED sysfs tree; with the inbox "
+            "driver the firmware default stays and the QoS unit reports ECN as not applied (the play stops).",
+    fix="set `software.doca_ofed`, or accept the firmware's ECN default and set `network.roce.ecn: false`",
+    source=NVIDIA_QOS,
+)
+def roce_ecn_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
+    net = _roce(ctx)
+    if net is not None and net.roce.ecn and not ctx.bp.software.doca_ofed and ctx.bp.target.provider == "onprem":
+        yield Hit(("network", "roce", "ecn"), "`network.roce.ecn` is true but `software.doca_ofed` is unset (inbox "
+                  "mlx5 has no per-priority ECN switch)")

@@ -363,6 +363,8 @@ CASES: list[Case] = [
          good=[S("target.capacity", {"type": "reservation", "reservation_id": "cr-0abc", "placement_group": "pg-train"})]),
     Case("roce-dscp-priority", "roce", [S("network.roce.dscp", 46)], "network.roce.dscp", good=[S("network.roce.dscp", 24)]),
     Case("roce-flow-control", "roce", [D("network.roce.flow_control")], "network.roce"),
+    Case("roce-ecn-needs-ofed", "roce", [S("network.roce.ecn", True)], "network.roce.ecn",
+         good=[S("network.roce.ecn", True), S("software.doca_ofed", "2.9.1")]),
     Case("roce-lossy-no-ecn", "roce", [S("network.roce.flow_control", "none"), S("network.roce.ecn", False)], "network.roce.ecn",
          good=[S("network.roce.flow_control", "none")]),
     Case("roce-netdev-declared", "roce", [D("node_groups.0.hardware.nics.0.netdev")], "node_groups.0.hardware.nics.0"),
