@@ -302,6 +302,11 @@ class LocalNvme(StrictModel):
     mount: Annotated[str, Field(description="Mount point.", pattern=ABS_PATH)] = "/scratch"
     mount_options: Annotated[list[str], Field(description="Mount options.")] = ["defaults", "noatime", "nofail"]
     chunk_kib: Annotated[int, Field(description="RAID chunk size in KiB.", ge=4, le=65536)] = 512
+    wipe_signatures: Annotated[
+        bool,
+        Field(description="Destroy existing signatures (filesystem, LVM PV, md superblock, partition table, LUKS) on "
+                          "the data drives. Default false: a drive holding any of them is refused and left untouched."),
+    ] = False
 
 
 SandboxRuntime = Literal["container", "kata", "gvisor", "vm"]

@@ -82,6 +82,7 @@ class ScratchSettings(_Frozen):
     expected_drives: int | None
     by_id: list[str]
     discovery: Literal["instance-store", "nvme-data"]
+    wipe_signatures: bool = False
     """``instance-store``: AWS "Amazon EC2 NVMe Instance Storage" model; ``nvme-data``: every NVMe
     namespace without partitions, filesystem or mount that is not the root disk."""
 
@@ -308,6 +309,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             expected_drives=hw.nvme_drives,
             by_id=list(g.hardware.nvme.by_id) if g.hardware and g.hardware.nvme else [],
             discovery="instance-store" if bp.is_aws else "nvme-data",
+            wipe_signatures=n.wipe_signatures,
         )
     ipoib_netdev = None
     if isinstance(net, InfinibandNetwork):

@@ -203,6 +203,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "nvme_scratch_devices": list(sc.by_id),
             "nvme_scratch_expected_drives": sc.expected_drives or 0,
             "nvme_scratch_discovery": sc.discovery,
+            "nvme_scratch_wipe_signatures": sc.wipe_signatures,
         }
     if role == "lustre_client":
         mounts = [m for m in s.lustre if m.source]  # FSx mounts (source filled at deploy time) are cloud-only

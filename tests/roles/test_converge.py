@@ -193,7 +193,8 @@ def test_storage_entries_match_the_blueprint(converges, example, os_name):
         fstab = _fstab(root)
         if s.scratch is not None:
             sc = s.scratch
-            assert fstab[sc.mount] == (sc.md_device, sc.filesystem, ",".join(sc.mount_options)), gname
+            # an image has no array yet: fstab gets the entry only for an array that exists
+            assert sc.mount not in fstab, gname
             mdadm = (root / "etc/mdadm/mdadm.conf").read_text()
             assert re.search(rf"^ARRAY {re.escape(sc.md_device)} metadata=1\.2 name=any:scratch$", mdadm, re.MULTILINE), mdadm
             assert (root / sc.mount.lstrip("/")).is_dir()
