@@ -21,8 +21,10 @@ import yaml
 
 __all__ = [
     "Catalog",
+    "DriverRange",
     "GpuSpec",
     "InstanceTypeSpec",
+    "RuntimeRelease",
     "UnknownHardwareError",
     "catalog",
     "ec2_instance_type_names",
@@ -147,6 +149,35 @@ class InstanceTypeSpec:
         return self.network_gbps / max(self.network_cards, 1)
 
 
+@dataclass(frozen=True)
+class DriverRange:
+    """Driver branches that support one GPU: ``min_branch`` .. ``max_branch`` (``None`` = no
+    maximum yet), optionally an exact ``min_driver`` release for the part; ``source`` (URL)."""
+
+    architecture: str
+    min_branch: int
+    max_branch: int | None
+    min_driver: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class RuntimeRelease:
+    """One release of a sandbox runtime with a GPU driver allow-list: ``runtime`` (``gvisor`` /
+    ``kata``), ``release``, the exact ``drivers`` it supports, ``driver_on`` (``host`` for gVisor's
+    nvproxy, ``guest`` for Kata's GPU guest image) and the ``source`` (URL) of the list."""
+
+    runtime: str
+    release: str
+    drivers: tuple[str, ...]
+    driver_on: str
+    source: str
+
+
+def _vkey(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(".") if x.isdigit())
+
+
 def _load_yaml(name: str) -> dict[str, Any]:
     text = resources.files("blueprints").joinpath("data", name).read_text(encoding="utf-8")
     # libyaml's safe loader: ~15x faster than a pure-Python parser; the catalog uses no YAML 1.1-only forms
@@ -207,6 +238,13 @@ class Catalog:
     def gpu_keys(self) -> list[str]:
         """Catalog GPU keys, e.g. ``['a100-40gb-sxm', ..., 'h100-sxm', ...]``."""
         return list(self._gpus)
+
+    @property
+    def provisioned_gpu_keys(self) -> list[str]:
+        """Catalog GPU keys clusterforge can provision: the NVIDIA parts (it installs the NVIDIA driver,
+        CUDA, NCCL and container toolkit; the catalog's AMD and Trainium entries only describe AWS
+        instance types). Suggestions for an unknown GPU name come from this list."""
+        return [k for k, g in self._gpus.items() if g.vendor == "nvidia"]
 
     def resolve_gpu_key(self, name: str) -> str | None:
         """Map a key, short name (``h100``) or ``nvidia-smi`` name to a catalog key, or ``None``.
@@ -319,6 +357,59 @@ class Catalog:
     def gvisor_supported_gpus(self) -> list[str]:
         """GPU keys gVisor's nvproxy supports (source in ``catalog-extras.yaml``)."""
         return list(self.extras["gvisor_nvproxy"]["supported_gpus"])
+
+    # ---- NVIDIA driver ------------------------------------------------------------------------
+    def driver_range(self, gpu: GpuSpec) -> DriverRange | None:
+        """The driver branches that support ``gpu`` (by architecture, plus a per-part exact minimum
+        release where the catalog has one); ``None`` for non-NVIDIA parts or unknown architectures."""
+        table = self.extras["driver_architectures"]
+        row = table["architectures"].get(gpu.architecture or "") if gpu.vendor == "nvidia" else None
+        if row is None:
+            return None
+        part = table.get("parts", {}).get(gpu.key) or {}
+        return DriverRange(architecture=str(gpu.architecture), min_branch=int(row["min_branch"]),
+                           max_branch=int(row["max_branch"]) if row.get("max_branch") else None,
+                           min_driver=part.get("min_driver"), source=str(part.get("source") or table["source"]))
+
+    def driver_releases(self, branch: str) -> list[str]:
+        """Known releases of driver ``branch`` (``"550"`` or ``"550.90"``: the first number is the
+        branch), oldest first; empty when the catalog lists none."""
+        row = self.extras["driver_releases"]["branches"].get(branch.split(".")[0])
+        return sorted((str(r) for r in row["releases"]), key=_vkey) if row else []
+
+    def driver_release(self, branch: str) -> str | None:
+        """The release ``software.driver_version`` takes when only ``branch`` is pinned, or ``None``
+        when the catalog knows no release of the branch. Source: ``driver_releases.source``."""
+        row = self.extras["driver_releases"]["branches"].get(branch.split(".")[0])
+        return str(row["default"]) if row else None
+
+    def runtime_releases(self, runtime: str) -> list[RuntimeRelease]:
+        """Every catalogued release of sandbox ``runtime`` (``gvisor``, ``kata``) with its driver
+        allow-list, oldest first; empty for a runtime without one."""
+        entry = self.extras["sandbox_runtimes"].get(runtime)
+        if not entry:
+            return []
+        out = [RuntimeRelease(runtime, str(k), tuple(str(d) for d in v["drivers"]), str(entry["driver_on"]),
+                              str(v["source"])) for k, v in entry["releases"].items()]
+        return sorted(out, key=lambda r: _vkey(r.release))
+
+    def runtime_release(self, runtime: str, release: str) -> RuntimeRelease | None:
+        """The catalogued ``release`` of ``runtime``; ``latest`` means the newest catalogued one.
+        A leading ``v`` and a ``release-`` prefix are ignored. ``None`` when not catalogued."""
+        rels = self.runtime_releases(runtime)
+        if not rels:
+            return None
+        if release == "latest":
+            return rels[-1]
+        want = release.removeprefix("release-").lstrip("v")
+        return next((r for r in rels if r.release == want), None)
+
+    @property
+    def nccl_env_fast_paths(self) -> list[dict[str, Any]]:
+        """The NCCL variables that switch off or narrow a declared fast path: dicts with ``name``,
+        ``values`` (``*`` = any), ``effect`` (``disables``/``narrows``), ``needs``, ``switches_off``.
+        Source: ``nccl_env_fast_paths.source`` (the NCCL environment variable reference)."""
+        return list(self.extras["nccl_env_fast_paths"]["variables"])
 
     def infiniband_port_gbps(self, generation: str) -> float:
         """4x port rate in Gbit/s for an InfiniBand generation (``NDR`` -> 400).

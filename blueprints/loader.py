@@ -363,6 +363,8 @@ def _schema_findings(err: ValidationError, data: dict[str, Any], file: str, posi
             rule_id, msg, fix = "schema-unknown-key", f"unknown key `{dotted}`", f"remove it or fix the spelling ({hint})"
         elif etype == "missing":
             rule_id, msg, fix = "schema-missing-key", f"`{dotted}` is required", f"add `{path[-1] if path else dotted}:` here"
+        elif ctx.get("fix"):  # a validator that knows the fix in the user's terms (shorthands)
+            rule_id, msg, fix = "schema-invalid-value", f"`{dotted}`: {e['msg']}", str(ctx["fix"])
         elif etype == "union_tag_not_found":
             disc = str(ctx.get("discriminator", "kind")).strip("'")
             rule_id = "schema-missing-key"
@@ -451,6 +453,22 @@ def _line_col(data: str | bytes, offset: int) -> tuple[int, int]:
     return data.count(nl, 0, offset) + 1, offset - (data.rfind(nl, 0, offset) + 1) + 1
 
 
+def _yaml_syntax(text: str, file: str, e: yaml.MarkedYAMLError) -> BlueprintInvalid:
+    """The ``yaml-syntax`` finding for a YAML parse error, located at its mark."""
+    mark = e.problem_mark or e.context_mark
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    problem = (e.problem or str(e)).strip().splitlines()[0]
+    if e.context and problem.startswith("but "):
+        message = f"{e.context}, {problem}"
+    else:
+        message = problem + (f" ({e.context})" if e.context else "")
+    fix = "fix the YAML syntax at this position"
+    offset = _offset(text, line, col)
+    if offset is not None and offset < len(text) and text[offset] == "\t":
+        message, fix = "a tab character where YAML expects indentation or a value", "indent with spaces, not tabs"
+    return BlueprintInvalid([_err(file, "yaml-syntax", message, fix, line, col)])
+
+
 def parse_blueprint(text: str, file: str = "<string>") -> LoadedBlueprint:
     """Parse and validate blueprint YAML ``text``; ``file`` is used in positions.
 
@@ -464,19 +482,16 @@ def parse_blueprint(text: str, file: str = "<string>") -> LoadedBlueprint:
                                      "write a blueprint (see blueprints/examples/ or `clusterforge schema`)")])
     try:
         root = _compose(text)
+    except yaml.composer.ComposerError as e:
+        if e.context == "expected a single document in the stream" and e.problem_mark is not None:
+            raise BlueprintInvalid([_err(
+                file, "yaml-multiple-documents",
+                "a second YAML document starts here: a blueprint file holds exactly one blueprint",
+                "put each blueprint in its own file, or remove this `---` and what follows it",
+                e.problem_mark.line + 1, e.problem_mark.column + 1)]) from None
+        raise _yaml_syntax(text, file, e) from None
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = (e.problem or str(e)).strip().splitlines()[0]
-        if e.context and problem.startswith("but "):
-            message = f"{e.context}, {problem}"
-        else:
-            message = problem + (f" ({e.context})" if e.context else "")
-        fix = "fix the YAML syntax at this position"
-        offset = _offset(text, line, col)
-        if offset is not None and offset < len(text) and text[offset] == "\t":
-            message, fix = "a tab character where YAML expects indentation or a value", "indent with spaces, not tabs"
-        raise BlueprintInvalid([_err(file, "yaml-syntax", message, fix, line, col)]) from None
+        raise _yaml_syntax(text, file, e) from None
     except yaml.reader.ReaderError as e:
         line, col = _line_col(text, e.position)
         code = ord(e.character) if isinstance(e.character, str) else int(e.character)

@@ -16,6 +16,7 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "API_VERSION",
@@ -210,11 +211,24 @@ Target = Annotated[Union[AwsTarget, OnpremTarget], Field(discriminator="provider
 
 
 def _parse_model_count(v: Any, key: str) -> Any:
-    """``"h100-sxm:8"`` -> ``{"model": "h100-sxm", "count": 8}``; other input unchanged."""
+    """``"h100-sxm:8"`` -> ``{"model": "h100-sxm", "count": 8}``; other input unchanged.
+
+    Raises ``PydanticCustomError`` (type ``shorthand``, with the fix in its context) when the part
+    after ``:`` is not a whole number (``h100-sxm:eight``) or the model before it is missing.
+    """
     if isinstance(v, str):
-        m = re.fullmatch(r"\s*([^:]+?)\s*(?::\s*(\d+))?\s*", v)
-        if m:
-            return {key: m.group(1), "count": int(m.group(2) or 1)}
+        model, sep, count = v.partition(":")
+        model, count = model.strip(), count.strip()
+        example = f"{model or 'h100-sxm'}:8"
+        if sep and not model:
+            raise PydanticCustomError("shorthand", "the shorthand `{value}` names no model before `:`",
+                                      {"value": v, "fix": f"write the model first, e.g. `{example}`"})
+        if sep and not re.fullmatch(r"\d+", count):
+            raise PydanticCustomError(
+                "shorthand", "the count in `{value}` must be a positive whole number, got `{count}`",
+                {"value": v, "count": count, "fix": f"write the count in digits, e.g. `{example}`"})
+        if model:
+            return {key: model, "count": int(count or 1)}
     return v
 
 
@@ -236,7 +250,10 @@ class Nic(StrictModel):
 
     device: Annotated[str, Field(description="RDMA device name, e.g. `mlx5_0`.")]
     port: Annotated[int, Field(description="Port number on the device.", ge=1, le=2)] = 1
-    netdev: Annotated[str | None, Field(description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`.")] = None
+    netdev: Annotated[str | None, Field(
+        description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`. Needed on RoCE (QoS is set per interface; "
+                    "a rule asks) and on InfiniBand with IPoIB or Lustre, which bind to the first InfiniBand port's "
+                    "netdev (the kernel's `ib0` when none is declared, which predictable interface names rarely give).")] = None
     speed_gbps: Annotated[float, Field(description="Line rate in Gbit/s (1e9 bit/s).", gt=0)]
     numa_node: Annotated[int | None, Field(description="NUMA node the adapter is attached to.", ge=0)] = None
     link_layer: Annotated[
@@ -321,6 +338,28 @@ class VmSettings(StrictModel):
     image: Annotated[str | None, Field(description="Base image path or URL for the VM disk.")] = None
 
 
+class NvswitchPlan(StrictModel):
+    """How the NVSwitch fabric of an HGX/DGX baseboard is handled when its GPUs go into guests.
+
+    ``full-passthrough``: every GPU and every NVSwitch of the host goes to one guest and Fabric
+    Manager runs inside the guest (the host runs none). ``shared-nvswitch``: Fabric Manager runs on
+    the host in shared NVSwitch mode (``FABRIC_MODE=1``), keeps the NVSwitches, and activates a GPU
+    partition of ``gpus_per_guest`` GPUs for each guest. Source:
+    https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html
+    """
+
+    mode: Annotated[
+        Literal["full-passthrough", "shared-nvswitch"],
+        Field(description="`full-passthrough` (all GPUs + NVSwitches to one guest, Fabric Manager in the guest) or "
+                          "`shared-nvswitch` (Fabric Manager on the host assigns GPU partitions)."),
+    ]
+    gpus_per_guest: Annotated[
+        int | None,
+        Field(description="`shared-nvswitch`: GPUs in each guest's partition (1, 2, 4 or 8 on an 8-GPU baseboard); "
+                          "unset = `vm.gpus_per_vm` for VMs, else all GPUs.", ge=1),
+    ] = None
+
+
 class Sandbox(StrictModel):
     """What workloads run in. Shorthand: `sandbox: kata`."""
 
@@ -336,6 +375,16 @@ class Sandbox(StrictModel):
         str | None, Field(description="Kubernetes RuntimeClass name; unset = derived from the runtime.")
     ] = None
     vm: Annotated[VmSettings | None, Field(description="VM sizing (runtime `vm`).")] = None
+    nvswitch: Annotated[
+        NvswitchPlan | None,
+        Field(description="Fabric plan for passing the SXM GPUs of an NVSwitch system into guests (`full-passthrough` "
+                          "or `shared-nvswitch`). Required for passthrough on NVSwitch systems. Shorthand: the mode."),
+    ] = None
+
+    @field_validator("nvswitch", mode="before")
+    @classmethod
+    def _nvswitch_shorthand(cls, v: Any) -> Any:
+        return {"mode": v} if isinstance(v, str) else v
 
     @property
     def passthrough(self) -> bool:
@@ -391,11 +440,26 @@ Placement = Literal["cluster", "partition", "spread", "none"]
 class GpuDirectRdma(StrictModel):
     """GPUDirect RDMA: NICs read and write GPU memory directly."""
 
-    enabled: Annotated[bool, Field(description="Enable GPUDirect RDMA.")] = True
+    enabled: Annotated[
+        bool | None,
+        Field(description="Enable GPUDirect RDMA. Unset = on for GPU groups, off for groups that pass their GPUs "
+                          "into sandboxes (vfio-pci owns those GPUs, so host-side GPUDirect RDMA cannot apply)."),
+    ] = None
     method: Annotated[
         Literal["nvidia-peermem", "dmabuf"] | None,
         Field(description="Peer-memory path: `nvidia-peermem` module or DMA-BUF (open kernel modules, kernel >= 5.12)."),
     ] = None
+
+    def effective_method(self, open_kernel_modules: bool) -> Literal["nvidia-peermem", "dmabuf"]:
+        """The peer-memory path in use: ``method`` when written, else DMA-BUF with the open GPU kernel
+        modules (no peer-memory API needed) and ``nvidia-peermem`` with the proprietary ones.
+        Source: https://docs.nvidia.com/cuda/gpudirect-rdma/index.html#linux-kernel-dma-buf-support"""
+        return self.method or ("dmabuf" if open_kernel_modules else "nvidia-peermem")
+
+    def on_for(self, passthrough: bool) -> bool:
+        """Whether GPUDirect RDMA is on for a node group: ``enabled`` when written, else on unless the
+        group passes its GPUs into sandbox guests (``passthrough``)."""
+        return self.enabled if self.enabled is not None else not passthrough
 
 
 class NcclSettings(StrictModel):
@@ -409,7 +473,8 @@ class NcclSettings(StrictModel):
 class _NetworkBase(StrictModel):
     placement: Annotated[
         Placement | None,
-        Field(description="EC2 placement group strategy (`none` = explicitly none). Unset = not decided (a rule asks)."),
+        Field(description="AWS: EC2 placement group strategy (`none` = explicitly none); unset = not decided (a rule "
+                          "asks). On-prem it has no effect (servers are placed by racking and cabling)."),
     ] = None
     gpudirect_rdma: Annotated[GpuDirectRdma, Field(description="GPUDirect RDMA settings.")] = GpuDirectRdma()
     nccl: Annotated[NcclSettings, Field(description="NCCL settings.")] = NcclSettings()
@@ -466,6 +531,11 @@ class InfinibandNetwork(_NetworkBase):
     """NVIDIA/Mellanox InfiniBand."""
 
     fabric: Annotated[Literal["infiniband"], Field(description="Fabric tag.")]
+    placement: Annotated[
+        Placement | None,
+        Field(description="Not used: InfiniBand clusters are on-prem, where servers are placed by racking and cabling "
+                          "(EC2 placement groups are AWS only); leave unset."),
+    ] = None
     infiniband: Annotated[InfinibandSettings, Field(description="InfiniBand settings.")] = InfinibandSettings()
 
 
@@ -480,7 +550,12 @@ class RoceSettings(StrictModel):
     pfc_priority: Annotated[int, Field(description="802.1p priority that carries RoCE and has PFC on.", ge=0, le=7)] = 3
     dscp: Annotated[int, Field(description="DSCP value of RoCE traffic.", ge=0, le=63)] = 26
     ecn: Annotated[bool, Field(description="ECN / DCQCN congestion control.")] = True
-    gid_index: Annotated[int, Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`).", ge=0, le=255)] = 3
+    gid_index: Annotated[
+        Union[Annotated[int, Field(ge=0, le=255)], Literal["discover"]],
+        Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`). `discover` (default): each node looks up the "
+                          "RoCE v2 GID of its data-plane IPv4 address in the port's GID table; a fixed index can land "
+                          "on a RoCE v1 or link-local entry."),
+    ] = "discover"
     traffic_class: Annotated[
         int | None, Field(description="`NCCL_IB_TC`; unset = DSCP x 4 (the DSCP in the upper six bits).", ge=0, le=255)
     ] = None
@@ -495,6 +570,11 @@ class RoceNetwork(_NetworkBase):
     """RDMA over Converged Ethernet v2."""
 
     fabric: Annotated[Literal["roce"], Field(description="Fabric tag.")]
+    placement: Annotated[
+        Placement | None,
+        Field(description="Not used: RoCE clusters are on-prem, where servers are placed by racking and cabling "
+                          "(EC2 placement groups are AWS only); leave unset."),
+    ] = None
     roce: Annotated[RoceSettings, Field(description="RoCEv2 settings.")] = RoceSettings()
 
 
@@ -566,6 +646,11 @@ class LustreServer(StrictModel):
         list[str], Field(description="MGS NIDs, e.g. `10.0.0.5@o2ib` or `10.0.0.5@tcp`.", min_length=1)
     ]
     fsname: Annotated[str, Field(description="Lustre file system name.", pattern=r"^[A-Za-z0-9_]{1,8}$")]
+    throughput_mb_s: Annotated[
+        float | None,
+        Field(description="Sequential throughput the servers deliver to this cluster, MB/s (1e6 bytes/s); the fio "
+                          "expectation for the mount. Unset = fio results are judged for correctness only.", gt=0),
+    ] = None
 
     @field_validator("mgs_nids")
     @classmethod
@@ -642,18 +727,25 @@ class Software(StrictModel):
                           "installed and held at it. Unset: the catalog's release of `driver_branch` (LTS default).",
               pattern=r"^\d{3}\.\d+(\.\d+)?$"),
     ] = None
+    kernel_updates: Annotated[
+        Literal["hold", "dkms-verify"] | None,
+        Field(description="How kernel drift under the out-of-tree modules (NVIDIA driver, DOCA-OFED, Lustre client) is "
+                          "prevented: `hold` pins the installed kernel; `dkms-verify` lets it update, rebuilds the "
+                          "modules with DKMS and verifies after boot that they load. Unset = not decided (check warns)."),
+    ] = None
     driver_open_kernel_modules: Annotated[bool, Field(description="Use the open GPU kernel modules.")] = True
     cuda: Annotated[str, Field(description="CUDA version.", pattern=r"^\d+\.\d+(\.\d+)?$")] = "12.4"
-    nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.21.5"
+    nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.23.4"
     container_toolkit: Annotated[
         str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
     ] = Field(default_factory=lambda: _bare_metal()["container_toolkit"]["default_version"])
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
     aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
     doca_ofed: Annotated[str | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
-    kata: Annotated[str, Field(description="Kata Containers version.")] = "3.23.0"
+    kata: Annotated[str, Field(description="Kata Containers version.")] = "3.32.0"
     gvisor: Annotated[
-        str, Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version.")
+        str, Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version. `latest` "
+                               "floats (check warns).")
     ] = Field(default_factory=lambda: _bare_metal()["gvisor"]["default_release"])
 
 
@@ -672,6 +764,14 @@ class KubernetesOrchestrator(StrictModel):
     efa_device_plugin_version: Annotated[str, Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
     mpi_operator_version: Annotated[str, Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
     namespace: Annotated[str, Field(description="Namespace for validation jobs.", pattern=DNS_LABEL)] = "clusterforge"
+    node_selector: Annotated[
+        dict[str, str] | None,
+        Field(description="Node labels the validation pods select (`nodeSelector`); `{group}` in a value becomes the "
+                          "node group's name. Unset = `clusterforge.io/node-group: {group}`, the label the EKS stack "
+                          "puts on its nodes; nodes of an existing cluster do not carry it: label them "
+                          "(`kubectl label node NODE clusterforge.io/node-group=GROUP`) or name labels they have, "
+                          "e.g. `{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}`."),
+    ] = None
 
 
 class SlurmOrchestrator(StrictModel):
@@ -687,7 +787,7 @@ Orchestrator = Annotated[
 ]
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast", "reduce"]
-Suite = Literal["nccl", "fio", "amp"]
+Suite = Literal["node", "nccl", "fio", "amp"]
 
 
 class NcclThresholds(StrictModel):
@@ -769,7 +869,9 @@ class AmpSuite(StrictModel):
 class Validation(StrictModel):
     """Post-provisioning validation suites."""
 
-    suites: Annotated[list[Suite], Field(description="Suites to run.")] = ["nccl", "fio", "amp"]
+    suites: Annotated[
+        list[Suite], Field(description="Suites to run (`node`, the node health checks, always runs first).")
+    ] = ["node", "nccl", "fio", "amp"]
     nccl: Annotated[NcclSuite, Field(description="NCCL settings.")] = NcclSuite()
     fio: Annotated[FioSuite, Field(description="fio settings.")] = FioSuite()
     amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite()

@@ -54,11 +54,19 @@ def _default(field: Any) -> str:
     if field.is_required():
         return "**required**"
     d = field.default
+    if d is PydanticUndefined and field.default_factory is not None:
+        d = field.default_factory()  # catalog-backed defaults (e.g. the driver's Long Term Support branch)
     if d is PydanticUndefined:
         return ""
     if isinstance(d, BaseModel):
         return "see type"
     return f"`{json.dumps(d)}`"
+
+
+def _summary(model: type[BaseModel]) -> str:
+    """The first paragraph of ``model``'s docstring on one line (a sentence is never cut at a line break)."""
+    doc = (model.__doc__ or "").strip()
+    return " ".join(doc.split("\n\n", 1)[0].split())
 
 
 def reference_markdown() -> str:
@@ -71,9 +79,14 @@ def reference_markdown() -> str:
         "Generated from `blueprints/models.py` by `python -m blueprints.reference`; do not edit by hand.",
         "Shorthands: `gpu: h100-sxm:8`, `capacity: spot`, `sandbox: kata`, `network: efa`, `orchestrator: slurm`.",
         "",
+        ("`clusterforge validate` runs the suites listed in `validation.suites` on the nodes: `nccl` (nccl-tests when "
+        "installed, else a built-in torch.distributed benchmark), `fio` (needs the `fio` program on every node it "
+        "tests: `apt-get install fio`, `dnf install fio`, or the `validation_tools` role; without it the fio results "
+        "are `invalid` and say so) and `amp` (needs torch)."),
+        "",
     ]
     for m in models:
-        lines += [f"## {m.__name__}", "", (m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else "", ""]
+        lines += [f"## {m.__name__}", "", _summary(m), ""]
         lines += ["| key | type | default | description |", "|---|---|---|---|"]
         for name, f in m.model_fields.items():
             key = f.alias or name

@@ -18,6 +18,8 @@ SHORTHANDS: list[tuple[str | None, str, dict]] = [
                                "description": "Shorthand for `{type: on-demand}` or `{type: spot}`."}),
     ("NodeGroup", "sandbox", {"type": "string", "enum": ["container", "kata", "gvisor", "vm"],
                               "description": "Shorthand for `{runtime: ...}`."}),
+    ("Sandbox", "nvswitch", {"type": "string", "enum": ["full-passthrough", "shared-nvswitch"],
+                             "description": "Shorthand for `{mode: ...}`."}),
     (None, "network", {"type": "string", "enum": ["efa", "infiniband", "roce", "ethernet"],
                        "description": "Shorthand for `{fabric: ...}`."}),
     (None, "orchestrator", {"type": "string", "enum": ["none", "kubernetes", "slurm"],

@@ -11,12 +11,14 @@ setting states where it comes from in :data:`SOURCES`.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from .aws import efa_group
-from .catalog import catalog
+from .catalog import Catalog, GpuSpec, catalog
+from .errors import ClusterforgeError
 from .hardware import group_hardware, instance_spec
 from .models import (
     Blueprint,
@@ -29,14 +31,24 @@ from .models import (
     RoceNetwork,
 )
 from .vendor import (
+    bare_metal,
     DriverPackages,
     container_toolkit_packages,
     driver_packages,
     kata_tarball,
-    resolved_driver_version,
 )
+from .versions import version
 
-__all__ = ["SOURCES", "NodeSettings", "cluster_settings", "node_settings"]
+__all__ = [
+    "SOURCES",
+    "NodeSettings",
+    "cluster_settings",
+    "generated_nccl_env",
+    "ipoib_addresses",
+    "node_settings",
+    "nvswitch_count",
+    "runtime_handler",
+]
 
 SOURCES = {
     "memlock": "https://docs.redhat.com/zh-cn/documentation/red_hat_enterprise_linux/7/html/networking_guide/sec-relaxing_memlock_restrictions_for_users",
@@ -57,7 +69,17 @@ SOURCES = {
     "container_defaults": "https://github.com/NVIDIA/ansible-role-nvidia-docker/blob/master/defaults/main.yml",
     "kata_gpu": "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-kata.html",
     "gvisor_gpu": "https://github.com/google/gvisor/blob/04980e1/g3doc/user_guide/gpu.md",
+    "roce_gid": "https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-class-infiniband",
+    "fabric_manager_modes": "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
+    "driver_releases": "https://github.com/NVIDIA/open-gpu-kernel-modules/tags",
 }
+
+
+def nvswitch_count(gpu: GpuSpec | None, cat: Catalog | None = None) -> int:
+    """NVSwitch chips on an 8-GPU baseboard of ``gpu``'s NVLink generation (HGX A100: 6, H100/H200:
+    4, B200: 2), 0 when unknown. Source: catalog ``nvswitch_virtualization``."""
+    table = (cat or catalog()).extras["nvswitch_virtualization"]["nvswitches_per_baseboard"]
+    return int(table.get(gpu.nvlink_gen, 0)) if gpu is not None and gpu.nvlink_gen else 0
 
 
 def on_mount(path: str, mount: str) -> bool:
@@ -97,6 +119,12 @@ class LustreMount(_Frozen):
     fsx: bool
     options: list[str]
     lnet_networks: str
+    """``options lnet networks=`` value: ``o2ib0(ibp24s0)``, ``tcp0(ens1f0np0,ens2f0np0)`` from the
+    group's declared netdevs; a bare ``tcp0`` when no netdev is declared (then
+    ``lnet_route_to`` tells the node which interface to pick)."""
+    lnet_route_to: str | None = None
+    """Address of the first MGS NID when the LNet interface is discovered on the node: the
+    interface the kernel routes that address through (``ip route get``)."""
     stripes: list[dict[str, object]]
 
 
@@ -121,6 +149,10 @@ class RoceQos(_Frozen):
     dscp: int
     ecn: bool
     mtu: int | None
+    gid_index: int | Literal["discover"]
+    """``NCCL_IB_GID_INDEX``: a fixed index, or ``discover``: each node looks up the GID table
+    entry of type ``RoCE v2`` whose GID is its data-plane IPv4 address (``::ffff:a.b.c.d``) on
+    the first RoCE interface and writes that index (renderers do the lookup on the node)."""
 
 
 class SandboxSettings(_Frozen):
@@ -132,6 +164,14 @@ class SandboxSettings(_Frozen):
     vm_vcpus: int | None = None
     vm_memory_gib: int | None = None
     vm_gpus_per_vm: int | None = None
+    nvswitch_plan: Literal["full-passthrough", "shared-nvswitch"] | None = None
+    """NVSwitch fabric plan of a passthrough host on an NVSwitch system (``None`` elsewhere)."""
+    nvswitch_passthrough: bool = False
+    """``full-passthrough``: the NVSwitches are bound to vfio-pci and go to the guest with the GPUs."""
+    gpus_per_guest: int | None = None
+    """GPUs in each guest (the Fabric Manager partition size in ``shared-nvswitch`` mode)."""
+    pcie_root_ports: int | None = None
+    """PCIe root ports a Kata guest needs: one per passed GPU and NVSwitch."""
 
 
 class NodeSettings(_Frozen):
@@ -162,11 +202,18 @@ class NodeSettings(_Frozen):
     install_gpu_driver: bool
     driver_branch: str
     driver_version: str | None
-    """Exact driver version (``software.driver_version`` or the catalog's release of the branch)."""
+    """Exact driver release (``software.driver_version`` or the catalog's release of the branch);
+    ``None`` when the catalog knows no release of the branch (the branch's newest package)."""
+    kernel_updates: Literal["hold", "dkms-verify"] | None
+    """How the node keeps its kernel and out-of-tree modules together (``software.kernel_updates``)."""
     driver_open_kernel_modules: bool
     gpu_packages: DriverPackages | None
     """On-prem GPU hosts with a driver install: the pinned NVIDIA packages (see :mod:`blueprints.vendor`)."""
     fabric_manager: bool
+    fabric_manager_mode: Literal["default", "shared-nvswitch"] | None
+    """Fabric Manager mode on this host: ``default`` (bare-metal NVSwitch system),
+    ``shared-nvswitch`` (``FABRIC_MODE=1``: guests get GPU partitions), ``None`` (no Fabric
+    Manager on the host: no NVSwitch, or the NVSwitches are passed into the guest)."""
     dcgm: bool
     cuda: str
     nccl_version: str
@@ -197,6 +244,14 @@ class NodeSettings(_Frozen):
     sandbox: SandboxSettings
     kata_tarball: str | None
     """Kata static release file of ``software.kata`` (``.tar.zst`` from 3.21.0 on) for Kata groups."""
+    kata_release_url: str
+    """Base URL of Kata's GitHub releases (``<url>/<version>/<kata_tarball>``; catalog ``bare_metal.kata``)."""
+    gvisor_release: str
+    """runsc release (``software.gvisor``)."""
+    gvisor_release_url: str
+    """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
+    container_toolkit_repo_url: str
+    """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -211,27 +266,37 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
     sw = catalog().aws["efa_software"]
     it = instance_spec(g)
     rdma_read = bool(it is not None and it.efa_rdma_read)
-    gdr = rdma_read and net.gpudirect_rdma.enabled
-    plugin = _version(bp.software.aws_ofi_nccl)
+    on = net.gpudirect_rdma.on_for(g.sandbox.passthrough)
+    gdr = rdma_read and on
+    plugin = version(bp.software.aws_ofi_nccl) or ()
     env: dict[str, str] = {}
     for name, spec in sw["env"].items():
-        if plugin >= _version(str(spec["plugin_below"])):
+        if plugin >= (version(str(spec["plugin_below"])) or ()):
             continue
         if spec["requires"] == "rdma_read" and not gdr:
             continue
         env[name] = str(spec["value"])
-    if rdma_read and not net.gpudirect_rdma.enabled:
+    if rdma_read and not on:
         env.update({k: str(v) for k, v in sw["disable_device_rdma"].items()})
     env["NCCL_NET_PLUGIN"] = "ofi"
     env["LD_LIBRARY_PATH"] = ":".join([*sw["ofi_nccl_plugin_dirs"], sw["libfabric_lib_dir"], sw["cuda_lib_dir"]])
     return env
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split("-")[0].split(".") if x.isdigit())
+def generated_nccl_env(bp: Blueprint, g: NodeGroup) -> dict[str, str]:
+    """The NCCL environment clusterforge derives from the declared hardware of group ``g``, before
+    ``network.nccl.env`` is applied on top (so rules can show what a user value replaces)."""
+    return _nccl_env(bp, g, _rdma_devices(bp, g), group_hardware(bp, g).nvidia_gpus, user=False)
 
 
-def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: int = 0) -> dict[str, str]:
+def _rdma_devices(bp: Blueprint, g: NodeGroup) -> list[str]:
+    if isinstance(bp.network, (InfinibandNetwork, RoceNetwork)) and g.hardware:
+        return [f"{n.device}:{n.port}" for n in g.hardware.nics]
+    return []
+
+
+def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: int = 0,
+              user: bool = True) -> dict[str, str]:
     net = bp.network
     env: dict[str, str] = {}
     if isinstance(net, EfaNetwork):
@@ -240,9 +305,10 @@ def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: i
         if rdma_devices:
             env["NCCL_IB_HCA"] = "=" + ",".join(rdma_devices)
         if isinstance(net, RoceNetwork):
-            env["NCCL_IB_GID_INDEX"] = str(net.roce.gid_index)
+            if net.roce.gid_index != "discover":  # discovered per node by the renderers (RoceQos.gid_index)
+                env["NCCL_IB_GID_INDEX"] = str(net.roce.gid_index)
             env["NCCL_IB_TC"] = str(net.roce.effective_traffic_class)
-        if not net.gpudirect_rdma.enabled:
+        if not net.gpudirect_rdma.on_for(g.sandbox.passthrough):
             env["NCCL_NET_GDR_LEVEL"] = "LOC"
     elif isinstance(net, EthernetNetwork):
         env["NCCL_IB_DISABLE"] = "1"
@@ -250,7 +316,8 @@ def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: i
         env["NCCL_SOCKET_IFNAME"] = net.nccl.socket_ifname
     if net.nccl.debug:
         env["NCCL_DEBUG"] = net.nccl.debug
-    env.update(net.nccl.env)
+    if user:
+        env.update(net.nccl.env)
     return env
 
 
@@ -277,13 +344,10 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
         cmdline += ["iommu=pt"]
     rdma = isinstance(net, (EfaNetwork, InfinibandNetwork, RoceNetwork))
-    rdma_devices = []
-    if isinstance(net, (InfinibandNetwork, RoceNetwork)) and g.hardware:
-        rdma_devices = [f"{n.device}:{n.port}" for n in g.hardware.nics]
+    rdma_devices = _rdma_devices(bp, g)
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
-    if rdma and net.gpudirect_rdma.enabled and gpu_count and not isinstance(net, EfaNetwork):
-        # DMA-BUF by default (open kernel modules); nvidia-peermem only when asked for (needs DOCA-OFED)
-        gdr = net.gpudirect_rdma.method or ("dmabuf" if bp.software.driver_open_kernel_modules else "nvidia-peermem")
+    if rdma and net.gpudirect_rdma.on_for(passthrough) and gpu_count and not isinstance(net, EfaNetwork):
+        gdr = net.gpudirect_rdma.effective_method(bp.software.driver_open_kernel_modules)
     roce = None
     if isinstance(net, RoceNetwork) and g.hardware:
         r = net.roce
@@ -296,6 +360,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             dscp=r.dscp,
             ecn=r.ecn,
             mtu=net.mtu,
+            gid_index=r.gid_index,
         )
     scratch = None
     if g.local_nvme is not None:
@@ -315,8 +380,11 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     if isinstance(net, InfinibandNetwork):
         ipoib_netdev = next((n.netdev for n in (g.hardware.nics if g.hardware else [])
                              if n.netdev and n.link_layer == "infiniband"), None)
-    # LNet binds to the IPoIB netdev (`ib0`, the kernel's default name, when the group declares none)
-    lnet = f"o2ib0({ipoib_netdev or 'ib0'})" if isinstance(net, InfinibandNetwork) else "tcp0(eth0)"
+    # LNet interfaces come from declared netdevs only (never a guessed `ib0`/`eth0`): o2ib binds to
+    # the IPoIB port on InfiniBand or the RoCE ports; tcp to the group's Ethernet ports, or, when
+    # none is declared, to the interface the node routes the MGS address through (found on the node).
+    eth_netdevs = [n.netdev for n in (g.hardware.nics if g.hardware else []) if n.netdev and n.link_layer == "ethernet"]
+    o2ib_netdevs = [ipoib_netdev] if ipoib_netdev else (eth_netdevs if isinstance(net, RoceNetwork) else [])
     lustre: list[LustreMount] = []
     nfs: list[NfsMount] = []
     for s in bp.storage:
@@ -325,27 +393,40 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             if s.server is not None:
                 nets = {nid.split("@", 1)[1] for nid in s.server.mgs_nids}
                 uses_o2ib = any(x.startswith("o2ib") for x in nets)
+                ifaces = o2ib_netdevs if uses_o2ib else eth_netdevs
+                lnet = ("o2ib0" if uses_o2ib else "tcp0") + (f"({','.join(ifaces)})" if ifaces else "")
+                route_to = None if ifaces else s.server.mgs_nids[0].split("@", 1)[0]
                 lustre.append(LustreMount(
                     name=s.name, mount=s.mount, source=":".join(s.server.mgs_nids) + f":/{s.server.fsname}",
-                    fsx=False, options=list(s.mount_options),
-                    lnet_networks=(lnet if lnet.startswith("o2ib") else "o2ib0(ib0)") if uses_o2ib else "tcp0(eth0)",
+                    fsx=False, options=list(s.mount_options), lnet_networks=lnet, lnet_route_to=route_to,
                     stripes=stripes))
             else:
+                # FSx clients: LNet's own default (the instance's one addressed ENA interface)
                 lustre.append(LustreMount(name=s.name, mount=s.mount, source=None, fsx=True,
-                                          options=list(s.mount_options), lnet_networks="tcp0(eth0)", stripes=stripes))
+                                          options=list(s.mount_options), lnet_networks="tcp0", stripes=stripes))
         elif isinstance(s, NfsStorage):
             nfs.append(NfsMount(name=s.name, mount=s.mount, source=f"{s.server}:{s.export}", version=s.version,
                                 options=list(s.mount_options)))
     sw = bp.software
+    cat = catalog()
     onprem_os = bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04"
-    driver_version = resolved_driver_version(sw.driver_branch, sw.driver_version)
-    install_driver = gpu_count > 0 and not passthrough
+    driver_version = sw.driver_version or cat.driver_release(sw.driver_branch)
+    plan = g.sandbox.nvswitch.mode if (passthrough and nvswitch and g.sandbox.nvswitch) else None
+    guest_gpus = root_ports = None
+    if passthrough:
+        guest_gpus = (gpu_count if plan == "full-passthrough"
+                      else (g.sandbox.nvswitch.gpus_per_guest if plan and g.sandbox.nvswitch else None)
+                      or (g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None) or gpu_count)
+        switches = nvswitch_count(hw.gpu, cat) if plan == "full-passthrough" else 0
+        root_ports = guest_gpus + switches
+    install_driver = gpu_count > 0 and (not passthrough or plan == "shared-nvswitch")
+    fabric_manager = nvswitch and (not passthrough or plan == "shared-nvswitch")
     gpu_packages = None
     if install_driver and bp.target.provider == "onprem" and driver_version:
         gpu_packages = driver_packages(
             os=onprem_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
-            fabric_manager=nvswitch and not passthrough, dcgm=True, cuda=sw.cuda)
+            fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda)
     return NodeSettings(
         blueprint=bp.name,
         group=g.name,
@@ -371,12 +452,15 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         cpu_governor="performance",
         kernel_cmdline=cmdline,
         disable_acs=training,
-        install_gpu_driver=gpu_count > 0 and not passthrough,
+        install_gpu_driver=install_driver,
         driver_branch=sw.driver_branch,
         driver_version=driver_version,
+        kernel_updates=sw.kernel_updates,
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
         gpu_packages=gpu_packages,
-        fabric_manager=nvswitch and not passthrough,
+        fabric_manager=fabric_manager,
+        fabric_manager_mode=(None if not nvswitch else "default" if not passthrough
+                             else "shared-nvswitch" if plan == "shared-nvswitch" else None),
         dcgm=gpu_count > 0 and not passthrough,
         cuda=sw.cuda,
         nccl_version=sw.nccl,
@@ -407,11 +491,66 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             vm_vcpus=g.sandbox.vm.vcpus if g.sandbox.vm else None,
             vm_memory_gib=g.sandbox.vm.memory_gib if g.sandbox.vm else None,
             vm_gpus_per_vm=g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None,
+            nvswitch_plan=plan,
+            nvswitch_passthrough=plan == "full-passthrough",
+            gpus_per_guest=guest_gpus,
+            pcie_root_ports=root_ports,
         ),
         kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
+        kata_release_url=bare_metal()["kata"]["release_url"],
+        gvisor_release=sw.gvisor,
+        gvisor_release_url=bare_metal()["gvisor"]["release_url"],
+        container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
     )
 
 
 def cluster_settings(bp: Blueprint) -> dict[str, NodeSettings]:
     """:func:`node_settings` for every node group, keyed by group name."""
     return {g.name: node_settings(bp, g) for g in bp.node_groups}
+
+
+def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
+    """IPoIB interface of each InfiniBand host: ``{host: [{"netdev": ..., "address": "IP/prefix"}]}``.
+
+    Hosts whose group declares an InfiniBand NIC with a ``netdev`` get the first usable addresses of
+    ``network.infiniband.ipoib.cidr`` in blueprint order (node groups, then hosts), skipping addresses
+    the blueprint already uses (Lustre MGS NIDs, host addresses). Empty without a CIDR or without
+    InfiniBand. Raises :class:`~blueprints.errors.ClusterforgeError` when the subnet is too small.
+    """
+    net = bp.network
+    if not isinstance(net, InfinibandNetwork) or not net.infiniband.ipoib.enabled or not net.infiniband.ipoib.cidr:
+        return {}
+    subnet = ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
+    taken = {h.address for g in bp.node_groups for h in g.hosts}
+    for s in bp.storage:
+        server = getattr(s, "server", None)
+        for nid in getattr(server, "mgs_nids", []) or []:
+            taken.add(nid.split("@", 1)[0])
+    free = (str(a) for a in subnet.hosts() if str(a) not in taken)
+    out: dict[str, list[dict[str, str]]] = {}
+    for g in bp.node_groups:
+        netdev = node_settings(bp, g).ipoib_netdev
+        if not netdev:
+            continue
+        for h in g.hosts:
+            try:
+                addr = next(free)
+            except StopIteration:
+                raise ClusterforgeError(
+                    f"network.infiniband.ipoib.cidr {subnet} has too few free addresses for the InfiniBand hosts "
+                    f"(ran out at {h.name}) — use a larger subnet"
+                ) from None
+            out[h.name] = [{"netdev": netdev, "address": f"{addr}/{subnet.prefixlen}"}]
+    return out
+
+
+def runtime_handler(sandbox: SandboxSettings) -> str | None:
+    """The containerd runtime handler a cloud node registers for its sandbox (``None``: no extra runtime).
+
+    The stack's RuntimeClass ``handler`` must name exactly this, or pods never start.
+    """
+    if sandbox.runtime == "gvisor":
+        return "runsc"
+    if sandbox.runtime == "kata":
+        return sandbox.runtime_class or "kata"
+    return None

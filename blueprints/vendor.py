@@ -7,8 +7,10 @@ Every name, version and URL comes from the ``bare_metal`` section of ``blueprint
   repository at one exact version (Debian/Ubuntu ``apt`` specs ``name=version``), the packages to hold, and
   the Ubuntu Secure Boot variant (Canonical-signed precompiled modules from the Ubuntu archive);
 * :func:`container_toolkit_packages` — the four NVIDIA Container Toolkit packages pinned to one version;
-* :func:`kata_tarball` — the Kata static release file name for a version (``.tar.xz`` / ``.tar.zst``);
-* :func:`runsc_supported_drivers` — the driver versions a runsc release's nvproxy accepts.
+* :func:`kata_tarball` — the Kata static release file name for a version (``.tar.xz`` / ``.tar.zst``).
+
+Which exact driver release a branch resolves to and which releases a sandbox runtime accepts are
+:meth:`blueprints.catalog.Catalog.driver_release` and :meth:`~blueprints.catalog.Catalog.runtime_release`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .catalog import catalog
+from .versions import version as parse_version
 
 __all__ = [
     "DriverPackages",
@@ -25,34 +28,12 @@ __all__ = [
     "container_toolkit_packages",
     "driver_packages",
     "kata_tarball",
-    "resolved_driver_version",
-    "runsc_supported_drivers",
-    "version_tuple",
 ]
 
 
 def bare_metal() -> dict[str, Any]:
     """The catalog's ``bare_metal`` section (plain data, every entry with a ``source`` URL)."""
     return catalog().extras["bare_metal"]
-
-
-def version_tuple(v: str) -> tuple[int, ...]:
-    """``"1.17.8"`` -> ``(1, 17, 8)``; non-numeric parts end the tuple (``"3.21.0-rc1"`` -> ``(3, 21)``)."""
-    out: list[int] = []
-    for part in v.split("."):
-        if not part.isdigit():
-            break
-        out.append(int(part))
-    return tuple(out)
-
-
-def resolved_driver_version(branch: str, version: str | None) -> str | None:
-    """The exact driver version to install: ``version`` when given, else the catalog's default release when
-    ``branch`` is the catalog's default branch, else ``None`` (no known release of that branch)."""
-    if version:
-        return version
-    nd = bare_metal()["nvidia_driver"]
-    return nd["default_version"] if branch.split(".")[0] == nd["default_branch"] else None
 
 
 class DriverPackages(BaseModel):
@@ -150,11 +131,5 @@ def container_toolkit_packages(version: str) -> list[str]:
 def kata_tarball(version: str, arch: str = "amd64") -> str:
     """File name of Kata's static release for ``version``: ``.tar.zst`` from the catalog's ``zstd_from``
     release on, ``.tar.xz`` before (``kata-static-3.23.0-amd64.tar.zst``)."""
-    zst = version_tuple(version) >= version_tuple(bare_metal()["kata"]["zstd_from"])
+    zst = (parse_version(version) or ()) >= (parse_version(bare_metal()["kata"]["zstd_from"]) or ())
     return f"kata-static-{version}-{arch}.tar.{'zst' if zst else 'xz'}"
-
-
-def runsc_supported_drivers(release: str) -> list[str] | None:
-    """Driver versions the nvproxy of runsc ``release`` accepts; ``None`` for a release not in the catalog."""
-    r = bare_metal()["gvisor"]["releases"].get(release)
-    return None if r is None else [str(v) for v in r["supported_drivers"]]

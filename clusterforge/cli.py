@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+import typing
 from importlib import import_module
+from typing import Any
 
 import typer
 
@@ -80,6 +82,21 @@ def _register() -> None:
 _register()
 
 
+def _plain_help_types(cmd: Any) -> Any:
+    """Show a list-valued parameter's type in ``--help`` as its element (``files... <path>``), not as the
+    Python annotation typer prints (``<list[Path]>``). Returns ``cmd``."""
+    for sub in [cmd, *getattr(cmd, "commands", {}).values()]:
+        for param in getattr(sub, "params", []):
+            desc = getattr(param, "type_descriptor", None)
+            if desc is None or not getattr(desc, "is_list", False) or getattr(desc, "is_choice", False):
+                continue
+            args = typing.get_args(getattr(desc, "annotation", None))
+            label = args[0].__name__.lower() if args and isinstance(args[0], type) else "value"
+            label = {"str": "text", "int": "integer", "float": "number"}.get(label, label)
+            param.display_type = lambda ctx, _label=label: f"<{_label}>"
+    return cmd
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -88,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         args.remove("--debug")
         debug = True
     try:
-        rv = app(args=args, prog_name="clusterforge", standalone_mode=False)
+        rv = _plain_help_types(typer.main.get_command(app)).main(args=args, prog_name="clusterforge",
+                                                                   standalone_mode=False)
         return int(rv or 0) if isinstance(rv, int) else 0
     except typer.Exit as e:
         if e.exit_code == 130 and isinstance(e.__cause__, KeyboardInterrupt):

@@ -72,7 +72,7 @@ network = Network(naming.name("network"), NetworkArgs(
     subnet_id=target.vpc.subnet_id, control_plane_subnet_ids=tuple(target.vpc.control_plane_subnet_ids),
     nat_gateway=target.vpc.nat_gateway, public_subnet_for_nodes=any(g.public_ip for g in bp.node_groups),
     ssh_ingress_cidrs=tuple(target.ssh_ingress_cidrs), lustre=bool(fsx_storage),
-    lustre_efa=any(s.fsx is not None and s.fsx.efa_enabled for s in fsx_storage), eks=orchestrator is not None,
+    eks=orchestrator is not None,
 ), aws_opts)
 decision = decide_placement(bp)
 placement = Placement(naming.name("placement"), PlacementArgs(naming=naming, decision=decision), aws_opts)

@@ -50,7 +50,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from blueprints.catalog import catalog
-from blueprints.settings import LustreMount, NodeSettings, SandboxSettings, ScratchSettings
+from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
 
 __all__ = [
     "INSTANCE_STORE_MODEL",
@@ -434,18 +434,6 @@ def render_cloud_config(
     header = (f"#cloud-config\n# clusterforge: blueprint {settings.blueprint}, node group {settings.group} "
               f"(role {settings.role}); rendered from blueprints.settings.node_settings\n")
     return header + buf.getvalue()
-
-
-def runtime_handler(sandbox: SandboxSettings) -> str | None:
-    """The containerd runtime handler a node registers for its sandbox (``None``: no extra runtime).
-
-    The stack's RuntimeClass ``handler`` must name exactly this, or pods never start.
-    """
-    if sandbox.runtime == "gvisor":
-        return "runsc"
-    if sandbox.runtime == "kata":
-        return sandbox.runtime_class or "kata"
-    return None
 
 
 def _nodeconfig(settings: NodeSettings) -> str | None:

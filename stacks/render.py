@@ -1,13 +1,21 @@
-"""``clusterforge render`` for the cloud path: the Pulumi stack config and each group's user data.
+"""``clusterforge render`` for the cloud path: a Pulumi project directory that works on its own.
 
-Writes into ``out_dir``:
+Writes into ``out_dir`` (``DIR/pulumi``):
 
-* ``Pulumi.<blueprint>.yaml`` — the stack settings (``clusterforge:blueprint`` = the blueprint's
-  absolute path); copy it next to ``Pulumi.yaml`` and run ``pulumi up`` with stack ``<blueprint>``;
+* ``Pulumi.yaml`` — the project (name ``clusterforge``, Python runtime, the ``clusterforge:*``
+  settings it takes);
+* ``__main__.py`` — the program: it runs the stack program of the *installed* clusterforge package
+  (``stacks``), so the directory needs no copy of the clusterforge checkout;
+* ``blueprint.yaml`` — a copy of the blueprint, named by the stack setting with a relative path;
+* ``Pulumi.<blueprint>.yaml`` — the stack settings (``clusterforge:blueprint: blueprint.yaml``);
 * ``cloud-init/<group>.yaml`` (EC2) or ``cloud-init/<group>.mime`` (EKS managed node groups) —
   the user data each node group's launch template carries, rendered from the same
   ``NodeSettings``; FSx endpoints, known only after deploy, appear as ``FSX_<NAME>_DNS_NAME`` /
-  ``FSX_<NAME>_MOUNT_NAME`` placeholders.
+  ``FSX_<NAME>_MOUNT_NAME`` placeholders (for reading; the program renders its own).
+
+No file holds an absolute path, so the directory can be moved or committed. Pulumi runs the
+program with the ``python3`` on ``PATH`` (or ``PULUMI_PYTHON_CMD``): that interpreter needs
+clusterforge installed (``pip install`` of this project, which pulls in the Pulumi SDKs).
 
 On-prem blueprints have no Pulumi stack: nothing is written and ``[]`` is returned.
 """
@@ -21,13 +29,53 @@ from blueprints.models import KubernetesOrchestrator
 from blueprints.settings import node_settings
 
 from .cloud_init import placeholder_endpoints, render_user_data
-from .config import CONFIG_NAMESPACE, PROJECT_ROOT
+from .config import CONFIG_NAMESPACE
 
-__all__ = ["render_stack_config"]
+__all__ = ["BLUEPRINT_COPY", "render_stack_config"]
+
+BLUEPRINT_COPY = "blueprint.yaml"
+"""Name of the blueprint copy in the rendered project (the stack setting names it relative)."""
+
+PROGRAM = '''"""Pulumi program of this project: the clusterforge stack program from the installed package.
+
+Pulumi runs this file with the `python3` on PATH (or PULUMI_PYTHON_CMD); that Python needs
+clusterforge installed. The program reads `clusterforge:blueprint` from the stack settings; a
+relative path is found next to this file.
+"""
+
+import os
+import runpy
+
+os.chdir(os.path.dirname(os.path.abspath(__file__)))
+runpy.run_module("stacks", run_name="__main__", alter_sys=True)
+'''
+
+
+def _project_yaml(name: str) -> str:
+    return (
+        f"# Pulumi project for blueprint `{name}` (written by `clusterforge render`; self-contained).\n"
+        "# Needs: the Pulumi CLI, and clusterforge installed in the python3 on PATH (or PULUMI_PYTHON_CMD).\n"
+        "#   pulumi login --local                  # or your backend\n"
+        "#   export PULUMI_CONFIG_PASSPHRASE=...   # encrypts the stack's secrets (kubeconfig)\n"
+        f"#   pulumi stack select --create {name} && pulumi up\n"
+        f"name: {CONFIG_NAMESPACE}\n"
+        "description: GPU cluster on AWS from a clusterforge blueprint\n"
+        "runtime:\n"
+        "  name: python\n"
+        "config:\n"
+        "  blueprint:\n"
+        "    type: string\n"
+        f"    description: Path of the blueprint YAML (relative to this directory; `{BLUEPRINT_COPY}` is the copy).\n"
+        "  strict:\n"
+        "    type: boolean\n"
+        "    default: false\n"
+        "    description: Stop on blueprint rule warnings too, not only on errors.\n"
+    )
 
 
 def render_stack_config(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
-    """Write the stack config and per-group user data for an AWS blueprint; returns the files written.
+    """Write the Pulumi project directory for an AWS blueprint (see the module docstring); returns
+    the files written, ``[]`` for an on-prem blueprint.
 
     Raises ``OSError`` when ``out_dir`` cannot be written.
     """
@@ -35,19 +83,21 @@ def render_stack_config(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     if not bp.is_aws:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    blueprint_path = Path(loaded.file).resolve()
+    project = out_dir / "Pulumi.yaml"
+    project.write_text(_project_yaml(bp.name), encoding="utf-8")
+    program = out_dir / "__main__.py"
+    program.write_text(PROGRAM, encoding="utf-8")
+    copy = out_dir / BLUEPRINT_COPY
+    copy.write_bytes(Path(loaded.file).read_bytes())
     stack_file = out_dir / f"Pulumi.{bp.name}.yaml"
     stack_file.write_text(
         f"# Pulumi stack settings for blueprint `{bp.name}` (written by `clusterforge render`).\n"
-        f"# Copy this file next to {PROJECT_ROOT / 'Pulumi.yaml'}, then:\n"
-        f"#   export PULUMI_CONFIG_PASSPHRASE=...   # encrypts the stack's secrets\n"
         f"#   pulumi stack select --create {bp.name} && pulumi up\n"
-        f"# or simply run: clusterforge up {blueprint_path}\n"
         "config:\n"
-        f"  {CONFIG_NAMESPACE}:blueprint: {_yaml_str(str(blueprint_path))}\n",
+        f"  {CONFIG_NAMESPACE}:blueprint: {_yaml_str(BLUEPRINT_COPY)}\n",
         encoding="utf-8",
     )
-    written = [stack_file]
+    written = [project, program, copy, stack_file]
     eks = isinstance(bp.orchestrator, KubernetesOrchestrator)
     ci_dir = out_dir / "cloud-init"
     ci_dir.mkdir(exist_ok=True)

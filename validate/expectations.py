@@ -399,6 +399,13 @@ def _shared_expectations(bp: Blueprint, client_gbps: float | None = None) -> lis
             out.append(StorageExpectation(mount=s.mount, kind="fsx-lustre", name=f"FSx for Lustre {s.name} {s.mount}",
                                           read_mb_s=rd, write_mb_s=wr, derivation=deriv, source=f"{src}; {csrc}",
                                           upper_read_mb_s=up, upper_write_mb_s=up, upper_derivation=up_text))
+        elif isinstance(s, LustreStorage) and s.server is not None and s.server.throughput_mb_s:
+            mb_s = float(s.server.throughput_mb_s)
+            out.append(StorageExpectation(mount=s.mount, kind="lustre", name=f"lustre {s.name} {s.mount}",
+                                          read_mb_s=mb_s, write_mb_s=mb_s,
+                                          derivation=f"declared server throughput {mb_s:.0f} MB/s (storage.server."
+                                                     f"throughput_mb_s, file-system total)",
+                                          source="blueprint storage.server.throughput_mb_s"))
         else:
             kind = "lustre" if isinstance(s, LustreStorage) else "nfs"
             out.append(StorageExpectation(mount=s.mount, kind=kind, name=f"{kind} {s.name} {s.mount}",

@@ -3,7 +3,7 @@
 Entry points: :func:`judge_file` and :func:`judge_text` (a file may hold several nccl-tests runs,
 several fio jobs, several AMP results: one :class:`JudgeResult` each) and :func:`worst`.
 
-Verdicts (DESIGN.md "Verdicts"): ``pass``; ``warn`` (works, degraded or anomalous); ``fail``
+Verdicts: ``pass``; ``warn`` (works, degraded or anomalous); ``fail``
 (wrong data, far below expectation, crashed); ``invalid`` (the test cannot say anything: one
 rank, duplicated rank 0, no result table, unknown content). Every non-pass reason names what
 was measured, what was expected and why, and the likely cause and fix when one is known.
@@ -193,6 +193,8 @@ class JudgeResult:
         A ``pass`` that was not compared only says the test ran correctly (no wrong data, finite
         falling loss); :meth:`summary` and the reports say so.
         """
+        if self.kind == "node":  # node checks compare every measurement with the blueprint
+            return True
         return any(self.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
 
     def summary(self) -> str:
@@ -220,6 +222,8 @@ class JudgeResult:
             if e.get("ratio") is not None:
                 s += f" = {_pct(e['ratio'])} of expected"
             return s
+        if self.kind == "node" and m.get("summary"):
+            return str(m["summary"])
         if self.kind == "amp" and m.get("tokens_per_s") is not None:
             s = f"{m.get('precision') or '?'} on {m.get('gpu_name') or m.get('device') or '?'}: {m['tokens_per_s']:.4g} tokens/s"
             if m.get("mfu") is not None:
@@ -494,8 +498,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         r.degrade("invalid", f"not this hardware: the log's GPUs are {run.device_name!r}"
                              + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declares {declared}; its figures say "
                              "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
-        if run.rows or not run.errors:
-            return r
+        # a crash or wrong data is still a failure on whatever hardware: those checks run, the bandwidth ones do not
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)
@@ -512,14 +515,15 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             r.degrade("invalid", "no result table: the run printed a header but no sizes (interrupted before the "
                                  "first size, or output cut); rerun and keep the whole output" + (f". {cause}" if cause else ""))
         return r
-    if ranks == 1:
+    if ranks == 1 and not mismatch:
         r.degrade("invalid", "one rank: busbw is 0 by definition (bus factor (n-1)/n = 0), so this run says nothing "
                              "about NVLink or the network. Fix: launch one process per GPU (mpirun -np N / srun -n N) "
                              "or use -g N")
         return r
     peak = run.peak()
     if peak is None or peak[0] <= 0:
-        r.degrade("invalid", "every busbw is 0: the run moved no data between ranks (one rank per communicator?)")
+        if not mismatch:
+            r.degrade("invalid", "every busbw is 0: the run moved no data between ranks (one rank per communicator?)")
         return r
     peak_bw, peak_size, peak_where = peak
     m["peak_busbw_gbps"] = peak_bw
@@ -560,6 +564,8 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         # the expectation would blame the fabric for a truncated log
         r.note(f"bandwidth not judged against the expectation: the sizes above {fmt_bytes(run.rows[-1].size_bytes)}, "
                f"where busbw peaks, are missing; peak so far {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)}")
+        return r
+    if mismatch:
         return r
     # ---- CPU runs ----------------------------------------------------------------------------
     if run.is_cpu:
@@ -856,7 +862,12 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
         report = FioReport(fmt="text")
     if report.empty:
         r = JudgeResult(source=source, kind="fio", label=label or name)
-        payload_error = _fio_payload_error(text)
+        payload_error, missing_tool = _fio_payload_error(text)
+        if missing_tool:
+            r.metrics["missing_tool"] = missing_tool
+            r.degrade("invalid", f"the fio suite could not run: {payload_error}. A tool that is not installed says "
+                                 "nothing about the hardware")
+            return [r]
         if payload_error:
             r.degrade("fail", f"fio did not run: {payload_error}. Likely cause: fio is not installed on the node or the "
                               "target directory is missing or not writable; fix: install fio (validation_tools role) and "
@@ -866,18 +877,21 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
     return judge_fio_report(report, ctx, source=source, label=label)
 
 
-def _fio_payload_error(text: str) -> str | None:
-    """The ``clusterforge.error`` that validate's fio payload records when fio could not run, else None."""
+def _fio_payload_error(text: str) -> tuple[str | None, str | None]:
+    """``(error, missing_tool)`` that validate's fio payload records in ``clusterforge`` when fio could
+    not run (``missing_tool``: the executable that is not installed), else ``(None, None)``."""
     start = text.find("{")
     if start < 0:
-        return None
+        return None, None
     try:
         doc = json.loads(text[start:])
     except ValueError:
-        return None
+        return None, None
     meta = doc.get("clusterforge") if isinstance(doc, dict) else None
-    err = meta.get("error") if isinstance(meta, dict) else None
-    return str(err) if err else None
+    if not isinstance(meta, dict):
+        return None, None
+    err, tool = meta.get("error"), meta.get("missing_tool")
+    return (str(err) if err else None), (str(tool) if tool else None)
 
 
 def _verify_reason(fails: list[VerifyFailure]) -> str:

@@ -178,6 +178,7 @@ def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, ra
     for r in results:
         lines.append(f"| {_ICON.get(r.verdict, '')} {r.verdict} | {_md(r.title)} | {r.kind} | {_md(r.summary())} | "
                      f"{_md(_expected_text(r))} |")
+    lines += _node_table_md(results)
     lines += ["", "## Details", ""]
     for r in results:
         lines.append(f"### {_ICON.get(r.verdict, '')} {_md(r.title)}: {r.verdict}")
@@ -190,6 +191,39 @@ def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, ra
         lines.append(f"- raw output: [{Path(r.source).name}]({link})" if link else f"- raw output: `{r.source}`")
         lines.append("")
     return "\n".join(lines)
+
+
+def _node_table_md(results: list[JudgeResult]) -> list[str]:
+    """The "Node checks" section: a node x check table, then every failing cell explained."""
+    from .node_checks import node_table
+
+    t = node_table(results)
+    if t is None:
+        return []
+    out = ["", "## Node checks", ""]
+    if t.columns:
+        out += ["| node | " + " | ".join(t.columns) + " |", "|---|" + "---|" * len(t.columns)]
+        for name, cells in t.rows:
+            out.append(f"| {_md(name)} | " + " | ".join(
+                f"{_ICON.get(cells[c]['verdict'], '')} {cells[c]['verdict']}" if c in cells else "–"
+                for c in t.columns) + " |")
+    if t.not_applicable:
+        out += ["", "Not applicable on every node: " + ", ".join(t.not_applicable)]
+    if t.failing:
+        out += ["", "Failing cells:", ""]
+        for name, c in t.failing:
+            s = f"- **{_md(name)} / {c['id']}** ({c['verdict']}{', blocking' if c.get('blocking') else ''}): " \
+                f"measured {_md(c['measured'])}; expected {_md(c['expected'])}"
+            if c.get("cause"):
+                s += f". Cause: {_md(c['cause'])}"
+            if c.get("fix"):
+                s += f". Fix: {_md(c['fix'])}"
+            out.append(s + (f" ([source]({c['source']}))" if c.get("source") else ""))
+    explained = [r for r in results if r.metrics.get("explained_by")]
+    if explained:
+        out += ["", "Results explained by a failed blocking node check:", ""]
+        out += [f"- {_md(r.title)}: {', '.join(r.metrics['explained_by'])}" for r in explained]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,8 +415,10 @@ def _html(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_di
         "metrics": {k: v for k, v in r.metrics.items() if not isinstance(v, (dict,))},
         "expected": r.expected,
     } for i, r in enumerate(results)]
+    from .node_checks import node_table
+
     tpl = env.get_template("report.html.j2")
-    return tpl.render(doc=doc, items=items, fio_png=fio_png, amp_png=amp_png, verdicts=VERDICTS,
+    return tpl.render(doc=doc, items=items, node_table=node_table(results), icons=_ICON, fio_png=fio_png, amp_png=amp_png, verdicts=VERDICTS,
                       nccl_count=sum(r.kind == "nccl" for r in results), nccl_plotted=n)
 
 

@@ -10,12 +10,20 @@ Flow (``clusterforge validate`` is a thin shell around :func:`run_validation`):
 2. Each test runs through the launcher, which writes ``DIR/raw/<test-id>.txt|.json``; the raw
    output is judged at once with :func:`validate.judge.judge_file` and every result is appended to
    ``DIR/results.jsonl`` (flushed and fsynced), and ``DIR/run.json`` (the manifest) is rewritten, so
-   an interrupted run keeps what it had. ``resume=True`` skips the tests already in
-   ``results.jsonl``; a rerun into a non-empty directory without ``resume`` or ``force`` is refused.
+   an interrupted run keeps what it had. Every line records what its test ran with
+   (``run_with``: parameters, nodes, ranks, device; :func:`run_with`). ``resume=True`` keeps a
+   planned test's results only when every one passed or warned and it ran with the parameters
+   planned now; tests that failed, were invalid, were interrupted or whose parameters changed run
+   again (their old lines are dropped first, so results of different parameters never mix), and
+   results of tests that are not planned (other suites) are kept untouched. ``force=True`` reruns
+   every planned test; with ``keep_unplanned`` (``--force --suites X``) the other suites' results
+   stay. A rerun into a non-empty directory without ``resume`` or ``force`` is refused.
 3. :func:`validate.report.write_reports` writes the JSON, Markdown, JUnit XML and HTML reports.
 
 Exit status (:attr:`RunSummary.exit_code`): 0 when every result is pass or warn, 1 when any is
-fail, 3 when the run says nothing (no results, or an ``invalid`` result and no ``fail``).
+fail, 3 when the run says nothing (no results, or an ``invalid`` result and no ``fail``). A suite
+whose tool is not installed (fio) gives ``invalid`` results whose ``metrics.missing_tool`` names
+it (:attr:`RunSummary.missing_tools`); it never turns the run into a ``fail`` and never hides one.
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ from blueprints.errors import InvalidRunError, UsageError
 from blueprints.models import Blueprint, LustreStorage, NodeGroup
 from blueprints.settings import node_settings, on_mount
 
-from .judge import exit_code_for, judge_file, worst
+from .judge import JudgeResult, exit_code_for, judge_file, worst
 from .launchers.common import Launcher, LaunchResult, PlannedTest
+from .node_checks import blocking_failures, explains, judge_node_file
 
 __all__ = [
     "CPU_MAX_BYTES",
@@ -51,9 +60,11 @@ __all__ = [
     "plan_tests",
     "prepare_output_dir",
     "run_validation",
+    "run_with",
 ]
 
-SUITES = ("nccl", "fio", "amp")
+SUITES = ("node", "nccl", "fio", "amp")
+"""Suites in run order: the node health checks come first, so later results can be explained by them."""
 
 CPU_MAX_BYTES = 64 * 1024**2
 """Largest collective message on a CPU-only (gloo) run: larger sizes only measure memory copies
@@ -70,6 +81,8 @@ MISMATCH = "hardware mismatch:"
 """Prefix of a test note saying the local machine lacks the declared hardware: the result is then
 ``invalid`` (it says nothing about the declared cluster)."""
 MANIFEST = "run.json"
+RESUMABLE = ("pass", "warn")
+"""Verdicts a resumed run keeps; every other result (fail, invalid) is run again."""
 RUN_ARTEFACTS = ("raw", "logs", "launch", "payloads", "slurm", "kubernetes", RESULTS, MANIFEST)
 """What a run writes into DIR besides the reports (``--force`` removes a previous run)."""
 
@@ -156,6 +169,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
         local_gpus = local_gpu_count()
     cat = catalog()
     tests: list[PlannedTest] = []
+    node_tests: list[PlannedTest] = []
     several = len(groups) > 1
     if local and several:
         notes.append(f"local launcher: only node group {groups[0].name} is validated (this machine is one node)")
@@ -191,6 +205,11 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
             if ns.passthrough_host:
                 notes.append(f"node group {g.name} passes its GPUs into {ns.sandbox.runtime} sandboxes: the host "
                              "sees no GPU, so the suites must run inside a sandbox (use --launcher kubernetes)")
+        if "node" in chosen:
+            node_tests.append(PlannedTest(
+                id=f"node{'-' + g.name if several else ''}", kind="node", group=g.name, nodes=nodes, ranks_per_node=1,
+                device="cpu", params={}, description=f"node health checks on {nodes} node(s) of {g.name}",
+                notes=(gpu_mismatch,) if gpu_mismatch else ()))
         if "nccl" in chosen:
             colls = list(v.nccl.collectives)
             if bp.workload and bp.workload.architecture == "moe" and "alltoall" not in colls:
@@ -272,7 +291,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                 description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} "
                              f"on one {'GPU' if device == 'cuda' else 'CPU'}"),
                 notes=tuple(anotes)))
-    return tests, notes
+    return node_tests + tests, notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +413,8 @@ class RunEvents(Protocol):
 @dataclass
 class RunSummary:
     """Outcome of :func:`run_validation`: every result (resumed ones too), the verdict per test,
-    the report files, and the exit code (0 pass/warn, 1 fail, 3 invalid run)."""
+    the report files, the exit code (0 pass/warn, 1 fail, 3 invalid run) and the tools that were
+    missing (``{tool: {"suites", "tests", "reason"}}``: those suites' results are ``invalid``)."""
 
     out_dir: Path
     results: list[Any]
@@ -403,6 +423,7 @@ class RunSummary:
     skipped: list[str]
     exit_code: int
     notes: list[str] = field(default_factory=list)
+    missing_tools: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> Any:
@@ -434,6 +455,65 @@ def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> 
     return ctx
 
 
+def mark_explained(results: list[JudgeResult], group: str,
+                   blockers: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    """Mark ``results`` of node group ``group`` as explained by the failed blocking node checks of that group.
+
+    ``blockers`` is :func:`validate.node_checks.blocking_failures` of the run's node results. A
+    result gets ``metrics["explained_by"]`` (``["host: check-id", ...]``) and a note naming the
+    failed check, its measurement and its fix, when the check explains the result's suite
+    (:data:`validate.node_checks.CHECKS`); the verdict is left as judged.
+    """
+    for r in results:
+        why = [(host, c) for (g, host), checks in sorted(blockers.items()) if g == group
+               for c in checks if explains(c, r.kind)]
+        if not why:
+            continue
+        r.metrics["explained_by"] = [f"{host}: {c['id']}" for host, c in why]
+        for host, c in why:
+            r.note(f"explained by the node suite: {host} failed blocking check {c['id']} (measured {c['measured']}; "
+                   f"expected {c['expected']}){'. Fix: ' + c['fix'] if c.get('fix') else ''}")
+
+
+MISSING_TOOL = "clusterforge: missing tool:"
+"""Start of the line a payload prints (stderr, and its output file where it has one) when a tool it needs
+is not installed on the node (fio, torch), before exiting 127: ``clusterforge: missing tool: TOOL ...``."""
+
+
+def missing_tool_line(launch: LaunchResult) -> tuple[str, str] | None:
+    """``(tool, advice)`` from a payload's missing-tool line in the raw output or the launch log, else ``None``.
+
+    Only a payload that exited 127 (the shell's "command not found" status, which the payloads use for
+    a missing tool) counts, so a test that happens to print the words is not affected.
+    """
+    if launch.returncode != 127:
+        return None
+    for path in (launch.raw, launch.log):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-400:]
+        except OSError:
+            continue
+        for ln in lines:
+            at = ln.find(MISSING_TOOL)
+            if at >= 0:
+                advice = ln[at + len(MISSING_TOOL):].strip()
+                return (advice.split()[0] if advice else "tool"), advice
+    return None
+
+
+def _missing_tool_result(test: PlannedTest, launch: LaunchResult) -> list[JudgeResult] | None:
+    """The ``invalid`` result of a test whose payload said a tool is missing (``metrics.missing_tool``)."""
+    found = missing_tool_line(launch)
+    if found is None:
+        return None
+    tool, advice = found
+    r = JudgeResult(source=str(launch.raw), kind=test.kind, label=test.id)
+    r.metrics["missing_tool"] = tool
+    r.degrade("invalid", f"the {test.kind} suite could not run: {advice}. A tool that is not installed says "
+                         "nothing about the hardware")
+    return [r]
+
+
 def _ensure_raw(launch: LaunchResult) -> None:
     """Give the judge something to quote when the payload died before writing its output."""
     raw = launch.raw
@@ -448,21 +528,92 @@ def _ensure_raw(launch: LaunchResult) -> None:
                    f"{tail}\n", encoding="utf-8")
 
 
+def run_with(test: PlannedTest) -> dict[str, Any]:
+    """What ``test`` runs with, as recorded on each of its ``results.jsonl`` lines and compared on
+    ``--resume``: ``{"params", "nodes", "ranks_per_node", "device"}`` (JSON-normalised)."""
+    return json.loads(json.dumps({"params": test.params, "nodes": test.nodes,
+                                  "ranks_per_node": test.ranks_per_node, "device": test.device}))
+
+
+def _changed_keys(old: Any, new: dict[str, Any]) -> list[str]:
+    """Names of what differs between a recorded ``run_with`` and the planned one (``params.x``, ``nodes`` ...)."""
+    if not isinstance(old, dict):
+        return ["(not recorded)"]
+    out = [k for k in ("nodes", "ranks_per_node", "device") if old.get(k) != new.get(k)]
+    op, np_ = old.get("params") or {}, new.get("params") or {}
+    out += [f"params.{k}" for k in sorted(set(op) | set(np_)) if op.get(k) != np_.get(k)]
+    return out
+
+
+def _missing_tools(results: list[Any]) -> dict[str, dict[str, Any]]:
+    """``{tool: {"suites": [...], "tests": [...], "reason": str}}`` of results whose suite could not
+    run because ``tool`` is not installed (``metrics.missing_tool``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        tool = r.metrics.get("missing_tool")
+        if not tool:
+            continue
+        rec = out.setdefault(str(tool), {"suites": [], "tests": [], "reason": r.reasons[0] if r.reasons else ""})
+        if r.kind not in rec["suites"]:
+            rec["suites"].append(r.kind)
+        test = (r.label or "").split(": ", 1)[0]
+        if test and test not in rec["tests"]:
+            rec["tests"].append(test)
+    return out
+
+
+def _plan_resume(lines: list[dict[str, Any]], tests: list[PlannedTest], *, resume: bool
+                 ) -> tuple[set[str], list[str]]:
+    """``(kept, notes)``: the planned tests whose recorded results are kept (every verdict in
+    :data:`RESUMABLE` and the same :func:`run_with`), and a note per planned test that runs again."""
+    by_test: dict[str, list[dict[str, Any]]] = {}
+    for d in lines:
+        lbl = _label_of(d)
+        if lbl:
+            by_test.setdefault(lbl, []).append(d)
+    kept: set[str] = set()
+    notes: list[str] = []
+    if not resume:
+        return kept, notes
+    for t in tests:
+        mine = by_test.get(t.id)
+        if not mine:
+            continue  # never ran or interrupted: runs now
+        bad = sorted({str(d.get("verdict")) for d in mine} - set(RESUMABLE))
+        changed = sorted({k for d in mine for k in _changed_keys(d.get("run_with"), run_with(t))})
+        if bad:
+            notes.append(f"{t.id}: run again (it was {' and '.join(bad)} before)")
+        elif changed:
+            notes.append(f"{t.id}: run again (its parameters changed since its results were recorded: "
+                         f"{', '.join(changed)})")
+        else:
+            kept.add(t.id)
+    return kept, notes
+
+
 def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, tests: list[PlannedTest], *,
-                   resume: bool = False, force: bool = False, notes: list[str] | None = None,
-                   events: RunEvents | None = None, title: str | None = None) -> RunSummary:
+                   resume: bool = False, force: bool = False, keep_unplanned: bool = False,
+                   notes: list[str] | None = None, events: RunEvents | None = None,
+                   title: str | None = None) -> RunSummary:
     """Run ``tests`` with ``launcher`` into ``out_dir``, judging and recording each as it finishes.
 
-    See the module docstring for the files. Raises :class:`UsageError` for a directory that is not
-    ready (see :func:`prepare_output_dir`), :class:`InvalidRunError` when nothing could be judged,
-    and lets ``KeyboardInterrupt`` through after marking the manifest ``interrupted``.
+    See the module docstring for the files and for ``resume`` (rerun what failed, was invalid,
+    was interrupted or changed parameters), ``force`` (rerun every planned test) and
+    ``keep_unplanned`` (with ``force``: keep the results of tests not planned now, i.e.
+    ``--force --suites X`` keeps the other suites). Raises :class:`UsageError` for a directory that
+    is not ready (see :func:`prepare_output_dir`), :class:`InvalidRunError` when nothing could be
+    judged, and lets ``KeyboardInterrupt`` through after marking the manifest ``interrupted``.
     """
     from .report import load_results, write_reports
 
     bp = loaded.blueprint
     out_dir = Path(out_dir)
     fresh = not out_dir.exists() or not any(out_dir.iterdir())
-    prepare_output_dir(out_dir, blueprint_name=bp.name, resume=resume, force=force)
+    same_run = ((out_dir / MANIFEST).exists() or (out_dir / RESULTS).exists()) and \
+        ((_read_manifest(out_dir) or {}).get("blueprint") or {}).get("name") in (None, bp.name)
+    partial_force = force and keep_unplanned and same_run and not resume
+    prepare_output_dir(out_dir, blueprint_name=bp.name, resume=resume or partial_force,
+                       force=force and not partial_force)
     try:
         launcher.prepare()
     except BaseException:
@@ -470,19 +621,29 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     results_path = out_dir / RESULTS
-    if resume:
+    reuse = resume or partial_force
+    if reuse:
         _drop_torn_tail(results_path)
-    done = {lbl for lbl in (_label_of(d) for d in read_results_lines(results_path)) if lbl} if resume else set()
+    old_lines = read_results_lines(results_path) if reuse else []
+    done, rerun_notes = _plan_resume(old_lines, tests, resume=resume)
+    planned_ids = {t.id for t in tests}
+    keep_lines = [d for d in old_lines if _label_of(d) not in planned_ids or _label_of(d) in done]
+    if len(keep_lines) != len(old_lines):  # results of tests that run again go, so nothing mixes
+        tmp = results_path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(d) + "\n" for d in keep_lines), encoding="utf-8")
+        os.replace(tmp, results_path)
     notes = list(notes or [])
-    prev = _read_manifest(out_dir) if resume else None
+    prev = _read_manifest(out_dir) if reuse else None
     bp_text = Path(loaded.file).read_bytes() if Path(loaded.file).exists() else b""
     sha = hashlib.sha256(bp_text).hexdigest()
     if prev and (prev.get("blueprint") or {}).get("sha256") not in (None, sha):
-        notes.append("the blueprint changed since the results being resumed were recorded")
+        notes.append("the blueprint changed since the results being kept were recorded")
     if prev and prev.get("launcher") not in (None, launcher.name):
-        notes.append(f"resumed with the {launcher.name} launcher; the earlier results came from the "
+        notes.append(f"run with the {launcher.name} launcher; the results kept from before came from the "
                      f"{prev['launcher']} launcher")
+    notes += rerun_notes
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    kept_unplanned = {lbl for lbl in (_label_of(d) for d in keep_lines) if lbl and lbl not in planned_ids}
     manifest: dict[str, Any] = {
         "kind": "clusterforge-validation-run",
         "version": 1,
@@ -501,10 +662,16 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             if tid in manifest["tests"] and tid in done:
                 manifest["tests"][tid] = {**manifest["tests"][tid], **{k: v for k, v in rec.items() if k != "status"},
                                           "status": "done"}
+            elif tid in kept_unplanned:
+                manifest["tests"][tid] = rec
     _write_json_atomic(out_dir / MANIFEST, manifest)
     if events:
         events.planned(tests, done, notes)
     recorded: set[str] = set()
+    # failed blocking node checks of this run (resumed ones too): they explain later results
+    from .report import load_results as _load
+
+    blockers = blocking_failures(_load(out_dir)) if reuse and results_path.exists() else {}
     try:
         for t in tests:
             if t.id in done:
@@ -517,8 +684,14 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 events.started(t)
             launch = launcher.run(t)
             _ensure_raw(launch)
-            ctx = judge_context(loaded, t, launcher.name)
-            results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
+            if t.kind == "node":
+                results = judge_node_file(launch.raw, bp, t.group, label=t.id, expected_nodes=t.nodes)
+            else:
+                ctx = judge_context(loaded, t, launcher.name)
+                results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
+                mark_explained(results, t.group, blockers)
+            if not any(r.metrics.get("missing_tool") for r in results):
+                results = _missing_tool_result(t, launch) or results
             for r in results:
                 # wall time of the test, shared between the results it produced (JUnit testcase time)
                 r.metrics["test_wall_time_s"] = round(launch.duration_s / len(results), 3)
@@ -531,7 +704,9 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 if launch.returncode == 124:
                     r.degrade("fail", f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
                                       "or shrink the test (validation sizes, steps, runtime)")
-            lines = [{**r.to_json(), "test_id": t.id} for r in results]
+            if t.kind == "node":
+                blockers.update(blocking_failures(results))
+            lines = [{**r.to_json(), "test_id": t.id, "run_with": run_with(t)} for r in results]
             _append_result_lines(results_path, lines)
             recorded.add(t.id)
             vs = [str(r.verdict) for r in results]
@@ -561,6 +736,8 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     reports = write_reports(all_results, out_dir, title=title or f"Validation of {bp.name} ({launcher.name} launcher)",
                             blueprint=bp, raw_dir=out_dir / "raw")
     all_verdicts = [str(r.verdict) for r in all_results]
+    missing = _missing_tools(all_results)
+    manifest["missing_tools"] = missing
     manifest["status"] = "complete"
     manifest["verdict"] = worst(all_verdicts)
     manifest["reports"] = {k: str(Path(v).relative_to(out_dir)) if Path(v).is_relative_to(out_dir) else str(v)
@@ -573,4 +750,5 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             per_test_all.setdefault(lbl, []).append(d["verdict"])
     per_test = {k: worst(v) for k, v in per_test_all.items()}
     return RunSummary(out_dir=out_dir, results=all_results, verdicts=per_test, reports=dict(reports),
-                      skipped=sorted(done), exit_code=exit_code_for(all_verdicts), notes=notes)
+                      skipped=sorted(done), exit_code=exit_code_for(all_verdicts), notes=notes,
+                      missing_tools=missing)

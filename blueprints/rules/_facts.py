@@ -7,13 +7,13 @@ for a blueprint the models accepted (unknown hardware resolves to ``None``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog
 from ..hardware import GB, GIB, GroupHardware, group_hardware, instance_spec
 from ..models import Blueprint, LustreStorage, NfsStorage, NodeGroup
+from ..versions import version, vstr
 
 __all__ = ["GB", "GIB", "GroupHardware", "Mount", "compute_groups", "fld", "group_hardware", "instance_spec",
            "mounts", "reprs", "training_groups", "version", "vstr"]
@@ -23,17 +23,6 @@ def fld(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path)
 
 
-def version(text: str | None) -> tuple[int, ...] | None:
-    """``"v0.5.6"`` / ``"2.21.5-1"`` / ``"550.54.14"`` -> ``(0, 5, 6)`` etc.; ``None`` if no number."""
-    if not text:
-        return None
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", str(text))
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
-
-
-def vstr(v: tuple[int, ...]) -> str:
-    """``(2, 18, 0)`` -> ``"2.18.0"``."""
-    return ".".join(str(x) for x in v)
 
 
 def training_groups(bp: Blueprint, cat: Catalog) -> list[tuple[int, NodeGroup, GroupHardware]]:

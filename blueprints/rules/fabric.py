@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, RoceNetwork
-from ._facts import training_groups, version
+from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, LustreStorage, Network, Nic, RoceNetwork
+from ..settings import generated_nccl_env
+from ._facts import GroupHardware, fld, group_hardware, training_groups, version, vstr
 from .registry import Hit, RuleContext, rule
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
@@ -126,6 +128,29 @@ def rdma_nics_declared(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="ipoib-netdev-declared",
+    severity="warning",
+    summary="IPoIB addresses and Lustre LNet (`o2ib`) bind to the first InfiniBand port's `netdev`; without one they "
+            "use the kernel's old default `ib0`, which hosts with predictable interface names (`ibp12s0`) do not have.",
+    fix="add `netdev:` (the name `ip link` shows, e.g. `ibp24s0`) to the InfiniBand NICs in `hardware.nics`",
+    source="https://wiki.lustre.org/Mounting_a_Lustre_File_System_on_Client_Nodes",
+)
+def ipoib_netdev_declared(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if not isinstance(net, InfinibandNetwork):
+        return
+    lustre = any(s.kind == "lustre" for s in ctx.bp.storage)
+    if not (net.infiniband.ipoib.enabled or lustre):
+        return
+    needs = " and ".join(x for x, on in (("IPoIB", net.infiniband.ipoib.enabled), ("Lustre LNet", lustre)) if on)
+    for i, g in enumerate(ctx.bp.node_groups):
+        ib = [n for n in (g.hardware.nics if g.hardware else []) if n.link_layer == "infiniband"]
+        if ib and not any(n.netdev for n in ib):
+            yield Hit(("node_groups", i, "hardware", "nics", 0), f"group `{g.name}`: no InfiniBand NIC declares its "
+                      f"`netdev`, so {needs} would bind to `ib0`")
+
+
+@rule(
     id="roce-netdev-declared",
     severity="error",
     summary="RoCE QoS (trust, PFC, DSCP, ECN) is set per network interface: every RoCE NIC needs its `netdev`.",
@@ -187,10 +212,6 @@ def roce_traffic_class(ctx: RuleContext) -> Iterator[Hit]:
         yield Hit(("network", "roce", "traffic_class"),
                   f"`network.roce.traffic_class` {r.traffic_class} carries DSCP {r.traffic_class >> 2} but "  # type: ignore[operator]
                   f"`network.roce.dscp` is {r.dscp}", f"set `traffic_class: {r.dscp * 4}` or remove it")
-    for k, v in net.nccl.env.items():
-        if k == "NCCL_IB_TC" and v.strip().isdigit() and int(v) != r.effective_traffic_class:
-            yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.NCCL_IB_TC` {v} disagrees with the RoCE "
-                      f"traffic class {r.effective_traffic_class}", "remove it from `nccl.env`")
 
 
 @rule(
@@ -235,6 +256,13 @@ def ipoib_cidr(ctx: RuleContext) -> Iterator[Hit]:
                   f"use a larger subnet (at least /{max(1, 32 - (hosts + 2 - 1).bit_length())})")
 
 
+def _gdr_used(ctx: RuleContext) -> bool:
+    """GPUDirect RDMA is on for at least one GPU node group (written, or by the group's default)."""
+    gdr = ctx.bp.network.gpudirect_rdma
+    return any(gdr.on_for(g.sandbox.passthrough) for g in ctx.bp.node_groups
+               if group_hardware(ctx.bp, g, ctx.catalog).gpus)
+
+
 @rule(
     id="gpudirect-dmabuf-open-modules",
     severity="error",
@@ -244,7 +272,7 @@ def ipoib_cidr(ctx: RuleContext) -> Iterator[Hit]:
 )
 def gpudirect_dmabuf_open_modules(ctx: RuleContext) -> Iterator[Hit]:
     gdr = ctx.bp.network.gpudirect_rdma
-    if gdr.enabled and gdr.method == "dmabuf" and not ctx.bp.software.driver_open_kernel_modules:
+    if _gdr_used(ctx) and gdr.method == "dmabuf" and not ctx.bp.software.driver_open_kernel_modules:
         yield Hit(("network", "gpudirect_rdma", "method"), "`network.gpudirect_rdma.method` is `dmabuf` but "
                   "`software.driver_open_kernel_modules` is false")
 
@@ -258,9 +286,9 @@ def gpudirect_dmabuf_open_modules(ctx: RuleContext) -> Iterator[Hit]:
 )
 def gpudirect_peermem_driver(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not net.gpudirect_rdma.enabled:
+    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not _gdr_used(ctx):
         return
-    if (net.gpudirect_rdma.method or "nvidia-peermem") != "nvidia-peermem":
+    if net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules) != "nvidia-peermem":
         return
     branch = version(ctx.bp.software.driver_branch)
     if branch and branch[0] < 470:
@@ -278,46 +306,189 @@ def gpudirect_peermem_driver(ctx: RuleContext) -> Iterator[Hit]:
 )
 def gpudirect_efa_unsupported(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if not isinstance(net, EfaNetwork) or not net.gpudirect_rdma.enabled:
+    if not isinstance(net, EfaNetwork):
         return
     for i, g, hw in training_groups(ctx.bp, ctx.catalog):
+        if not net.gpudirect_rdma.on_for(g.sandbox.passthrough):
+            continue
         if hw.instance is not None and hw.instance.gpudirect_rdma is False:
             yield Hit(("node_groups", i, "instance_type"), f"`{hw.instance.name}` (`node_groups.{i}.instance_type`) has "
                       f"no GPUDirect RDMA over EFA")
 
 
-_FORCES_SOCKETS = {
-    ("NCCL_IB_DISABLE", "1"): "disables the InfiniBand/RoCE transport",
-    ("NCCL_NET", "socket"): "forces the socket transport",
-}
+# --- the NCCL environment against the declared hardware -------------------------------------------
+
+@dataclass(frozen=True)
+class _Declared:
+    """What one node group declares that NCCL fast paths depend on."""
+
+    index: int
+    name: str
+    hw: GroupHardware
+    nics: list[Nic]
+
+    def has(self, need: str, net: Network) -> bool:
+        # training groups never pass their GPUs into sandboxes: GPUDirect RDMA is on unless written off
+        gdr = net.gpudirect_rdma.on_for(False) and net.fabric in ("efa", "infiniband", "roce")
+        if net.fabric == "efa" and self.hw.instance is not None and self.hw.instance.gpudirect_rdma is False:
+            gdr = False
+        return {
+            "multi-gpu": self.hw.gpus >= 2,
+            "nvlink": self.hw.gpu is not None and self.hw.gpu.has_nvlink and self.hw.gpus >= 2,
+            "nvls": self.hw.nvswitch and self.hw.gpu is not None and (self.hw.gpu.nvlink_gen or 0) >= 4,
+            "rdma": net.fabric in ("infiniband", "roce"),
+            "efa": net.fabric == "efa",
+            "net": net.fabric in ("efa", "infiniband", "roce"),
+            "gdr": gdr,
+            "dmabuf": gdr and net.fabric != "efa" and net.gpudirect_rdma.method == "dmabuf",
+            "rdma-not-rail": isinstance(net, InfinibandNetwork) and not net.infiniband.rail_optimized,
+        }.get(need, False)
+
+    def describe(self) -> str:
+        gpu = f"{self.hw.gpus} x {self.hw.gpu_key}" if self.hw.gpus else "no GPUs"
+        where = self.hw.instance.name + ": " if self.hw.instance is not None else ""
+        return f"node group `{self.name}` ({where}{gpu}{' on NVSwitch' if self.hw.nvswitch else ''})"
+
+
+def _declared(ctx: RuleContext) -> list[_Declared]:
+    return [_Declared(i, g.name, hw, list(g.hardware.nics) if g.hardware else [])
+            for i, g, hw in training_groups(ctx.bp, ctx.catalog)]
+
+
+def _match_list(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
+    """NCCL's list syntax (``NCCL_IB_HCA``, ``NCCL_SOCKET_IFNAME``): ``(exclude, exact, [(name, port)])``
+    for ``^`` (exclude the listed), ``=`` (exact names instead of prefixes) and ``name[:port]`` items."""
+    v = value.strip()
+    exclude = v.startswith("^")
+    v = v.lstrip("^")
+    exact = v.startswith("=")
+    v = v.lstrip("=")
+    items: list[tuple[str, int | None]] = []
+    for part in filter(None, (p.strip() for p in v.split(","))):
+        name, _, port = part.partition(":")
+        items.append((name, int(port) if port.isdigit() else None))
+    return exclude, exact, items
+
+
+def _selected(value: str, name: str, port: int | None = None) -> bool:
+    """Whether NCCL's list ``value`` selects interface/device ``name`` (and ``port``)."""
+    exclude, exact, items = _match_list(value)
+    hit = any((name == n if exact else name.startswith(n)) and (p is None or port is None or p == port) for n, p in items)
+    return hit != exclude
+
+
+def _fast_path_hits(ctx: RuleContext, effect: str) -> Iterator[Hit]:
+    net = ctx.bp.network
+    groups = _declared(ctx)
+    for k, v in net.nccl.env.items():
+        val = v.strip().lower()
+        for row in ctx.catalog.nccl_env_fast_paths:
+            if row["name"] != k or row["effect"] != effect:
+                continue
+            if "*" not in row["values"] and val not in [str(x).lower() for x in row["values"]]:
+                continue
+            hit = [d for d in groups if d.has(str(row["needs"]), net)]
+            if hit:
+                yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}={v}` switches off {row['switches_off']} "
+                          f"on {hit[0].describe()}", f"remove `{k}` from `network.nccl.env`")
 
 
 @rule(
     id="nccl-env-disables-fabric",
     severity="error",
-    summary="`network.nccl.env` must not switch NCCL to TCP sockets on an RDMA fabric (`NCCL_IB_DISABLE=1`, "
-            "`NCCL_NET=Socket`): multi-node busbw drops to a fraction.",
+    summary="`network.nccl.env` must not switch off a fast path the blueprint declares: peer-to-peer and shared "
+            "memory between GPUs, NVLink SHARP, GPUDirect RDMA, the RDMA transport or network plugin, a declared "
+            "NIC left out of `NCCL_IB_HCA`, or a socket interface that matches no declared netdev (catalog "
+            "`nccl_env_fast_paths`).",
     fix="remove the variable from `network.nccl.env`",
     source=NCCL_ENV,
 )
 def nccl_env_disables_fabric(ctx: RuleContext) -> Iterator[Hit]:
-    fabric = ctx.bp.network.fabric
-    if fabric == "ethernet":
-        return
-    for k, v in ctx.bp.network.nccl.env.items():
-        what = _FORCES_SOCKETS.get((k, v.strip().lower()))
-        if what and not (k == "NCCL_IB_DISABLE" and fabric == "efa"):
-            yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}={v}` {what} on the `{fabric}` fabric")
-        if fabric == "efa" and k == "FI_PROVIDER" and v.strip().lower() not in ("efa", ""):
-            yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.FI_PROVIDER={v}` replaces the libfabric "
-                      f"`efa` provider on an EFA fabric", "remove it (clusterforge sets `FI_PROVIDER=efa`)")
+    net = ctx.bp.network
+    yield from _fast_path_hits(ctx, "disables")
+    if net.fabric == "efa":
+        v = net.nccl.env.get("FI_PROVIDER")
+        if v is not None and v.strip().lower() not in ("efa", ""):
+            yield Hit(("network", "nccl", "env", "FI_PROVIDER"), f"`network.nccl.env.FI_PROVIDER={v}` replaces the "
+                      f"libfabric `efa` provider on an EFA fabric", "remove it (clusterforge sets `FI_PROVIDER=efa`)")
+    hca = net.nccl.env.get("NCCL_IB_HCA")
+    if hca is not None and net.fabric in ("infiniband", "roce"):
+        for d in _declared(ctx):
+            if not d.nics:
+                continue
+            left = [f"{n.device}:{n.port}" for n in d.nics if not _selected(hca, n.device, n.port)]
+            if left:
+                gen = generated_nccl_env(ctx.bp, ctx.bp.node_groups[d.index]).get("NCCL_IB_HCA", "")
+                yield Hit(("network", "nccl", "env", "NCCL_IB_HCA"),
+                          f"`network.nccl.env.NCCL_IB_HCA={hca}` leaves out {len(left)} of the {len(d.nics)} NICs that "
+                          f"{d.describe()} declares ({', '.join(left)}): NCCL uses "
+                          f"{len(d.nics) - len(left)} of {len(d.nics)} rails; the generated value is `{gen}`",
+                          "remove `NCCL_IB_HCA` from `network.nccl.env` (clusterforge lists every declared NIC)")
+                break
+    for path, value in ((("network", "nccl", "socket_ifname"), net.nccl.socket_ifname),
+                        (("network", "nccl", "env", "NCCL_SOCKET_IFNAME"), net.nccl.env.get("NCCL_SOCKET_IFNAME"))):
+        if not value:
+            continue
+        for d in _declared(ctx):
+            netdevs = [n.netdev for n in d.nics if n.netdev]
+            if netdevs and not any(_selected(value, nd) for nd in netdevs):
+                yield Hit(path, f"`{fld(path)}` `{value}` matches none of the interfaces {d.describe()} declares "
+                          f"({', '.join(netdevs)}): NCCL finds no socket interface on those nodes",
+                          f"name a declared netdev (e.g. `={netdevs[0]}`) or declare the interface under `hardware.nics`")
+                break
+
+
+@rule(
+    id="nccl-env-narrows-fabric",
+    severity="warning",
+    summary="`network.nccl.env` narrows what NCCL may use on the declared hardware (forced algorithms or protocols, "
+            "GPUDirect read off, fewer channels, CollNet off, cross-NIC off on a non-rail fabric): debugging settings "
+            "that cost bandwidth when left in a cluster-wide environment.",
+    fix="remove the variable from `network.nccl.env` unless a measured regression needs it",
+    source=NCCL_ENV,
+)
+def nccl_env_narrows_fabric(ctx: RuleContext) -> Iterator[Hit]:
+    yield from _fast_path_hits(ctx, "narrows")
+
+
+_GENERATED = ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_NET_PLUGIN", "NCCL_IB_DISABLE",
+              "NCCL_NET_GDR_LEVEL", "LD_LIBRARY_PATH", "FI_EFA_USE_DEVICE_RDMA")
+
+
+@rule(
+    id="nccl-env-overrides-generated",
+    severity="warning",
+    summary="A value in `network.nccl.env` replaces one clusterforge generates from the declared hardware "
+            "(`NCCL_IB_HCA` from the NICs, `NCCL_IB_GID_INDEX` from the RoCE GID table, `NCCL_IB_TC` from the "
+            "DSCP ...); the finding shows both values.",
+    fix="remove the variable from `network.nccl.env` and declare the hardware instead",
+    source=NCCL_ENV,
+)
+def nccl_env_overrides_generated(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    for k, v in net.nccl.env.items():
+        if k not in _GENERATED:
+            continue
+        for i, g, _ in training_groups(ctx.bp, ctx.catalog):
+            gen = generated_nccl_env(ctx.bp, g)
+            if k == "NCCL_IB_HCA" and g.hardware and any(not _selected(v, n.device, n.port) for n in g.hardware.nics):
+                break  # leaves out declared NICs: nccl-env-disables-fabric reports it with both values
+            if k == "NCCL_IB_GID_INDEX" and isinstance(net, RoceNetwork) and net.roce.gid_index == "discover":
+                yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}={v}` replaces the GID index each node "
+                          f"discovers (the RoCE v2 GID of its data-plane address; `network.roce.gid_index: discover`)",
+                          f"remove `{k}`; to pin an index set `network.roce.gid_index: {v.strip()}`")
+                break
+            if k in gen and gen[k] != v.strip():
+                yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}={v}` replaces `{k}={gen[k]}` that "
+                          f"clusterforge generates for node group `{g.name}`")
+                break
 
 
 @rule(
     id="nccl-env-legacy",
     severity="warning",
-    summary="Legacy EFA tuning variables hurt modern aws-ofi-nccl: `NCCL_PROTO=simple` disables the low-latency "
-            "protocols, `RDMAV_FORK_SAFE`/`NCCL_BUFFSIZE`/socket threads must not be set.",
+    summary="Legacy EFA tuning variables hurt modern aws-ofi-nccl: `RDMAV_FORK_SAFE`, `FI_EFA_FORK_SAFE`, "
+            "`NCCL_BUFFSIZE` and socket threads must not be set.",
     fix="remove the variable from `network.nccl.env`",
     source=OFI_ENV,
 )
@@ -325,15 +496,14 @@ def nccl_env_legacy(ctx: RuleContext) -> Iterator[Hit]:
     if not isinstance(ctx.bp.network, EfaNetwork):
         return
     bad = {
-        "NCCL_PROTO": "disables NCCL's LL/LL128 protocols (needed only by aws-ofi-nccl <= 1.5)",
         "RDMAV_FORK_SAFE": "must not be used with the EFA provider",
         "NCCL_BUFFSIZE": "should stay at its default on EFA",
         "NCCL_SOCKET_NTHREADS": "does not apply to EFA",
         "NCCL_NSOCKS_PERTHREAD": "does not apply to EFA",
         "FI_EFA_FORK_SAFE": "is not needed with current libfabric",
     }
-    for k, v in ctx.bp.network.nccl.env.items():
-        if k in bad and not (k == "NCCL_PROTO" and v.strip().lower() != "simple"):
+    for k in ctx.bp.network.nccl.env:
+        if k in bad:
             yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}` {bad[k]}")
 
 
@@ -372,7 +542,7 @@ def gpudirect_peermem_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
     if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not net.gpudirect_rdma.enabled:
         return
-    method = net.gpudirect_rdma.method or ("dmabuf" if ctx.bp.software.driver_open_kernel_modules else "nvidia-peermem")
+    method = net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules)
     if method == "nvidia-peermem" and not ctx.bp.software.doca_ofed:
         where = ("network", "gpudirect_rdma", "method") if net.gpudirect_rdma.method else ("software", "driver_open_kernel_modules")
         yield Hit(where, "`network.gpudirect_rdma` uses `nvidia-peermem` but `software.doca_ofed` is unset (inbox "
@@ -392,3 +562,107 @@ def roce_ecn_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
     if net is not None and net.roce.ecn and not ctx.bp.software.doca_ofed and ctx.bp.target.provider == "onprem":
         yield Hit(("network", "roce", "ecn"), "`network.roce.ecn` is true but `software.doca_ofed` is unset (inbox "
                   "mlx5 has no per-priority ECN switch)")
+
+
+@rule(
+    id="nccl-gpudirect-method",
+    severity="error",
+    summary="The NCCL release must recognise the declared GPUDirect RDMA method: NCCL before 2.23.4 does not detect "
+            "the driver-bundled `nvidia-peermem` module and silently turns GPUDirect RDMA off; DMA-BUF needs NCCL "
+            "2.13 or newer (catalog `nccl_gpudirect`).",
+    fix="raise `software.nccl`, or use `network.gpudirect_rdma.method: dmabuf` (open kernel modules)",
+    source="https://github.com/NVIDIA/nccl/issues/1676",
+)
+def nccl_gpudirect_method(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not _gdr_used(ctx):
+        return
+    if not training_groups(ctx.bp, ctx.catalog):
+        return
+    method = net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules)
+    fact = ctx.catalog.extras["nccl_gpudirect"].get(method)
+    need, have = version(fact["min_nccl"]) if fact else None, version(ctx.bp.software.nccl)
+    if need is None or have is None or have >= need:
+        return
+    yield Hit(("software", "nccl"), f"`software.nccl` {ctx.bp.software.nccl} with GPUDirect RDMA method `{method}` "
+              f"(`network.gpudirect_rdma.method`): {fact['why']}", f"set `software.nccl` to {vstr(need)} or newer"
+              + (", or `network.gpudirect_rdma.method: dmabuf`" if method == "nvidia-peermem" else ""))
+
+
+def _gid_unsafe(index: int, table: dict[str, object]) -> str | None:
+    if index in table["link_local_indices"]:  # type: ignore[operator]
+        kind = "RoCE v1" if index % 2 == 0 else "RoCE v2"
+        return f"the IPv6 link-local {kind} entry, which does not reach other hosts"
+    if index % 2 == 0:
+        return "a RoCE v1 entry (not routable; NCCL needs RoCE v2)"
+    return None
+
+
+@rule(
+    id="roce-gid-index",
+    severity="error",
+    summary="A fixed RoCE GID index that the standard GID table layout (per address: a RoCE v1 and a RoCE v2 entry, "
+            "the IPv6 link-local pair first) puts on a RoCE v1 or link-local entry gives QP connection timeouts "
+            "between hosts (catalog `roce_gid_table`).",
+    fix="set `network.roce.gid_index: discover` (each node finds the RoCE v2 GID of its data-plane address)",
+    source="https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-class-infiniband",
+)
+def roce_gid_index(ctx: RuleContext) -> Iterator[Hit]:
+    net = _roce(ctx)
+    table = ctx.catalog.extras["roce_gid_table"]
+    paths: list[tuple[tuple[object, ...], int]] = []
+    if net is not None and isinstance(net.roce.gid_index, int):
+        paths.append((("network", "roce", "gid_index"), net.roce.gid_index))
+    if net is not None:
+        v = net.nccl.env.get("NCCL_IB_GID_INDEX", "").strip()
+        if v.isdigit():
+            paths.append((("network", "nccl", "env", "NCCL_IB_GID_INDEX"), int(v)))
+    for path, index in paths:
+        why = _gid_unsafe(index, table)
+        if why:
+            yield Hit(path, f"`{fld(path)}` {index} is {why} in the standard RoCE GID table (index "
+                      f"{table['first_ipv4_v2_index']} is RoCE v2 of the first IPv4 address)")
+
+
+@rule(
+    id="netdev-required",
+    severity="error",
+    summary="Interfaces in rendered configuration come from declared netdevs or from discovery on the node, never a "
+            "guessed `ib0`/`eth0`: a host that mounts Lustre over `o2ib` needs an IPoIB (InfiniBand) or RoCE port "
+            "with a `netdev` and an address, IPoIB addresses need the port's `netdev`.",
+    fix="declare the port under `hardware.nics` with its `netdev` (see `ip -br link`)",
+    source="https://wiki.lustre.org/Mounting_a_Lustre_File_System_on_Client_Nodes",
+)
+def netdev_required(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if ctx.bp.is_aws:
+        return
+    o2ib = [(i, s) for i, s in enumerate(ctx.bp.storage)
+            if isinstance(s, LustreStorage) and s.server is not None
+            and any(n.split("@", 1)[1].startswith("o2ib") for n in s.server.mgs_nids)]
+    ib = net if isinstance(net, InfinibandNetwork) else None
+    for gi, g in enumerate(ctx.bp.node_groups):
+        nics = g.hardware.nics if g.hardware else []
+        want = "infiniband" if ib is not None else "ethernet"
+        ports = [n for n in nics if n.link_layer == want]
+        named = [n for n in ports if n.netdev]
+        if o2ib and net.fabric in ("infiniband", "roce") and not named:
+            si, s = o2ib[0]
+            port = "InfiniBand port (IPoIB)" if ib is not None else "RoCE port"
+            if ports:
+                path: tuple[object, ...] = ("node_groups", gi, "hardware", "nics", nics.index(ports[0]))
+            else:
+                path = ("node_groups", gi, "hardware") if g.hardware else ("node_groups", gi, "name")
+            yield Hit(path, f"node group `{g.name}` mounts `storage.{si}` (`{s.name}`) over `o2ib` but declares no "
+                      f"{port} with a `netdev` in `node_groups.{gi}.hardware.nics`: LNet has no interface for its NID",
+                      f"declare the {port} under `node_groups.{gi}.hardware.nics` with its `netdev`")
+        elif ib is not None and ib.infiniband.ipoib.enabled and ib.infiniband.ipoib.cidr and ports and not named:
+            j = nics.index(ports[0])
+            yield Hit(("node_groups", gi, "hardware", "nics", j), f"`node_groups.{gi}.hardware.nics.{j}` (`{ports[0].device}`) "
+                      f"has no `netdev` for its IPoIB address (`network.infiniband.ipoib.cidr`)",
+                      f"add `netdev:` (e.g. `ibp{12 + j}s0`) to `node_groups.{gi}.hardware.nics.{j}`")
+    if ib is not None and o2ib and ib.infiniband.ipoib.enabled and not ib.infiniband.ipoib.cidr:
+        si, s = o2ib[0]
+        yield Hit(("network", "infiniband", "ipoib"), f"`storage.{si}` (`{s.name}`) is mounted over `o2ib` but "
+                  f"`network.infiniband.ipoib.cidr` is unset: the hosts get no IPoIB address, so LNet has no NID",
+                  "set `network.infiniband.ipoib.cidr` to the IPoIB subnet of the Lustre servers")

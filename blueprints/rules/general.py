@@ -82,10 +82,26 @@ def onprem_node_group_fields(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="onprem-network-placement",
+    severity="warning",
+    summary="`network.placement` is an EC2 placement group strategy (AWS only); on-prem servers are placed by where "
+            "they are racked and cabled, so the key has no effect there.",
+    fix="remove `network.placement`",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html",
+)
+def onprem_network_placement(ctx: RuleContext) -> Iterator[Hit]:
+    if not ctx.bp.is_aws and ctx.bp.network.placement is not None:
+        yield Hit(("network", "placement"), f"`network.placement` is `{ctx.bp.network.placement}` on an on-prem "
+                  "cluster, where EC2 placement groups do not exist")
+
+
+@rule(
     id="host-unique",
     severity="error",
     summary="Each host name and address appears once across all node groups (Ansible merges duplicate "
-            "hosts, so one server would get two groups' settings, e.g. both IOMMU-on and ACS-off).",
+            "hosts, so one server would get two groups' settings, e.g. both IOMMU-on and ACS-off); host names "
+            "and DNS addresses compare without case (DNS names are case-insensitive, RFC 4343) and IP "
+            "addresses by value.",
     fix="list each server in one node group only",
     source="https://docs.ansible.com/ansible/latest/inventory_guide/intro_inventory.html#how-variables-are-merged",
 )
@@ -96,13 +112,16 @@ def host_unique(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(groups):
         for j, h in enumerate(g.hosts):
             p = ("node_groups", i, "hosts", j)
-            if h.name in names:
-                gi, hj = names[h.name]
-                yield Hit(p + ("name",), f"host `{h.name}` is already `node_groups.{gi}.hosts.{hj}` "
-                          f"(group `{groups[gi].name}`)")
+            name = _host_key(h.name)
+            if name in names:
+                gi, hj = names[name]
+                other = groups[gi].hosts[hj].name
+                same = f"`{other}`, " if other != h.name else ""
+                yield Hit(p + ("name",), f"host `{h.name}` is already {same}`node_groups.{gi}.hosts.{hj}` "
+                          f"(group `{groups[gi].name}`){'; host names ignore case' if same else ''}")
             else:
-                names[h.name] = (i, j)
-            addr = h.address.lower()
+                names[name] = (i, j)
+            addr = _host_key(h.address)
             if addr in addresses:
                 gi, hj = addresses[addr]
                 yield Hit(p + ("address",), f"address `{h.address}` of host `{h.name}` is already used by "
@@ -110,6 +129,15 @@ def host_unique(ctx: RuleContext) -> Iterator[Hit]:
                           "give every host its own address")
             else:
                 addresses[addr] = (i, j)
+
+
+def _host_key(text: str) -> str:
+    """What two host names or addresses compare by: an IP address by value, a DNS name without case
+    or a trailing dot (RFC 4343, https://www.rfc-editor.org/rfc/rfc4343)."""
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        return text.strip().rstrip(".").lower()
 
 
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")

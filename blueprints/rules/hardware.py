@@ -86,7 +86,7 @@ def instance_type_not_in_catalog(ctx: RuleContext) -> Iterator[Hit]:
     source="https://docs.nvidia.com/deploy/nvidia-smi/index.html",
 )
 def gpu_model_known(ctx: RuleContext) -> Iterator[Hit]:
-    keys = ctx.catalog.gpu_keys
+    keys = ctx.catalog.provisioned_gpu_keys  # suggest only what clusterforge provisions (NVIDIA)
     for i, g in enumerate(ctx.bp.node_groups):
         if g.hardware and g.hardware.gpu and ctx.catalog.resolve_gpu_key(g.hardware.gpu.model) is None:
             yield Hit(("node_groups", i, "hardware", "gpu"),

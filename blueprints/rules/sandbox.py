@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ._facts import group_hardware
+from ._facts import group_hardware, version, vstr
 from .registry import Hit, RuleContext, rule
 
 KATA_GPU = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-kata.html"
@@ -65,17 +65,18 @@ def passthrough_runtime(ctx: RuleContext) -> Iterator[Hit]:
     severity="warning",
     summary="On passthrough hosts the GPUs belong to vfio-pci, so host-side GPUDirect RDMA (nvidia-peermem) does not "
             "apply; the NICs would have to be passed into the guests as well.",
-    fix="set `network.gpudirect_rdma.enabled: false`, or keep RDMA training nodes in a non-passthrough group",
+    fix="remove `network.gpudirect_rdma.enabled: true` (unset, it is off on passthrough groups), or keep RDMA training "
+        "nodes in a non-passthrough group",
     source="https://github.com/NVIDIA/nccl/issues/2079",
 )
 def passthrough_gpudirect_rdma(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
-    if net.fabric not in ("infiniband", "roce") or not net.gpudirect_rdma.enabled:
-        return
+    if net.fabric not in ("infiniband", "roce") or net.gpudirect_rdma.enabled is not True:
+        return  # unset follows the group (off on passthrough groups): only a value the user wrote is flagged
     for i, g in enumerate(ctx.bp.node_groups):
         if g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
             yield Hit(("node_groups", i, "sandbox"), f"group `{g.name}` passes its GPUs into `{g.sandbox.runtime}` "
-                      f"guests but `network.gpudirect_rdma.enabled` is true")
+                      f"guests but `network.gpudirect_rdma.enabled` is set to true")
 
 
 @rule(
@@ -160,3 +161,61 @@ def vm_settings_runtime(ctx: RuleContext) -> Iterator[Hit]:
         if g.sandbox.vm is not None and g.sandbox.runtime != "vm":
             yield Hit(("node_groups", i, "sandbox", "vm"), f"`node_groups.{i}.sandbox.vm` is set but the runtime is "
                       f"`{g.sandbox.runtime}`")
+
+
+FM_GUIDE = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+
+
+@rule(
+    id="nvswitch-passthrough-plan",
+    severity="error",
+    summary="Passing the SXM GPUs of an NVSwitch system into Kata or VMs needs a fabric plan (`sandbox.nvswitch`): "
+            "`full-passthrough` (every GPU and NVSwitch to one guest, Fabric Manager in the guest, the runtime able "
+            "to pass NVSwitches, enough PCIe root ports) or `shared-nvswitch` (Fabric Manager on the host, each "
+            "guest one supported partition size). Without one CUDA in the guest fails with 'system not yet "
+            "initialized' or sees no NVLink.",
+    fix="set `sandbox.nvswitch: full-passthrough` (one guest per host) or `shared-nvswitch` with `gpus_per_guest`",
+    source=FM_GUIDE,
+)
+def nvswitch_passthrough_plan(ctx: RuleContext) -> Iterator[Hit]:
+    virt = ctx.catalog.extras["nvswitch_virtualization"]
+    sizes = [int(x) for x in virt["partition_sizes"]]
+    for i, g in enumerate(ctx.bp.node_groups):
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        if not (g.sandbox.passthrough and hw.nvswitch and hw.gpus):
+            continue
+        p = ("node_groups", i, "sandbox")
+        plan = g.sandbox.nvswitch
+        if plan is None:
+            yield Hit(p, f"node group `{g.name}` passes its {hw.gpus} x `{hw.gpu_key}` into `{g.sandbox.runtime}` guests "
+                      f"on an NVSwitch system without a fabric plan (`node_groups.{i}.sandbox.nvswitch`): only the GPUs "
+                      f"would be passed and no Fabric Manager would set up the NVSwitches")
+            continue
+        vm_gpus = g.sandbox.vm.gpus_per_vm if g.sandbox.runtime == "vm" and g.sandbox.vm else None
+        if plan.mode == "full-passthrough":
+            if vm_gpus is not None and vm_gpus != hw.gpus:
+                yield Hit(p + ("vm", "gpus_per_vm"), f"`full-passthrough` gives all {hw.gpus} GPUs and the NVSwitches to "
+                          f"one guest, but `node_groups.{i}.sandbox.vm.gpus_per_vm` is {vm_gpus}",
+                          f"set `gpus_per_vm: {hw.gpus}`, or use `nvswitch: {{mode: shared-nvswitch, gpus_per_guest: "
+                          f"{vm_gpus}}}`")
+            if plan.gpus_per_guest not in (None, hw.gpus):
+                yield Hit(p + ("nvswitch", "gpus_per_guest"), f"`full-passthrough` passes all {hw.gpus} GPUs; "
+                          f"`node_groups.{i}.sandbox.nvswitch.gpus_per_guest` {plan.gpus_per_guest} contradicts it",
+                          "remove `gpus_per_guest` (it applies to `shared-nvswitch`)")
+            need = version(str(virt["kata_full_passthrough_min"]))
+            have = version(ctx.bp.software.kata)
+            if g.sandbox.runtime == "kata" and need and have and have < need:
+                yield Hit(("software", "kata"), f"`software.kata` {ctx.bp.software.kata} cannot pass the NVSwitches "
+                          f"with the GPUs (node group `{g.name}`, `full-passthrough`); Kata {vstr(need)} can",
+                          f"set `software.kata` to {vstr(need)} or newer")
+        else:
+            want = plan.gpus_per_guest or vm_gpus or hw.gpus
+            if want not in sizes or want > hw.gpus:
+                fits = [s for s in sizes if s <= hw.gpus]
+                yield Hit(p + ("nvswitch",), f"`shared-nvswitch` guests of node group `{g.name}` get {want} GPU(s); "
+                          f"Fabric Manager partitions hold {', '.join(map(str, fits))} GPUs",
+                          f"set `node_groups.{i}.sandbox.nvswitch.gpus_per_guest` to one of {', '.join(map(str, fits))}")
+            elif vm_gpus is not None and plan.gpus_per_guest is not None and vm_gpus != plan.gpus_per_guest:
+                yield Hit(p + ("vm", "gpus_per_vm"), f"`node_groups.{i}.sandbox.vm.gpus_per_vm` {vm_gpus} differs from "
+                          f"the partition size `nvswitch.gpus_per_guest` {plan.gpus_per_guest}",
+                          f"set `gpus_per_vm: {plan.gpus_per_guest}`")

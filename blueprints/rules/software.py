@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from typing import Any
 
-from ._facts import group_hardware, version, vstr
+from ..models import LustreStorage
+from ._facts import fld, group_hardware, version, vstr
 from .registry import Hit, RuleContext, rule
 
 CUDA_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
@@ -93,6 +95,60 @@ def kata_version_gpu_passthrough(ctx: RuleContext) -> Iterator[Hit]:
             return
 
 
+DRIVER_MATRIX = "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html"
+
+
+def _sw(ctx: RuleContext, name: str, fallback: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``software.<name>`` when the blueprint writes a `software` section, else ``fallback`` (the
+    key the default matters for), so the finding points at a line the user wrote."""
+    return ("software", name) if ("software",) in ctx.loaded.positions else fallback
+
+
+def effective_driver(ctx: RuleContext) -> tuple[str | None, bool]:
+    """``(release, pinned)``: ``software.driver_version`` (pinned) or the catalog's release of the
+    branch (not pinned; ``None`` when the catalog knows no release of the branch)."""
+    sw = ctx.bp.software
+    if sw.driver_version:
+        return sw.driver_version, True
+    return ctx.catalog.driver_release(sw.driver_branch), False
+
+
+@rule(
+    id="driver-branch-gpu",
+    severity="error",
+    summary="Each GPU architecture has a first driver branch (the branch of its first CUDA toolkit) and some a last "
+            "one (Kepler ends at R470; Maxwell, Pascal and Volta at R580); some parts need a later release of the "
+            "branch (HGX B200: 570.133.20). A pinned driver outside the range does not drive the GPUs.",
+    fix="pin a driver branch inside the GPU's range",
+    source=DRIVER_MATRIX,
+)
+def driver_branch_gpu(ctx: RuleContext) -> Iterator[Hit]:
+    sw = ctx.bp.software
+    branch = version(sw.driver_branch)
+    if not branch:
+        return
+    release, pinned = effective_driver(ctx)
+    seen: set[str] = set()
+    for g in ctx.bp.node_groups:
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        if hw.gpu is None or hw.gpu.key in seen:
+            continue
+        seen.add(hw.gpu.key)
+        rng = ctx.catalog.driver_range(hw.gpu)
+        if rng is None:
+            continue
+        span = f"R{rng.min_branch}" + (f"-R{rng.max_branch}" if rng.max_branch else " or newer")
+        if branch[0] < rng.min_branch or (rng.max_branch and branch[0] > rng.max_branch):
+            yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} does not support "
+                      f"`{hw.gpu.key}` ({rng.architecture}) of node group `{g.name}`: supported branches are {span}",
+                      f"set `software.driver_branch` within {span}")
+        elif rng.min_driver and release and version(release) < version(rng.min_driver):  # type: ignore[operator]
+            where = ("software", "driver_version") if pinned else ("software", "driver_branch")
+            yield Hit(where, f"driver {release} (`{fld(where)}`) is older than {rng.min_driver}, the first release "
+                      f"that supports `{hw.gpu.key}` of node group `{g.name}`",
+                      f"set `software.driver_version` to {rng.min_driver} or newer")
+
+
 def _bare_metal(ctx: RuleContext) -> dict[str, Any]:
     return ctx.catalog.extras["bare_metal"]
 
@@ -108,31 +164,36 @@ def _bare_metal(ctx: RuleContext) -> dict[str, Any]:
 def driver_branch_supported(ctx: RuleContext) -> Iterator[Hit]:
     nd = _bare_metal(ctx)["nvidia_driver"]
     branch = ctx.bp.software.driver_branch.split(".")[0]
-    if branch not in nd["branches"]:
-        listed = ", ".join(f"{b} ({v['designation']} until {v['end_of_life']})" for b, v in nd["branches"].items())
+    row = nd["branches"].get(branch)
+    this_month = datetime.date.today().strftime("%Y-%m")
+    current = [f"{b} ({v['designation']} until {v['end_of_life']})" for b, v in nd["branches"].items()
+               if str(v["end_of_life"]) >= this_month]
+    fix = f"set `software.driver_branch: \"{nd['default_branch']}\"` (Long Term Support)"
+    if row is None:
         yield Hit(("software", "driver_branch"), f"`software.driver_branch` {branch} is not in NVIDIA's support table "
-                  f"({listed})", f"set `software.driver_branch: \"{nd['default_branch']}\"` (Long Term Support)")
+                  f"(supported: {', '.join(current)})", fix)
+    elif str(row["end_of_life"]) < this_month:
+        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {branch} reached its end of life in "
+                  f"{row['end_of_life']} (supported: {', '.join(current)})", fix)
 
 
 @rule(
     id="driver-version-branch",
     severity="error",
-    summary="`software.driver_version` must be a release of `software.driver_branch`; a branch without a catalogued "
-            "release needs an explicit version (driver, Fabric Manager and NSCQ are installed at exactly it).",
-    fix="set `software.driver_version` to a release of the branch (e.g. `580.105.08` for 580)",
-    source="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
+    summary="`software.driver_version` must be a release of `software.driver_branch` (its first number is the branch).",
+    fix="make `software.driver_version` and `software.driver_branch` agree",
+    source="https://github.com/NVIDIA/open-gpu-kernel-modules/tags",
 )
 def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
     sw = ctx.bp.software
-    branch = sw.driver_branch.split(".")[0]
-    if sw.driver_version and sw.driver_version.split(".")[0] != branch:
+    if sw.driver_version and sw.driver_version.split(".")[0] != sw.driver_branch.split(".")[0]:
         yield Hit(("software", "driver_version"), f"`software.driver_version` {sw.driver_version} is not a release of "
-                  f"`software.driver_branch` {branch}")
-    elif (not sw.driver_version and ctx.bp.target.provider == "onprem"
-          and branch != _bare_metal(ctx)["nvidia_driver"]["default_branch"]
+                  f"`software.driver_branch` {sw.driver_branch}",
+                  f"set `software.driver_branch: \"{sw.driver_version.split('.')[0]}\"` or a {sw.driver_branch}.x release")
+    elif (not sw.driver_version and ctx.bp.target.provider == "onprem" and ctx.catalog.driver_release(sw.driver_branch) is None
           and any(group_hardware(ctx.bp, g, ctx.catalog).nvidia_gpus for g in ctx.bp.node_groups)):
-        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {branch} has no catalogued release to pin "
-                  "the driver, Fabric Manager and NSCQ to")
+        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} has no catalogued release "
+                  "to pin the driver, Fabric Manager and NSCQ to", "set `software.driver_version` to an exact release")
 
 
 @rule(
@@ -151,32 +212,109 @@ def container_toolkit_cve(ctx: RuleContext) -> Iterator[Hit]:
                   f"is older than {ct['minimum_version']}, the first release fixing CVE-2025-23266")
 
 
-@rule(
-    id="gvisor-nvproxy-driver",
-    severity="error",
-    summary="gVisor's nvproxy accepts only the NVIDIA driver versions compiled into each runsc release; any other "
-            "version makes every GPU sandbox fail at start.",
-    fix="set `software.gvisor` to a runsc release whose nvproxy lists the driver version, or pin that driver",
-    source="https://gvisor.dev/docs/user_guide/gpu/#driver-versions",
-)
-def gvisor_nvproxy_driver(ctx: RuleContext) -> Iterator[Hit]:
-    from ..vendor import resolved_driver_version, runsc_supported_drivers
 
+def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:
+    """``(group index, runtime, version field)`` of GPU groups whose runtime has a driver allow-list."""
+    for i, g in enumerate(ctx.bp.node_groups):
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        if not hw.nvidia_gpus:
+            continue
+        if g.sandbox.runtime == "gvisor":
+            yield i, "gvisor", "gvisor"
+        elif g.sandbox.runtime == "kata" and g.sandbox.passthrough:
+            yield i, "kata", "kata"
+
+
+@rule(
+    id="sandbox-driver-allow-list",
+    severity="error",
+    summary="gVisor's GPU proxy (nvproxy) and Kata's GPU guest support exact driver releases, listed per runtime "
+            "release in the catalog (`sandbox_runtimes`): the runtime release must be listed and "
+            "`software.driver_version` must be one of its drivers.",
+    fix="pin `software.driver_version` to a release the runtime lists",
+    source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
+)
+def sandbox_driver_allow_list(ctx: RuleContext) -> Iterator[Hit]:
     sw = ctx.bp.software
-    groups = [g for g in ctx.bp.node_groups
-              if g.sandbox.runtime == "gvisor" and group_hardware(ctx.bp, g, ctx.catalog).nvidia_gpus]
-    if not groups:
+    release, pinned = effective_driver(ctx)
+    done: set[str] = set()
+    for i, runtime, field in _allow_list_groups(ctx):
+        if runtime in done:
+            continue
+        done.add(runtime)
+        want = str(getattr(sw, field))
+        rel = ctx.catalog.runtime_release(runtime, want)
+        known = ", ".join(r.release for r in ctx.catalog.runtime_releases(runtime))
+        g = ctx.bp.node_groups[i]
+        if rel is None:
+            yield Hit(_sw(ctx, field, ("node_groups", i, "sandbox")), f"node group `{g.name}` runs `{runtime}` {want} (`software.{field}`), a "
+                      f"release without a known GPU driver list", f"set `software.{field}` to one of {known}")
+            continue
+        drivers = list(rel.drivers)
+        in_branch = [d for d in drivers if d.split(".")[0] == sw.driver_branch.split(".")[0]]
+        choice = ", ".join(in_branch or drivers)
+        where = "in the guest image" if rel.driver_on == "guest" else "on the host"
+        if release is None:
+            yield Hit(_sw(ctx, "driver_branch", ("node_groups", i, "sandbox")), f"node group `{g.name}` runs `{runtime}` {rel.release}, which "
+                      f"supports exact drivers only, but the driver is floating (`software.driver_branch` "
+                      f"{sw.driver_branch} without `software.driver_version`)",
+                      f"set `software.driver_version` to one of {choice}")
+        elif release not in drivers:
+            where_field = ("software", "driver_version") if pinned else _sw(ctx, "driver_branch", ("node_groups", i, "sandbox"))
+            yield Hit(where_field, f"driver {release} (`software.driver_version`{'' if pinned else ', from the branch'}) "
+                      f"is not supported by `{runtime}` {rel.release} of node group `{g.name}` ({where}: "
+                      f"{', '.join(drivers)})",
+                      f"set `software.driver_version` to one of {choice}" if in_branch or rel.driver_on == "host"
+                      else f"set `software.driver_branch: \"{drivers[0].split('.')[0]}\"` and "
+                           f"`software.driver_version: \"{drivers[0]}\"`")
+
+
+@rule(
+    id="kernel-drift",
+    severity="warning",
+    summary="Nodes with out-of-tree kernel modules (NVIDIA driver, DOCA-OFED, Lustre client) lose them when an "
+            "update moves the kernel and the next boot comes up without GPU, RDMA or Lustre: the blueprint must "
+            "say how drift is prevented (`software.kernel_updates`).",
+    fix="set `software.kernel_updates: hold` (pin the kernel) or `dkms-verify` (rebuild and verify after boot)",
+    source="https://github.com/Azure/batch-shipyard/issues/174",
+)
+def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.bp.is_aws or ctx.bp.software.kernel_updates is not None:
         return
-    supported = runsc_supported_drivers(sw.gvisor)
-    releases = ", ".join(_bare_metal(ctx)["gvisor"]["releases"])
-    if supported is None:
-        yield Hit(("software", "gvisor"), f"`software.gvisor` {sw.gvisor} is not a runsc release with a known nvproxy "
-                  f"driver list (known: {releases}); `latest` moves under the pinned driver",
-                  f"set `software.gvisor: \"{_bare_metal(ctx)['gvisor']['default_release']}\"`")
+    lustre = any(isinstance(s, LustreStorage) and s.server is not None for s in ctx.bp.storage)
+    for i, g in enumerate(ctx.bp.node_groups):
+        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        mods = []
+        if hw.nvidia_gpus and not g.sandbox.passthrough:
+            mods.append("the NVIDIA driver")
+        if ctx.bp.software.doca_ofed and ctx.bp.network.fabric in ("infiniband", "roce"):
+            mods.append("DOCA-OFED")
+        if lustre:
+            mods.append("the Lustre client")
+        if mods:
+            yield Hit(_sw(ctx, "kernel_updates", ("node_groups", i, "name")),
+                      f"node group `{g.name}` runs {', '.join(mods)} as out-of-tree kernel modules and "
+                      f"`software.kernel_updates` is not set")
+            return
+
+
+@rule(
+    id="sandbox-runtime-floating",
+    severity="warning",
+    summary="`software.gvisor: latest` installs whichever gVisor release is current when a node is provisioned; its "
+            "GPU proxy supports a moving list of exact drivers (older ones are dropped), so GPU nodes provisioned later "
+            "can reject the pinned driver. The check uses the newest catalogued release.",
+    fix="pin `software.gvisor` to a release (e.g. the newest catalogued one)",
+    source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
+)
+def sandbox_runtime_floating(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.bp.software.gvisor != "latest":
         return
-    driver = resolved_driver_version(sw.driver_branch, sw.driver_version)
-    if driver and driver not in supported:
-        newest = [v for v in supported if v.split(".")[0] == driver.split(".")[0]]
-        yield Hit(("software", "gvisor"), f"runsc {sw.gvisor} (`software.gvisor`) does not support NVIDIA driver {driver} "
-                  f"(node group `{groups[0].name}` runs GPUs under gVisor)",
-                  f"set `software.driver_version` to one of {', '.join(newest or supported[-3:])}")
+    for i, runtime, _ in _allow_list_groups(ctx):
+        if runtime == "gvisor":
+            newest = ctx.catalog.runtime_release("gvisor", "latest")
+            yield Hit(_sw(ctx, "gvisor", ("node_groups", i, "sandbox")),
+                      f"node group `{ctx.bp.node_groups[i].name}` runs gVisor on GPUs with `software.gvisor: latest`; "
+                      f"the driver list is checked against {newest.release if newest else 'no catalogued release'}",
+                      f"set `software.gvisor: \"{newest.release}\"`" if newest else None)
+            return

@@ -6,6 +6,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
+from ..models import LustreStorage
 from ..settings import on_mount
 from ._facts import group_hardware, mounts
 from .registry import Hit, RuleContext, rule
@@ -104,3 +105,46 @@ def slurm_partition_name(ctx: RuleContext) -> Iterator[Hit]:
     o = ctx.bp.orchestrator
     if o.kind == "slurm" and not _PARTITION.match(o.partition):  # type: ignore[union-attr]
         yield Hit(("orchestrator", "partition"), f"`orchestrator.partition` `{o.partition}` is not a single partition name")  # type: ignore[union-attr]
+
+
+@rule(
+    id="fio-expectation-missing",
+    severity="warning",
+    summary="fio results are judged against the throughput the blueprint implies: NVMe drives without a catalog "
+            "`model` (or per-drive MB/s) and a Lustre server without `throughput_mb_s` leave no expectation, so "
+            "those mounts are judged for correctness only.",
+    fix="set the field the message names",
+    source="https://github.com/axboe/fio/blob/master/HOWTO.rst",
+)
+def fio_expectation_missing(ctx: RuleContext) -> Iterator[Hit]:
+    v = ctx.bp.validation
+    if "fio" not in v.suites or (v.fio.thresholds.min_read_mb_s and v.fio.thresholds.min_write_mb_s):
+        return
+    targets = list(v.fio.targets)
+
+    def tested(mount: str) -> bool:
+        return not targets or any(on_mount(t, mount) for t in targets)
+
+    known = ctx.catalog.storage_devices
+    for i, g in enumerate(ctx.bp.node_groups):
+        nvme = g.hardware.nvme if g.hardware else None
+        if g.local_nvme is None or nvme is None or not tested(g.local_nvme.mount):
+            continue
+        if nvme.seq_read_mb_s and nvme.seq_write_mb_s:
+            continue
+        if nvme.model is None:
+            yield Hit(("node_groups", i, "hardware", "nvme"), f"`node_groups.{i}.hardware.nvme` has no `model`: fio on "
+                      f"`{g.local_nvme.mount}` has no throughput to be judged against",
+                      f"set `node_groups.{i}.hardware.nvme.model` (one of {', '.join(k for k in known if isinstance(known[k], dict))}) "
+                      f"or `seq_read_mb_s`/`seq_write_mb_s`")
+        elif not isinstance(known.get(nvme.model), dict):
+            yield Hit(("node_groups", i, "hardware", "nvme", "model"), f"NVMe model `{nvme.model}` "
+                      f"(`node_groups.{i}.hardware.nvme.model`) is not in the catalog: fio on `{g.local_nvme.mount}` "
+                      f"has no throughput to be judged against",
+                      f"use a catalog model ({', '.join(k for k in known if isinstance(known[k], dict))}) or set "
+                      f"`seq_read_mb_s`/`seq_write_mb_s`")
+    for i, s in enumerate(ctx.bp.storage):
+        if isinstance(s, LustreStorage) and s.server is not None and s.server.throughput_mb_s is None and tested(s.mount):
+            yield Hit(("storage", i, "server"), f"Lustre `{s.name}` (`storage.{i}.server`) declares no "
+                      f"`throughput_mb_s`: fio on `{s.mount}` has no throughput to be judged against",
+                      f"set `storage.{i}.server.throughput_mb_s` to the servers' throughput in MB/s")

@@ -25,7 +25,6 @@ versions, the IPoIB subnet (host addresses are assigned in host order) and the o
 from __future__ import annotations
 
 import io
-import ipaddress
 import os
 import shutil
 from collections.abc import Iterable
@@ -36,8 +35,7 @@ from ruamel.yaml import YAML
 
 from blueprints import LoadedBlueprint
 from blueprints.models import Blueprint, Host, InfinibandNetwork, NodeGroup
-from blueprints.settings import NodeSettings, node_settings
-from blueprints.vendor import bare_metal as _bare_metal
+from blueprints.settings import NodeSettings, ipoib_addresses, node_settings
 
 from ..errors import ClusterforgeError, UsageError
 
@@ -184,6 +182,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 "rdma_roce_dscp": s.roce.dscp,
                 "rdma_roce_ecn": s.roce.ecn,
                 "rdma_roce_mtu": s.roce.mtu or 0,
+                "rdma_roce_gid_index": "discover" if s.roce.gid_index == "discover" else "",
             })
         if bp.software.doca_ofed:
             v["rdma_doca_ofed_version"] = bp.software.doca_ofed
@@ -214,6 +213,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 for m in mounts
             ],
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
+            "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
         }
     if role == "nfs_client":
         return {
@@ -229,7 +229,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "container_runtime_nvidia_runtime": s.container_default_runtime == "nvidia",
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
             "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
-            "container_runtime_nvidia_toolkit_repo_url": _bare_metal()["container_toolkit"]["repo_url"],
+            "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
         }
@@ -241,9 +241,11 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             "sandbox_runtime_class": sb.runtime_class or "",
             "sandbox_gpu_count": s.gpu_count,
             "sandbox_kata_version": bp.software.kata,
-            "sandbox_kata_release_url": _bare_metal()["kata"]["release_url"],
-            "sandbox_gvisor_release": bp.software.gvisor,
-            "sandbox_gvisor_release_url": _bare_metal()["gvisor"]["release_url"],
+            "sandbox_kata_release_url": s.kata_release_url,
+            "sandbox_gvisor_release": s.gvisor_release,
+            "sandbox_gvisor_release_url": s.gvisor_release_url,
+            "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
+            "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
         if s.kata_tarball:
             v["sandbox_kata_tarball"] = s.kata_tarball
@@ -257,41 +259,6 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
     if role == "validation_tools":
         return {"validation_tools_payload_src": "{{ playbook_dir }}/files/validate"}
     raise KeyError(role)
-
-
-def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
-    """IPoIB interface of each InfiniBand host: ``{host: [{"netdev": ..., "address": "IP/prefix"}]}``.
-
-    Hosts whose group declares an InfiniBand NIC with a ``netdev`` get the first usable addresses of
-    ``network.infiniband.ipoib.cidr`` in blueprint order (node groups, then hosts), skipping addresses
-    the blueprint already uses (Lustre MGS NIDs, host addresses). Empty without a CIDR or without
-    InfiniBand. Raises :class:`~clusterforge.errors.ClusterforgeError` when the subnet is too small.
-    """
-    net = bp.network
-    if not isinstance(net, InfinibandNetwork) or not net.infiniband.ipoib.enabled or not net.infiniband.ipoib.cidr:
-        return {}
-    subnet = ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
-    taken = {h.address for g in bp.node_groups for h in g.hosts}
-    for s in bp.storage:
-        server = getattr(s, "server", None)
-        for nid in getattr(server, "mgs_nids", []) or []:
-            taken.add(nid.split("@", 1)[0])
-    free = (str(a) for a in subnet.hosts() if str(a) not in taken)
-    out: dict[str, list[dict[str, str]]] = {}
-    for g in bp.node_groups:
-        netdev = node_settings(bp, g).ipoib_netdev
-        if not netdev:
-            continue
-        for h in g.hosts:
-            try:
-                addr = next(free)
-            except StopIteration:
-                raise ClusterforgeError(
-                    f"network.infiniband.ipoib.cidr {subnet} has too few free addresses for the InfiniBand hosts "
-                    f"(ran out at {h.name}) — use a larger subnet"
-                ) from None
-            out[h.name] = [{"netdev": netdev, "address": f"{addr}/{subnet.prefixlen}"}]
-    return out
 
 
 def _connection_vars(h: Host) -> dict[str, Any]:

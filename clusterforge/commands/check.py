@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from ..blueprint_io import findings_for
-from ..console import console, fail, ok, warn
+from ..console import console, ok
 
 
 def register(app: typer.Typer) -> None:
@@ -20,20 +21,30 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print findings as JSON."),
         strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors."),
     ) -> None:
-        """Load a blueprint and run every pre-deploy rule. Exit 0 ok (warnings allowed), 1 invalid."""
+        """Load a blueprint and run every pre-deploy rule. Exit 0 ok (warnings allowed), 1 invalid.
+
+        Findings and the summary go to stdout (`check FILE | less` shows them, like other
+        linters); only errors of the tool itself go to stderr.
+        """
         loaded, findings = findings_for(blueprint)
-        errors = [f for f in findings if f.severity == "error" or strict]
+        n_err = sum(1 for f in findings if f.severity == "error")
+        n_warn = len(findings) - n_err
+        failed = bool(n_err or (strict and n_warn))
         if as_json:
-            print(json.dumps({"file": str(blueprint), "ok": not errors,
+            print(json.dumps({"file": str(blueprint), "ok": not failed,
                               "findings": [f.to_json() for f in findings]}, indent=2))
+            raise typer.Exit(1 if failed else 0)
+        for f in findings:
+            bad = f.severity == "error" or strict
+            console.print(Text.assemble(("✗ " if bad else "! ", "red" if bad else "yellow"), f.format()))
+        warnings = f"{n_warn} warning{'s' if n_warn != 1 else ''}"
+        if not failed:
+            bp = loaded.blueprint if loaded else None
+            what = f"{bp.name}: {len(bp.node_groups)} node group(s), {sum(g.size for g in bp.node_groups)} node(s), fabric {bp.network.fabric}" if bp else ""
+            ok(f"{blueprint}: ok ({what}{', ' if what else ''}{warnings})")
         else:
-            for f in findings:
-                (fail if f.severity == "error" or strict else warn)(f.format())
-            if not errors:
-                n = len(findings)
-                bp = loaded.blueprint if loaded else None
-                what = f"{bp.name}: {len(bp.node_groups)} node group(s), {sum(g.size for g in bp.node_groups)} node(s), fabric {bp.network.fabric}" if bp else ""
-                ok(f"{blueprint}: ok ({what}{', ' if what else ''}{n} warning{'s' if n != 1 else ''})")
-            else:
-                console.print(f"{blueprint}: {len(errors)} error(s)", style="red")
-        raise typer.Exit(1 if errors else 0)
+            parts = [f"{n_err} error{'s' if n_err != 1 else ''}"] if n_err else []
+            if n_warn:
+                parts.append(f"{warnings} treated as errors (--strict)" if strict else warnings)
+            console.print(f"{blueprint}: {', '.join(parts)}", style="red", markup=False)
+        raise typer.Exit(1 if failed else 0)

@@ -64,7 +64,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("judge")
     def judge_cmd(
-        files: list[Path] = typer.Argument(..., help="Raw outputs: nccl-tests text/JSON, fio JSON/text, AMP JSON."),
+        files: list[Path] = typer.Argument(
+            ..., help="Raw outputs: nccl-tests text/JSON, fio JSON/text, AMP JSON, node health JSON (needs --blueprint)."),
         blueprint: Path | None = typer.Option(None, "--blueprint", "-b", help="Blueprint the outputs came from."),
         group: str | None = typer.Option(None, "--group", help="Node group of the blueprint (default: first GPU group)."),
         nodes: int | None = typer.Option(None, "--nodes", help="Nodes in the run (overrides log and blueprint)."),
@@ -88,8 +89,16 @@ def register(app: typer.Typer) -> None:
             bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
             fabric=fabric.value if fabric else None, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
         )
+        from validate.node_checks import is_node_output, judge_node_file
+
         results = []
         for f in files:
+            if kind is None and is_node_output(f):  # node health documents are judged against the node group
+                if bp is None:
+                    fail(f"{f}: node health documents are judged against a blueprint — pass --blueprint (and --group)")
+                    raise typer.Exit(2)
+                results += judge_node_file(f, bp, group or (bp.gpu_groups or bp.node_groups)[0].name, label=f.stem)
+                continue
             results += judge_file(f, ctx, kind=kind.value if kind else None)
         verdict = worst(r.verdict for r in results)
         if as_json:

@@ -4,7 +4,9 @@ AWS blueprints: the Pulumi program runs in-process against a mock engine
 (:mod:`clusterforge.plan`) — no credentials, no network, no Pulumi CLI. The tree shows every
 resource under its component with counts; ``--json`` prints
 ``{"resources": [{"type", "name", "parent", "inputs"}]}`` with engine (camelCase) property names.
-On-prem blueprints: every host, role and variable of the Ansible run.
+On-prem blueprints: every host, role and variable of the Ansible run; the hosts of a node group that
+differ only in some values (address ...) are shown once with those values per host, and lines
+longer than the terminal are cut with a marker (``--all``: every host in full, nothing cut).
 """
 
 from __future__ import annotations
@@ -81,24 +83,128 @@ def _counts_table(result: PlanResult) -> Table:
     return table
 
 
-def _dict_tree(node: Tree, value: Any, depth: int = 0) -> None:
+CUT_MARK = " …[+{n} chars, --all]"
+"""Marker appended to every line of the on-prem plan that is cut to the terminal width."""
+
+
+def _value_lines(value: Any, prefix: str) -> list[tuple[str, str]]:
+    """``[(tree prefix, text)]`` of a JSON-like value: mappings as ``key: value`` lines, lists one item a
+    line (hosts and roles labelled by ``name``), nested values indented with tree guides."""
+    out: list[tuple[str, str]] = []
     if isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(v, (dict, list)) and v:
-                _dict_tree(node.add(f"[bold]{k}[/bold]"), v, depth + 1)
-            else:
-                node.add(f"[bold]{k}[/bold]: {json.dumps(v)}")
+        items: list[tuple[str, Any]] = [(str(k), v) for k, v in value.items()]
     elif isinstance(value, list):
+        items = []
         for i, v in enumerate(value):
-            if isinstance(v, dict) and isinstance(v.get("name"), str):  # hosts, roles: label by name
-                _dict_tree(node.add(f"[bold]{v['name']}[/bold]"), {k: x for k, x in v.items() if k != "name"},
-                           depth + 1)
+            if isinstance(v, dict) and isinstance(v.get("name"), str):
+                items.append((v["name"], {k: x for k, x in v.items() if k != "name"}))
             elif isinstance(v, (dict, list)):
-                _dict_tree(node.add(f"[dim]{i}[/dim]"), v, depth + 1)
+                items.append((str(i), v))
             else:
-                node.add(json.dumps(v) if not isinstance(v, str) else v)
+                items.append(("", v))
     else:
-        node.add(json.dumps(value))
+        return [(prefix, json.dumps(value))]
+    for n, (k, v) in enumerate(items):
+        last = n == len(items) - 1
+        guide, nxt = ("└── ", "    ") if last else ("├── ", "│   ")
+        if isinstance(v, (dict, list)) and v:
+            out.append((prefix + guide, k))
+            out += _value_lines(v, prefix + nxt)
+        elif k:
+            out.append((prefix + guide, f"{k}: {json.dumps(v)}"))
+        else:
+            out.append((prefix + guide, v if isinstance(v, str) else json.dumps(v)))
+    return out
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], Any]:
+    """Every scalar (and empty container) of ``value`` by its path."""
+    if isinstance(value, dict) and value:
+        out: dict[tuple[Any, ...], Any] = {}
+        for k, v in value.items():
+            out.update(_leaves(v, (*path, k)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_leaves(v, (*path, i)))
+        return out
+    return {path: value}
+
+
+def _set_path(value: Any, path: tuple[Any, ...], new: Any) -> None:
+    for k in path[:-1]:
+        value = value[k]
+    value[path[-1]] = new
+
+
+def group_identical_hosts(hosts: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], list[tuple[Any, ...]]]]:
+    """``[(hosts, differing leaf paths)]``: hosts of one node group whose plans have the same shape and differ
+    only in some leaf values (address, ansible_host, IPoIB address ...) form one entry, in plan order."""
+    groups: list[tuple[list[dict[str, Any]], list[tuple[Any, ...]]]] = []
+    index: dict[tuple[Any, ...], int] = {}
+    for h in hosts:
+        body = {k: v for k, v in h.items() if k != "name"}
+        leaves = _leaves(body)
+        key = ((h.get("vars") or {}).get("clusterforge_node_group"), tuple(leaves))
+        if key in index:
+            members, _ = groups[index[key]]
+            members.append(h)
+        else:
+            index[key] = len(groups)
+            groups.append(([h], []))
+    out = []
+    for members, _ in groups:
+        first = _leaves({k: v for k, v in members[0].items() if k != "name"})
+        diff = [p for p in first if any(_leaves({k: v for k, v in m.items() if k != "name"})[p] != first[p]
+                                        for m in members[1:])]
+        out.append((members, diff))
+    return out
+
+
+def onprem_plan_lines(result: dict[str, Any], title: str, *, show_all: bool) -> list[str]:
+    """The on-prem plan as text lines: identical hosts of a node group once (their differing values
+    listed per host) unless ``show_all``; uncut (cutting is :func:`fit_lines`)."""
+    import copy
+
+    hosts = list(result.get("hosts") or [])
+    entries: list[tuple[str, Any]] = []
+    if show_all:
+        entries = [(h["name"], {k: v for k, v in h.items() if k != "name"}) for h in hosts]
+    else:
+        for members, diff in group_identical_hosts(hosts):
+            body = copy.deepcopy({k: v for k, v in members[0].items() if k != "name"})
+            if len(members) == 1:
+                entries.append((members[0]["name"], body))
+                continue
+            for path in diff:
+                _set_path(body, path, "(per host, below)")
+            per_host = {m["name"]: {".".join(str(x) for x in path): _leaves({k: v for k, v in m.items()
+                                                                             if k != "name"})[path] for path in diff}
+                        for m in members}
+            body["per host"] = per_host
+            names = ", ".join(m["name"] for m in members)
+            entries.append((f"{names} ({len(members)} identical hosts)", body))
+    lines = [title]
+    for n, (label, body) in enumerate(entries):
+        last = n == len(entries) - 1
+        lines.append(("└── " if last else "├── ") + label)
+        lines += [p + t for p, t in _value_lines(body, "    " if last else "│   ")]
+    return lines
+
+
+def fit_lines(lines: list[str], width: int | None) -> list[str]:
+    """``lines`` cut to ``width`` characters, each cut line ending in :data:`CUT_MARK`; ``None``: uncut."""
+    if width is None:
+        return lines
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        keep = max(20, width - len(CUT_MARK.format(n=len(line))))
+        out.append(line[:keep] + CUT_MARK.format(n=len(line) - keep))
+    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -108,7 +214,8 @@ def register(app: typer.Typer) -> None:
     def plan_cmd(
         blueprint: Path = typer.Argument(..., help="Blueprint YAML file."),
         as_json: bool = typer.Option(False, "--json", help="Print the planned resources as JSON."),
-        show_all: bool = typer.Option(False, "--all", help="List every resource (no collapsing)."),
+        show_all: bool = typer.Option(False, "--all", help="List every resource and every on-prem host in full "
+                                      "(no collapsing, no cut values)."),
     ) -> None:
         """Show every resource `up` would create (AWS: Pulumi program against a mock engine; on-prem: the Ansible run)."""
         loaded = load_checked(blueprint, show_warnings=not as_json)
@@ -129,9 +236,15 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print(json.dumps(result, indent=2, sort_keys=False, default=str))
                 return
-            tree = Tree(f"[bold]ansible plan[/bold] {loaded.blueprint.name} (on-prem)")
-            _dict_tree(tree, result)
-            console.print(tree)
+            hosts = result.get("hosts") or []
+            shown = len(hosts) if show_all else len(group_identical_hosts(hosts))
+            title = (f"ansible plan {loaded.blueprint.name} (on-prem): {len(hosts)} host(s)"
+                     + ("" if show_all or shown == len(hosts) else
+                        ", identical hosts of a node group shown once (--all lists every host in full)"))
+            lines = onprem_plan_lines(result, title, show_all=show_all)
+            width = None if show_all else (console.width if console.is_terminal else 200)
+            for line in fit_lines(lines, width):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
             return
         if as_json:
             print(json.dumps(result.to_json(), indent=2))
@@ -141,7 +254,8 @@ def register(app: typer.Typer) -> None:
         custom = sum(1 for r in result.resources if r.custom)
         title = (f"[bold]plan[/bold] {bp.name} ({where}): {custom} cloud resources in "
                  f"{len(result.resources) - custom} components/providers — offline, mock engine, {result.seconds:.2f} s")
-        out = console if console.is_terminal else Console(highlight=False, width=200)  # pipes: no cropping
+        # never crop: a terminal wraps long lines; runs of one type are collapsed with a marker instead
+        out = Console(highlight=False, width=10_000, force_terminal=console.is_terminal, soft_wrap=True)
         out.print(render_tree(result, title, show_all=show_all))
         out.print(_counts_table(result))
         if result.outputs:

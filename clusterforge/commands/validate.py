@@ -5,8 +5,9 @@ the chosen launcher, judges each result as it finishes, and writes the reports. 
 to the terminal (a table that updates in place; one line per event when stdout is not a terminal).
 
 Exit status: 0 every result pass or warn, 1 any fail, 2 usage error, 3 the run said nothing
-(no result, or invalid results and no fail), 130 interrupted (results so far are kept: rerun
-with ``--resume``).
+(no result, or invalid results and no fail: a suite whose tool is not installed, or a local run
+on a machine without the declared hardware, which stops before running unless ``--run-anyway``),
+130 interrupted (results so far are kept: rerun with ``--resume``).
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ class _Progress:
             self.order.append(t.id)
             self.rows[t.id] = {"status": "done (resumed)" if t.id in done else "queued", "what": t.description}
         if done:
-            console.print(f"resuming: {len(done)} of {len(tests)} test(s) already have results and are skipped",
-                          markup=False)
+            again = len(tests) - len(done)
+            console.print(f"resuming: {len(done)} of {len(tests)} planned test(s) passed before with the same "
+                          f"parameters and are kept; {again} run{'s' if again == 1 else ''} now", markup=False)
         if self.live_enabled:
             self.live = Live(self, console=console, refresh_per_second=4, transient=False)
             self.live.start()
@@ -109,18 +111,21 @@ def register(app: typer.Typer) -> None:
                                      help="local (this machine), ssh (inventory hosts), slurm (sbatch) or kubernetes (kubectl)."),
         output: Path = typer.Option(None, "-o", "--output",
                                     help="Run directory: raw outputs, results.jsonl, run.json, reports. Default: results/<blueprint name>."),
-        resume: bool = typer.Option(False, "--resume", help="Continue a run in DIR: skip the tests that already have results."),
-        force: bool = typer.Option(False, "--force", help="Replace a previous run in DIR."),
-        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (nccl,fio,amp); overrides validation.suites."),
+        resume: bool = typer.Option(False, "--resume", help="Continue a run in DIR: keep the tests that passed with the same "
+                                    "parameters, run the failed, invalid, interrupted and changed ones again."),
+        force: bool = typer.Option(False, "--force", help="Replace a previous run in DIR (with --suites: only those suites' results)."),
+        run_anyway: bool = typer.Option(False, "--run-anyway", help="local: run even when this machine lacks the "
+                                        "blueprint's GPUs or mounts (the results are then invalid)."),
+        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (node,nccl,fio,amp; node always runs first); overrides validation.suites."),
         gpus: int = typer.Option(None, "--gpus", help="Ranks per node: GPUs, or gloo processes on a CPU-only machine."),
         inventory: Path = typer.Option(None, "--inventory", help="ssh: Ansible inventory (default: the blueprint's on-prem hosts)."),
         remote_python: str = typer.Option("python3", "--remote-python", help="ssh/slurm: Python with torch on the nodes."),
         image: str = typer.Option(None, "--image", help="kubernetes: container image with Python, torch, Open MPI and sshd."),
         timeout: float = typer.Option(None, "--timeout", help="Seconds one test may run before it is stopped."),
     ) -> None:
-        """Run the validation suites (NCCL, fio, AMP), judge every result and write the reports."""
+        """Run the validation suites (node checks, NCCL, fio, AMP), judge every result and write the reports."""
         from validate.launchers import LAUNCHERS, make_launcher
-        from validate.runner import plan_tests, run_validation
+        from validate.runner import MISMATCH, plan_tests, run_validation
 
         if launcher not in LAUNCHERS:
             raise UsageError(f"--launcher {launcher}: choose from {', '.join(LAUNCHERS)}")
@@ -132,13 +137,22 @@ def register(app: typer.Typer) -> None:
         tests, notes = plan_tests(loaded, launcher=launcher, suites=chosen, gpus=gpus)
         if not tests:
             raise UsageError(f"{blueprint}: nothing to run (suites {', '.join(chosen or loaded.blueprint.validation.suites) or 'none'})")
+        mismatch = list(dict.fromkeys(n for n in [*notes, *(x for t in tests for x in t.notes)]
+                                      if n.startswith(MISMATCH)))
+        if mismatch and not run_anyway:
+            for n in mismatch:
+                warn(n)
+            fail(f"{blueprint}: this machine lacks the hardware the blueprint declares, so every affected result would be "
+                 "`invalid`; nothing was run. Validate the cluster itself (--launcher ssh, slurm or kubernetes), or pass "
+                 "--run-anyway to run here all the same")
+            raise typer.Exit(3)
         runner = make_launcher(launcher, loaded, out, timeout_s=timeout, inventory=inventory,
                                remote_python=remote_python, image=image)
         progress = _Progress(live=console.is_terminal)
         old = signal.signal(signal.SIGTERM, _sigterm)
         try:
-            summary = run_validation(loaded, out, runner, tests, resume=resume, force=force, notes=notes,
-                                     events=progress)
+            summary = run_validation(loaded, out, runner, tests, resume=resume, force=force,
+                                     keep_unplanned=chosen is not None, notes=notes, events=progress)
         except KeyboardInterrupt:
             # typer turns KeyboardInterrupt into a silent exit 130: say what was kept and how to go on
             progress.stop()
@@ -161,6 +175,8 @@ def register(app: typer.Typer) -> None:
         overall = worst([r.verdict for r in summary.results])
         console.print(Text.assemble("verdict: ", (overall, VERDICT_STYLE.get(overall, "bold")),
                                     f" ({len(summary.results)} result(s), {len(summary.skipped)} resumed)"))
+        for rec in summary.missing_tools.values():
+            console.print(f"{rec['reason']} (invalid: {', '.join(rec['tests'])})", style="yellow", markup=False)
         html = summary.reports.get("html") or next((p for p in summary.reports.values() if str(p).endswith(".html")), None)
         if html is not None:
             ok(f"HTML report: {html}")

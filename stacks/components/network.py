@@ -43,8 +43,8 @@ class NetworkArgs:
     ``control_plane_subnet_ids``: existing subnets for the EKS control plane;
     ``nat_gateway``: create internet + NAT gateways; ``public_subnet_for_nodes``: some node group
     wants public IPs; ``ssh_ingress_cidrs``: who may reach port 22; ``lustre``: create the FSx
-    SG; ``lustre_efa``: the file system uses EFA, so nodes and file servers exchange all traffic
-    (https://docs.aws.amazon.com/fsx/latest/LustreGuide/efa-file-systems.html); ``eks``: create /
+    SG (EFA-enabled file systems are refused by ``check`` until their client side is configured,
+    so no all-traffic EFA rules are needed); ``eks``: create /
     require the control-plane subnets.
     """
 
@@ -61,7 +61,6 @@ class NetworkArgs:
     public_subnet_for_nodes: bool = False
     ssh_ingress_cidrs: tuple[str, ...] = field(default_factory=tuple)
     lustre: bool = False
-    lustre_efa: bool = False
     eks: bool = False
 
 
@@ -221,19 +220,6 @@ class Network(pulumi.ComponentResource):
                     referenced_security_group_id=fsx_sg.id, ip_protocol="tcp", from_port=lo, to_port=hi,
                     description=f"Lustre TCP {ports} from the file system", tags=rule_tags, opts=child),
             ]
-        if args.lustre_efa:
-            for src, dst, what in ((node_sg, fsx_sg, "nodes-to-fsx"), (fsx_sg, node_sg, "fsx-to-nodes"),
-                                   (fsx_sg, fsx_sg, "fsx-self")):
-                self.lustre_rules += [
-                    aws.vpc.SecurityGroupEgressRule(
-                        f"{name}-efa-{what}-egress", security_group_id=src.id, referenced_security_group_id=dst.id,
-                        ip_protocol="-1", description="all traffic (EFA-enabled FSx for Lustre)",
-                        tags=fsx_tags, opts=child),
-                    aws.vpc.SecurityGroupIngressRule(
-                        f"{name}-efa-{what}-ingress", security_group_id=dst.id, referenced_security_group_id=src.id,
-                        ip_protocol="-1", description="all traffic (EFA-enabled FSx for Lustre)",
-                        tags=fsx_tags, opts=child),
-                ]
 
 
 def _other_zone(names: list[str], zone: str) -> str:

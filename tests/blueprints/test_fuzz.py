@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blueprints import BlueprintInvalid, catalog, check, load_blueprint
+from blueprints import BlueprintInvalid, check, load_blueprint
+from blueprints.catalog import catalog
 from blueprints.findings import Finding
 
 from .rule_cases.emit import emit

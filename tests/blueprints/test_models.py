@@ -8,7 +8,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from blueprints import catalog, check, load_blueprint, parse_blueprint
+from blueprints import check, load_blueprint, parse_blueprint
+from blueprints.catalog import catalog
 from blueprints.findings import BlueprintInvalid
 from blueprints.reference import REFERENCE_PATH, reference_markdown
 from blueprints.schema import SCHEMA_PATH, schema_json

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from blueprints import BlueprintInvalid, all_rules, catalog, check, load_blueprint, parse_blueprint
-from blueprints.catalog import Catalog
+from blueprints import BlueprintInvalid, all_rules, check, load_blueprint, parse_blueprint
+from blueprints.catalog import Catalog, catalog
 from clusterforge.cli import main
 
 from .rule_cases.emit import emit
@@ -175,6 +175,11 @@ CASES: list[Case] = [
     Case("capacity-single-instance-type", "cb",
          [A("node_groups", {"name": "gpu2", "count": 1, "instance_type": "p5e.48xlarge"})], "node_groups.1.instance_type",
          good=[S("node_groups.0.count", 1), A("node_groups", {"name": "gpu2", "count": 1, "instance_type": "p5.48xlarge"})]),
+    Case("driver-branch-gpu", "dgx", [S("software", {"driver_branch": "470", "cuda": "11.4", "kernel_updates": "hold"})],
+         "software.driver_branch", "set `software.driver_branch` within R520 or newer",
+         good=[S("software", {"driver_branch": "525", "cuda": "12.0", "kernel_updates": "hold"})]),
+    Case("driver-version-branch", "dgx", [S("software.driver_version", "570.195.03")], "software.driver_version",
+         'set `software.driver_branch: "570"` or a 580.x release', good=[S("software.driver_version", "580.95.05")]),
     Case("cuda-driver-compat", "p5", [S("software", {"driver_branch": "470", "cuda": "12.4"})], "software.driver_branch",
          'set `software.driver_branch: "525"` or newer', good=[S("software", {"driver_branch": "525", "cuda": "12.0"})]),
     Case("cuda-driver-minor", "p5", [S("software", {"driver_branch": "535", "cuda": "12.4"})], "software.driver_branch",
@@ -202,6 +207,9 @@ CASES: list[Case] = [
          good=[D("node_groups.0.hosts.1"), S("network", {"fabric": "ethernet"})]),
     Case("fabric-provider", "p5", [S("network", {"fabric": "infiniband"})], "network.fabric",
          "use `fabric: efa` (EFA-capable instance types) or `fabric: ethernet`"),
+    Case("fio-expectation-missing", "roce", [D("node_groups.0.hardware.nvme.model")], "node_groups.0.hardware.nvme",
+         lambda c: f"set `node_groups.0.hardware.nvme.model` (one of "
+                   f"{', '.join(k for k, v in c.storage_devices.items() if isinstance(v, dict))}) or `seq_read_mb_s`/`seq_write_mb_s`"),
     Case("fio-targets-mounted", "p5", [S("validation.fio", {"targets": ["/data"]})], "validation.fio.targets.0",
          good=[S("validation.fio", {"targets": ["/fsx/bench", "/scratch"]})]),
     Case("fsx-availability-zone", "p5", [S(f"{FSX}.availability_zone", "us-east-1b")], f"{FSX}.availability_zone",
@@ -243,13 +251,11 @@ CASES: list[Case] = [
     Case("fsx-throughput-value", "p5", [S(f"{FSX}.throughput_per_tib_mbps", 200)], f"{FSX}.throughput_per_tib_mbps",
          "use one of 125, 250, 500, 1000", good=[S(f"{FSX}.throughput_per_tib_mbps", 1000)]),
     Case("gpu-model-known", "dgx", [S("node_groups.1.hardware.gpu", "h100-sxn:8")], "node_groups.1.hardware.gpu",
-         lambda c: f"use one of {', '.join(c.gpu_keys)}",
+         lambda c: f"use one of {', '.join(c.provisioned_gpu_keys)}",
          good=[S("node_groups.1.hardware.gpu", {"model": "NVIDIA H100 80GB HBM3", "count": 8})]),
     Case("driver-branch-supported", "dgx", [S("software.driver_branch", "550")], "software.driver_branch",
          'set `software.driver_branch: "580"` (Long Term Support)',
-         good=[S("software.driver_branch", "535"), S("software.driver_version", "535.274.02")]),
-    Case("driver-version-branch", "dgx", [S("software.driver_version", "570.195.03")], "software.driver_version",
-         good=[S("software.driver_version", "580.95.05")]),
+         good=[S("software.driver_branch", "595")]),
     Case("container-toolkit-cve", "dgx", [S("software.container_toolkit", "1.16.2")], "software.container_toolkit",
          good=[S("software.container_toolkit", "1.17.8")]),
     Case("gpudirect-dmabuf-open-modules", "roce", [S("software.driver_open_kernel_modules", False)],
@@ -259,12 +265,10 @@ CASES: list[Case] = [
          good=[S("network.gpudirect_rdma.method", "nvidia-peermem"), S("software.doca_ofed", "2.9.1")]),
     Case("gpudirect-efa-unsupported", "p5", [S("node_groups.0.instance_type", "g5.48xlarge")],
          "node_groups.0.instance_type", good=[S("node_groups.0.instance_type", "p4d.24xlarge")]),
-    Case("gpudirect-peermem-driver", "dgx", [S("software", {"driver_branch": "460", "cuda": "11.0"})],
-         "software.driver_branch", good=[S("software", {"driver_branch": "470", "cuda": "11.4"})]),
-    Case("gvisor-nvproxy-driver", "dgx",
-         [S("node_groups.1.sandbox", "gvisor"), S("software.gvisor", "20260316.0"), S("software.driver_version", "580.126.20")],
-         "software.gvisor", "set `software.driver_version` to one of 580.65.06, 580.82.07, 580.95.05, 580.105.08",
-         good=[S("node_groups.1.sandbox", "gvisor")]),
+    Case("gpudirect-peermem-driver", "dgx",
+         [S("software", {"driver_branch": "460", "cuda": "11.0"}), S("network.gpudirect_rdma.method", "nvidia-peermem")],
+         "software.driver_branch",
+         good=[S("software", {"driver_branch": "470", "cuda": "11.4"}), S("network.gpudirect_rdma.method", "nvidia-peermem")]),
     Case("gvisor-gpu-support", "roce", [S("node_groups.0.sandbox", "gvisor")], "node_groups.0.sandbox",
          good_base="dgx", good=[S("node_groups.1.sandbox", "gvisor")]),
     Case("gvisor-rdma", "dgx", [S("node_groups.1.sandbox", "gvisor")], "node_groups.1.sandbox",
@@ -292,6 +296,8 @@ CASES: list[Case] = [
          lambda c: f"use one of {', '.join(c.instance_type_names)}"),
     Case("ipoib-cidr", "dgx", [S("network.infiniband.ipoib.cidr", "192.168.100.0/30")], "network.infiniband.ipoib.cidr",
          "use a larger subnet (at least /29)", good=[S("network.infiniband.ipoib.cidr", "192.168.100.0/29")]),
+    Case("kernel-drift", "roce", [D("software.kernel_updates")], "software",
+         good=[S("software.kernel_updates", "hold")]),
     Case("kata-version-gpu-passthrough", "kata", [S("software", {"kata": "3.10.0"})], "software.kata",
          good=[S("software", {"kata": "3.23.0"})]),
     Case("local-connection-single", "ws",
@@ -321,9 +327,21 @@ CASES: list[Case] = [
     Case("nccl-check-off", "ws", [S("validation.nccl.check", False)], "validation.nccl.check",
          "set `validation.nccl.check: true`"),
     Case("nccl-env-disables-fabric", "dgx", [S("network.nccl", {"env": {"NCCL_IB_DISABLE": "1"}})],
-         "network.nccl.env.NCCL_IB_DISABLE", good=[S("network.nccl", {"env": {"NCCL_IB_TIMEOUT": "22"}})]),
-    Case("nccl-env-legacy", "p5", [S("network.nccl", {"env": {"NCCL_PROTO": "simple"}})], "network.nccl.env.NCCL_PROTO",
-         good=[S("network.nccl", {"env": {"NCCL_PROTO": "LL,LL128,Simple"}})]),
+         "network.nccl.env.NCCL_IB_DISABLE", "remove `NCCL_IB_DISABLE` from `network.nccl.env`",
+         good=[S("network.nccl", {"env": {"NCCL_IB_TIMEOUT": "22"}})]),
+    Case("nccl-env-legacy", "p5", [S("network.nccl", {"env": {"RDMAV_FORK_SAFE": "1"}})], "network.nccl.env.RDMAV_FORK_SAFE",
+         good=[S("network.nccl", {"env": {"FI_EFA_USE_DEVICE_RDMA": "1"}})]),
+    Case("nccl-env-narrows-fabric", "dgx", [S("network.nccl", {"env": {"NCCL_ALGO": "Ring"}})], "network.nccl.env.NCCL_ALGO",
+         "remove `NCCL_ALGO` from `network.nccl.env`", good=[S("network.nccl", {"env": {"NCCL_IB_TIMEOUT": "22"}})]),
+    Case("nccl-env-overrides-generated", "roce", [S("network.nccl", {"env": {"NCCL_IB_TC": "96"}})],
+         "network.nccl.env.NCCL_IB_TC", good=[S("network.nccl", {"env": {"NCCL_IB_TC": "104"}})]),
+    Case("nccl-gpudirect-method", "dgx", [S("software.nccl", "2.21.5"), S("network.gpudirect_rdma.method", "nvidia-peermem")],
+         "software.nccl", "set `software.nccl` to 2.23.4 or newer, or `network.gpudirect_rdma.method: dmabuf`",
+         good=[S("software.nccl", "2.23.4"), S("network.gpudirect_rdma.method", "nvidia-peermem")]),
+    Case("netdev-required", "dgx", [D("node_groups.0.hardware")], "node_groups.0.name",
+         "declare the InfiniBand port (IPoIB) under `node_groups.0.hardware.nics` with its `netdev`"),
+    Case("nvswitch-passthrough-plan", "kata", [D("node_groups.0.sandbox.nvswitch")], "node_groups.0.sandbox",
+         good=[S("node_groups.0.sandbox.nvswitch", {"mode": "shared-nvswitch", "gpus_per_guest": 4})]),
     Case("nccl-suite-single-gpu", "ws", [S("node_groups.0.hardware", {"gpu": "l4:1"})], "validation.suites",
          good=[S("node_groups.0.hardware", {"gpu": "l4:2"})]),
     Case("nic-link-layer", "roce", [S("node_groups.0.hardware.nics.0.link_layer", "infiniband")],
@@ -336,6 +354,10 @@ CASES: list[Case] = [
          "node_groups.0.hardware.gpu", good=[S("node_groups.0.hardware.gpu", {"model": "l40s", "count": 4, "nvswitch": False})]),
     Case("onprem-node-group-fields", "dgx", [S("node_groups.0.instance_type", "m6i.xlarge")], "node_groups.0.instance_type",
          "remove `instance_type` and describe `hardware` (gpu, nics, nvme)"),
+    Case("ipoib-netdev-declared", "dgx", [D(f"node_groups.1.hardware.nics.{j}.netdev") for j in range(8)],
+         "node_groups.1.hardware.nics.0",
+         good=[D(f"node_groups.1.hardware.nics.{j}.netdev") for j in range(1, 8)]),
+    Case("onprem-network-placement", "kata", [S("network.placement", "spread")], "network.placement"),
     Case("open-kernel-modules-required", "dgx",
          [S("node_groups.1.hardware.gpu", "b200:8"), S("software", {"driver_open_kernel_modules": False})],
          "software.driver_open_kernel_modules", good=[S("node_groups.1.hardware.gpu", "b200:8")]),
@@ -365,11 +387,18 @@ CASES: list[Case] = [
     Case("roce-flow-control", "roce", [D("network.roce.flow_control")], "network.roce"),
     Case("roce-ecn-needs-ofed", "roce", [S("network.roce.ecn", True)], "network.roce.ecn",
          good=[S("network.roce.ecn", True), S("software.doca_ofed", "2.9.1")]),
+    Case("roce-gid-index", "roce", [S("network.roce.gid_index", 2)], "network.roce.gid_index",
+         good=[S("network.roce.gid_index", 3)]),
     Case("roce-lossy-no-ecn", "roce", [S("network.roce.flow_control", "none"), S("network.roce.ecn", False)], "network.roce.ecn",
          good=[S("network.roce.flow_control", "none")]),
     Case("roce-netdev-declared", "roce", [D("node_groups.0.hardware.nics.0.netdev")], "node_groups.0.hardware.nics.0"),
     Case("roce-traffic-class", "roce", [S("network.roce.traffic_class", 96)], "network.roce.traffic_class",
          "set `traffic_class: 104` or remove it", good=[S("network.roce.traffic_class", 106)]),
+    Case("sandbox-driver-allow-list", "kata", [S("software.driver_version", "595.44.02")], "software.driver_version",
+         "set `software.driver_version` to one of 595.58.03", good=[S("software.driver_version", "595.58.03")]),
+    Case("sandbox-runtime-floating", "dgx", [S("node_groups.1.sandbox", "gvisor"), S("software.gvisor", "latest")],
+         "software.gvisor", lambda c: f'set `software.gvisor: "{c.runtime_releases("gvisor")[-1].release}"`',
+         good=[S("node_groups.1.sandbox", "gvisor"), S("software.gvisor", "20260504.0")]),
     Case("secret-in-blueprint", "p5", [S("description", "key AKIAABCDEFGHIJKLMNOP for the bucket")], "description"),
     Case("shared-mount-netdev", "roce", [S("storage.0.mount_options", ["nconnect=8"])], "storage.0.mount_options",
          good=[S("storage.0.mount_options", ["_netdev", "nconnect=16"])]),
@@ -493,7 +522,7 @@ def test_check_cli_error_warning_and_strict(tmp_path: Path, base_docs: dict[str,
     f = tmp_path / "bad.yaml"
     f.write_text(bad)
     assert main(["check", str(f)]) == 1
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     line = lines[("storage", 0, "fsx", "storage_capacity_gib")]
     assert re.search(rf"{re.escape(str(f))}:{line}:\d+: fsx-storage-capacity-step: .* — use 2400 or 4800 GiB", err), err
 
@@ -508,7 +537,7 @@ def test_check_cli_error_warning_and_strict(tmp_path: Path, base_docs: dict[str,
     w = tmp_path / "warn.yaml"
     w.write_text(warn)
     assert main(["check", str(w)]) == 0
-    assert "warning: efa-placement-none" in capsys.readouterr().err
+    assert "warning: efa-placement-none" in capsys.readouterr().out
     assert main(["check", "--strict", str(w)]) == 1
 
 

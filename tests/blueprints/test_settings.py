@@ -28,8 +28,10 @@ def test_dgx_ib_training_node():
 
 def test_roce_traffic_class_and_pfc_vector():
     s = _settings("onprem-l40s-roce.yaml", "l40s")
-    assert s.nccl_env["NCCL_IB_GID_INDEX"] == "3" and s.nccl_env["NCCL_IB_TC"] == "104"  # DSCP 26 << 2
-    assert s.roce is not None and s.roce.pfc_vector == "0,0,0,1,0,0,0,0" and s.roce.trust == "dscp"
+    assert s.nccl_env["NCCL_IB_TC"] == "104"  # DSCP 26 << 2
+    # `gid_index: discover`: no fixed NCCL_IB_GID_INDEX; the node looks the RoCE v2 GID up
+    assert "NCCL_IB_GID_INDEX" not in s.nccl_env and s.roce is not None and s.roce.gid_index == "discover"
+    assert s.roce.pfc_vector == "0,0,0,1,0,0,0,0" and s.roce.trust == "dscp"
     assert s.gpudirect_rdma == "dmabuf" and not s.nvswitch
 
 

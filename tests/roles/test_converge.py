@@ -154,7 +154,12 @@ def test_nccl_conf_and_rdma_files_match_the_blueprint(converges, example, os_nam
         conf = _keyvals(nccl.read_text())
         assert conf == dict(s.nccl_env), gname
         if isinstance(net, RoceNetwork):
-            assert conf["NCCL_IB_GID_INDEX"] == str(net.roce.gid_index)
+            if net.roce.gid_index == "discover":
+                # looked up on the node by the installed script; a root filesystem has no RoCE port, so it is left out
+                assert "NCCL_IB_GID_INDEX" not in conf
+                assert (root / "usr/local/sbin/roce-gid-index").stat().st_mode & 0o111
+            else:
+                assert conf["NCCL_IB_GID_INDEX"] == str(net.roce.gid_index)
             assert conf["NCCL_IB_TC"] == str(net.roce.dscp * 4) == "104"  # TC = DSCP << 2 with DSCP 26
             assert conf["NCCL_IB_HCA"] == "=" + ",".join(f"{n.device}:{n.port}" for n in bp.group(gname).hardware.nics)
             qos = _keyvals((root / "etc/clusterforge/roce-qos.conf").read_text())
@@ -164,11 +169,17 @@ def test_nccl_conf_and_rdma_files_match_the_blueprint(converges, example, os_nam
             assert _enabled(root, "clusterforge-roce-qos.service")
         if isinstance(net, InfinibandNetwork):
             hca = conf["NCCL_IB_HCA"]
-            assert hca == "=" + ",".join(f"mlx5_{i}:1" for i in range(8)), hca
+            ib_ports = [n for n in bp.group(gname).hardware.nics if n.link_layer == "infiniband"]
+            assert hca == "=" + ",".join(f"{n.device}:{n.port}" for n in ib_ports), hca
+            if gname == "dgx":  # every compute rail of a DGX H100
+                assert hca == "=" + ",".join(f"mlx5_{i}:1" for i in range(8)), hca
             modules = (root / "etc/modules-load.d/clusterforge-rdma.conf").read_text().split()
             assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
-            # DMA-BUF is the default (open kernel modules, no OFED): nvidia-peermem would fail to load
-            assert s.gpudirect_rdma in (None, "dmabuf") and "nvidia-peermem" not in modules
+            # the peer-memory module only where the group's GPUs use it; DMA-BUF is the default (open
+            # kernel modules, no OFED), where nvidia-peermem would fail to load
+            assert ("nvidia-peermem" in modules) == (s.gpudirect_rdma == "nvidia-peermem"), (gname, s.gpudirect_rdma)
+            if gname == "dgx":
+                assert s.gpudirect_rdma == "dmabuf"
             host = c.groups[gname]
             for iface in hostvars[host].get("rdma_ipoib_interfaces", []):
                 if os_name.startswith("ubuntu"):  # Ansible's facts said Ubuntu: netplan, not ifupdown
@@ -286,7 +297,8 @@ def test_sandbox_passthrough_kata_and_vm_files(converges, example, os_name):
     kata = c.root("kata")
     dropin = tomllib.loads((kata / "etc/kata-containers/config.d/50-clusterforge-gpu.toml").read_text())
     assert dropin["hypervisor"]["qemu"]["cold_plug_vfio"] == "root-port"
-    assert dropin["hypervisor"]["qemu"]["pcie_root_port"] == bp.group("kata").hardware.gpu.count == 8
+    # full passthrough of an NVSwitch system: every GPU and every NVSwitch needs a root port in the guest
+    assert dropin["hypervisor"]["qemu"]["pcie_root_port"] == bp.group("kata").hardware.gpu.count + 4 == 12
     assert dropin["runtime"]["static_sandbox_resource_mgmt"] is True
     shim = kata / "usr/local/bin/containerd-shim-kata-qemu-nvidia-gpu-v2"
     assert shim.is_symlink() and str(shim.readlink()) == "/opt/kata/bin/containerd-shim-kata-v2"

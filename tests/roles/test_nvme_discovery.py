@@ -1,4 +1,4 @@
-"""NVMe scratch drive discovery (field failure bug-25: never by fixed device name).
+"""NVMe scratch drive discovery (never by a fixed device name).
 
 The nvme_scratch preflight runs for real (in a Debian 12 root filesystem, through the chroot
 connection) on device and mount facts shaped like Ansible's ``setup`` output of an 8+1-drive server:

@@ -105,7 +105,9 @@ def test_inventory_groups_hosts_and_connection(tmp_path):
     assert children["with_sandbox"] == {}
     # IPoIB addresses in host order, skipping the Lustre MGS address 192.168.100.2
     ipoib = [children["dgx"]["hosts"][h]["rdma_ipoib_interfaces"][0]["address"] for h in sorted(children["dgx"]["hosts"])]
-    assert ipoib == ["192.168.100.1/24", "192.168.100.3/24", "192.168.100.4/24", "192.168.100.5/24"]
+    assert ipoib == ["192.168.100.3/24", "192.168.100.4/24", "192.168.100.5/24", "192.168.100.6/24"]
+    # mgmt-01 declares its InfiniBand port (opensm, Lustre over o2ib) and comes first
+    assert children["mgmt"]["hosts"]["mgmt-01"]["rdma_ipoib_interfaces"] == [{"netdev": "ibp12s0", "address": "192.168.100.1/24"}]
     # ansible-inventory itself parses it and sees the group_vars
     out = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(tmp_path / "inventory.yml"),
                           "--host", "dgx-02"], capture_output=True, text=True, check=True).stdout

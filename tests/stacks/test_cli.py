@@ -103,9 +103,11 @@ def test_render_writes_stack_config_and_user_data(tmp_path: Path) -> None:
     loaded = load_blueprint(EXAMPLES / "aws-eks-p4d.yaml")
     files = render_stack_config(loaded, tmp_path)
     names = sorted(p.relative_to(tmp_path).as_posix() for p in files)
-    assert names == ["Pulumi.eks-p4d.yaml", "cloud-init/gpu.mime", "cloud-init/system.mime"]
+    assert names == sorted(["Pulumi.eks-p4d.yaml", "Pulumi.yaml", "__main__.py", "blueprint.yaml", "cloud-init/gpu.mime",
+                            "cloud-init/system.mime"])
     stack = (tmp_path / "Pulumi.eks-p4d.yaml").read_text()
-    assert f'clusterforge:blueprint: "{(EXAMPLES / "aws-eks-p4d.yaml").resolve()}"' in stack
+    assert 'clusterforge:blueprint: "blueprint.yaml"' in stack
+    assert (tmp_path / "blueprint.yaml").read_text() == (EXAMPLES / "aws-eks-p4d.yaml").read_text()
     gpu = (tmp_path / "cloud-init" / "gpu.mime").read_text()
     assert "FSX_DATASETS_DNS_NAME@tcp:/FSX_DATASETS_MOUNT_NAME" in gpu
     assert render_stack_config(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml"), tmp_path / "x") == []

@@ -47,7 +47,7 @@ def test_slurm_scripts_for_the_dgx_blueprint(tmp_path: Path) -> None:
     files = render_artifacts(loaded, tmp_path)
     slurm = tmp_path / "slurm"
     names = sorted(p.name for p in files if p.suffix == ".sbatch")
-    assert names == sorted(["nccl-all_reduce.sbatch", "nccl-all_gather.sbatch", "nccl-reduce_scatter.sbatch",
+    assert names == sorted(["node.sbatch", "nccl-all_reduce.sbatch", "nccl-all_gather.sbatch", "nccl-reduce_scatter.sbatch",
                             "fio-scratch.sbatch", "fio-lustre.sbatch", "amp.sbatch"])
     for f in PAYLOAD_FILES:  # the payloads travel next to the scripts, unchanged
         assert (slurm / "payloads" / f).read_bytes() == (PAYLOAD_DIR / f).read_bytes()
@@ -101,7 +101,7 @@ def test_kubernetes_manifests_for_eks_validate_and_use_efa_storage_and_runtime_c
     loaded = load_blueprint(EXAMPLES / "aws-eks-p4d.yaml")
     files = render_artifacts(loaded, tmp_path)
     docs = {p.stem: load_yaml(p) for p in files if p.parent.name == "kubernetes"}
-    assert sorted(docs) == sorted(["00-payloads-configmap", "nccl-all_reduce", "nccl-all_gather",
+    assert sorted(docs) == sorted(["00-payloads-configmap", "node", "nccl-all_reduce", "nccl-all_gather",
                                    "nccl-reduce_scatter", "fio-scratch", "fio-datasets", "amp"])
     for obj in docs.values():
         _validate_k8s(obj)

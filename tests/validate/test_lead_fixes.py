@@ -34,8 +34,12 @@ def test_local_run_of_a_gpu_blueprint_on_a_cpu_machine_is_invalid_not_pass(tmp_p
 
     monkeypatch.setattr(local_launcher, "local_gpu_count", lambda: 0)
     out = tmp_path / "run"
+    # without --run-anyway the run stops before starting (exit 3, nothing written)
+    assert main(["validate", str(EXAMPLES / "aws-p5-efa-lustre.yaml"), "--launcher", "local", "--suites", "nccl",
+                 "-o", str(out)]) == 3
+    assert not out.exists()
     rc = main(["validate", str(EXAMPLES / "aws-p5-efa-lustre.yaml"), "--launcher", "local", "--suites", "nccl",
-               "-o", str(out)])
+               "-o", str(out), "--run-anyway"])
     assert rc == 3, capsys.readouterr()
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert lines and all(r["verdict"] == "invalid" for r in lines)

@@ -38,7 +38,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> 
 def small_blueprint(tmp_path: Path, *, suites: str = "[nccl, amp]", collectives: str = "[all_reduce, sendrecv]") -> Path:
     """The local-workstation example with a shorter collective list (each test still really runs)."""
     text = (EXAMPLES / "local-workstation.yaml").read_text()
-    text = text.replace("suites: [nccl, fio, amp]", f"suites: {suites}")
+    text = text.replace("suites: [node, nccl, fio, amp]", f"suites: {suites}")
     text = text.replace("collectives: [all_reduce, all_gather, alltoall]", f"collectives: {collectives}")
     text = text.replace("max_bytes: 4194304", "max_bytes: 65536")
     assert f"suites: {suites}" in text and f"collectives: {collectives}" in text
@@ -53,9 +53,9 @@ def test_validate_local_workstation_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "run"
     p = cli("validate", str(EXAMPLES / "local-workstation.yaml"), "--launcher", "local", "-o", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
-    ids = ["nccl-all_reduce", "nccl-all_gather", "nccl-alltoall", "fio-tmp", "amp"]
+    ids = ["node", "nccl-all_reduce", "nccl-all_gather", "nccl-alltoall", "fio-tmp", "amp"]
     lines = read_results_lines(out / "results.jsonl")
-    assert [d["test_id"] for d in lines] == ids[:3] + ["fio-tmp"] * 3 + ["amp"]
+    assert [d["test_id"] for d in lines] == ids[:4] + ["fio-tmp"] * 3 + ["amp"]
     verdicts = {d["label"]: d["verdict"] for d in lines}
     assert set(verdicts.values()) <= {"pass", "warn"}, verdicts  # a healthy CPU machine: nothing fails
     nccl = [d for d in lines if d["kind"] == "nccl"]
@@ -131,7 +131,7 @@ def test_killed_run_keeps_results_and_resume_completes_it(tmp_path: Path) -> Non
     assert refused.returncode == 2 and "--resume" in refused.stderr
     p = cli("validate", str(bp), "-o", str(out), "--resume")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"resuming: {len(done_before)} of 3 test(s) already have results" in p.stdout
+    assert f"resuming: {len(done_before)} of 3 planned test(s) passed before with the same parameters" in p.stdout
     lines = read_results_lines(results)
     ids = [d["test_id"] for d in lines]
     assert sorted(ids) == sorted(["nccl-all_reduce", "nccl-sendrecv", "amp"])  # each once
@@ -142,10 +142,10 @@ def test_killed_run_keeps_results_and_resume_completes_it(tmp_path: Path) -> Non
     report = json.loads((out / "report.json").read_text())
     assert len(report["results"]) == 3
     # --force replaces the run
-    forced = cli("validate", str(bp), "-o", str(out), "--force", "--suites", "amp")
+    forced = cli("validate", str(bp), "-o", str(out), "--force")
     assert forced.returncode == 0, forced.stderr
-    assert [d["test_id"] for d in read_results_lines(results)] == ["amp"]
-    assert not (out / "raw" / "nccl-all_reduce.txt").exists()
+    assert sorted(d["test_id"] for d in read_results_lines(results)) == ["amp", "nccl-all_reduce", "nccl-sendrecv"]
+    assert raw0.stat().st_mtime_ns != mtime0
 
 
 @pytest.mark.slow
@@ -167,9 +167,10 @@ def test_wrong_data_fails_the_run_and_one_rank_is_invalid(tmp_path: Path) -> Non
 def test_plan_for_a_dgx_cluster_uses_the_blueprint_and_catalog() -> None:
     loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
     tests, notes = plan_tests(loaded, launcher="slurm")
-    assert [t.id for t in tests] == ["nccl-all_reduce", "nccl-all_gather", "nccl-reduce_scatter",
+    assert [t.id for t in tests] == ["node", "nccl-all_reduce", "nccl-all_gather", "nccl-reduce_scatter",
                                      "fio-scratch", "fio-lustre", "amp"]
-    nccl = tests[0]
+    assert (tests[0].kind, tests[0].nodes, tests[0].ranks_per_node) == ("node", 4, 1)
+    nccl = tests[1]
     assert (nccl.nodes, nccl.ranks_per_node, nccl.device, nccl.ranks) == (4, 8, "cuda", 32)
     assert nccl.params["max_bytes"] == 8 * 1024**3 and nccl.params["check"] is True
     fio = {t.id: t.params for t in tests if t.kind == "fio"}

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
 
-TestKind = Literal["nccl", "fio", "amp"]
+TestKind = Literal["node", "nccl", "fio", "amp"]
 
 MASTER_PORT = 29500
 """TCP port of the torch.distributed rendezvous on the first node (every launcher's payloads)."""
@@ -35,9 +35,9 @@ MASTER_PORT = 29500
 class PlannedTest:
     """One validation test.
 
-    ``id``: stable test id (``nccl-all_reduce``, ``fio-scratch``, ``amp``; the node group is added
+    ``id``: stable test id (``node``, ``nccl-all_reduce``, ``fio-scratch``, ``amp``; the node group is added
     when a blueprint has several compute groups), used for ``raw/<id>.*`` and ``--resume``.
-    ``kind``: ``nccl`` | ``fio`` | ``amp`` (the judge's kind). ``group``: node group name.
+    ``kind``: ``node`` | ``nccl`` | ``fio`` | ``amp`` (the judge's kind; ``node`` runs on every node of the group). ``group``: node group name.
     ``nodes``: nodes the test spans; ``ranks_per_node``: GPUs per node (or gloo processes on a
     CPU-only machine); ``device``: ``cuda`` or ``cpu``. ``params``: payload settings (see
     :func:`collectives_args`, :func:`fio_args`, :func:`amp_args`). ``notes``: facts the report
@@ -56,7 +56,7 @@ class PlannedTest:
 
     @property
     def raw_suffix(self) -> str:
-        """``.txt`` for collective tables, ``.json`` for fio and AMP documents."""
+        """``.txt`` for collective tables, ``.json`` for node-health (JSON lines, one per node), fio and AMP documents."""
         return ".txt" if self.kind == "nccl" else ".json"
 
     @property

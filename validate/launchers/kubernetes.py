@@ -13,11 +13,16 @@ at ``/opt/clusterforge/payloads``):
   the local NVMe scratch as a ``hostPath`` directory, Lustre/NFS storage as the PersistentVolumeClaim
   named after the storage entry in the validation namespace (the claim the stack creates for each
   FSx file system, :mod:`stacks.components.k8s_addons`).
-* AMP: a ``batch/v1`` Job with one GPU.
+* AMP: a ``batch/v1`` Job with one GPU;
+* node: an Indexed ``batch/v1`` Job, one pod per node of the group (anti-affinity), with the host's
+  network, process list, ``/etc`` and ``/lib/modules`` visible read-only (:func:`_node_job`); every
+  pod prints its node-health JSON line, read back from all pods' logs.
 
 Every pod of a Kata / gVisor node group (or one whose blueprint names ``sandbox.runtime_class``) uses
-that RuntimeClass (``runtimeClassName``); every pod selects the group's
-nodes with the ``clusterforge.io/node-group`` label, has ``automountServiceAccountToken: false``
+that RuntimeClass (``runtimeClassName``); every pod selects the group's nodes with
+:func:`node_selector` (``orchestrator.node_selector``, default the ``clusterforge.io/node-group``
+label that the EKS stack sets, which nodes of an existing cluster must be given), has
+``automountServiceAccountToken: false``
 and runs in the orchestrator's namespace. JSON documents are printed between marker lines so the
 launcher can cut them out of ``kubectl logs``.
 
@@ -82,6 +87,17 @@ def namespace(loaded: LoadedBlueprint) -> str:
     return orch.namespace if isinstance(orch, KubernetesOrchestrator) else "clusterforge"
 
 
+def node_selector(loaded: LoadedBlueprint, group: str) -> dict[str, str]:
+    """The ``nodeSelector`` of the validation pods of node group ``group``: ``orchestrator.node_selector``
+    with ``{group}`` replaced by the group name, else ``{clusterforge.io/node-group: group}`` (the label the
+    EKS stack sets; an existing cluster's nodes must be labelled so, or the blueprint names their labels)."""
+    orch = loaded.blueprint.orchestrator
+    chosen = orch.node_selector if isinstance(orch, KubernetesOrchestrator) else None
+    if not chosen:
+        return {LABEL_NODE_GROUP: group}
+    return {k: v.replace("{group}", group) for k, v in chosen.items()}
+
+
 def payload_configmap(loaded: LoadedBlueprint) -> dict[str, Any]:
     """The ConfigMap holding the payload files."""
     return {
@@ -133,7 +149,7 @@ class _Pods:
         spec: dict[str, Any] = {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
-            "nodeSelector": {LABEL_NODE_GROUP: self.group},
+            "nodeSelector": node_selector(self.loaded, self.group),
             "containers": containers,
             "volumes": [{"name": "payloads", "configMap": {"name": k8s_name(self.bp.name, "validate-payloads")}},
                         *volumes],
@@ -187,6 +203,37 @@ def _job(name: str, ns: str, labels: dict[str, str], pod_spec: dict[str, Any], d
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
+
+
+def _node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: PlannedTest,
+              deadline_s: int) -> dict[str, Any]:
+    """An Indexed Job with one pod per node of the group (required pod anti-affinity on the test label).
+
+    The pod sees the host: ``hostNetwork`` (the node's interfaces and RDMA devices in /sys/class),
+    ``hostPID`` (Fabric Manager and the other daemons in the process list), the host's ``/etc``
+    and ``/lib/modules`` mounted read-only (runtime configuration, modules built for the kernel).
+    It is not privileged and asks for no GPU: ``NVIDIA_VISIBLE_DEVICES=all`` lets the NVIDIA
+    runtime show every GPU to nvidia-smi without taking them from the scheduler; without
+    CAP_SYS_ADMIN ``lspci`` cannot read the ACS registers, which the ACS check reports as invalid.
+    """
+    script = f"exec python3 {PAYLOAD_MOUNT}/node_health.py --host-root /host"
+    c = pods.container("node", script, gpus=0,
+                       mounts=[{"name": "host-etc", "mountPath": "/host/etc", "readOnly": True},
+                               {"name": "modules", "mountPath": "/lib/modules", "readOnly": True}])
+    c["env"] = [{"name": "CLUSTERFORGE_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    if pods.settings.gpu_count:
+        c["env"].append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+    spec = pods.spec([c], [{"name": "host-etc", "hostPath": {"path": "/etc", "type": "Directory"}},
+                           {"name": "modules", "hostPath": {"path": "/lib/modules", "type": "Directory"}}])
+    spec.pop("runtimeClassName", None)  # the host's view, not a sandbox's
+    spec.update(hostNetwork=True, hostPID=True)
+    spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {k: labels[k] for k in ("clusterforge.io/blueprint",
+                                                                  "clusterforge.io/validation-test") if k in labels}},
+        "topologyKey": "kubernetes.io/hostname"}]}}
+    job = _job(name, ns, labels, spec, deadline_s)
+    job["spec"].update(completions=test.nodes, parallelism=test.nodes, completionMode="Indexed")
+    return job
 
 
 def _fio_volume(loaded: LoadedBlueprint, test: PlannedTest) -> dict[str, Any]:
@@ -260,6 +307,8 @@ def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT
                 },
             },
         }
+    if test.kind == "node":
+        return _node_job(pods, name, ns, labels, test, deadline_s)
     if test.kind == "fio":
         target = test.params["target"]
         cmd = ("command -v fio >/dev/null || { (apt-get update -qq && apt-get install -y -qq fio) >/dev/null 2>&1 "
@@ -385,9 +434,10 @@ class KubernetesLauncher(Launcher):
         p = self._kubectl("get", kind, name, "-n", self.ns, "-o", "json")
         if p.returncode != 0:
             return None
-        st = json.loads(p.stdout).get("status") or {}
+        doc = json.loads(p.stdout)
+        st = doc.get("status") or {}
         if kind == "job":
-            if st.get("succeeded"):
+            if (st.get("succeeded") or 0) >= ((doc.get("spec") or {}).get("completions") or 1):
                 return "succeeded"
             if st.get("failed"):
                 return "failed"
@@ -418,12 +468,23 @@ class KubernetesLauncher(Launcher):
             status = self._status(kind, name)
         selector = (f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
                     if kind == "mpijob" else f"job-name={name}")
-        logs = self._kubectl("logs", "-n", self.ns, "-l", selector, "--tail=-1", timeout=300)
+        logs = self._kubectl("logs", "-n", self.ns, "-l", selector, "--tail=-1",
+                             f"--max-log-requests={max(5, test.nodes)}", timeout=300)
         text = logs.stdout
         with open(log, "a", encoding="utf-8") as f:
             f.write(text)
-        if test.raw_suffix == ".json" and JSON_BEGIN in text:
+        if test.raw_suffix == ".json" and JSON_BEGIN in text and test.kind != "node":
             text = text.split(JSON_BEGIN, 1)[1].split(JSON_END, 1)[0].strip() + "\n"
+        if test.kind == "node":  # the RuntimeClasses are the cluster's: the node checks compare them with the group's
+            rcs = self._kubectl("get", "runtimeclass", "-o", "json", log=log)
+            if rcs.returncode == 0:
+                try:
+                    items = json.loads(rcs.stdout).get("items") or []
+                except ValueError:
+                    items = []
+                text += json.dumps({"kind": "node-health-cluster", "source": "kubectl get runtimeclass -o json",
+                                    "runtimeclasses": [{"name": (i.get("metadata") or {}).get("name"),
+                                                        "handler": i.get("handler")} for i in items]}) + "\n"
         raw.write_text(text, encoding="utf-8")
         self._kubectl("delete", kind, name, "-n", self.ns, "--ignore-not-found", "--wait=false", log=log)
         rc = 0 if status == "succeeded" else (124 if status is None else 1)

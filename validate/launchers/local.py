@@ -3,6 +3,7 @@
 * collectives: the nccl-tests binary when it is installed and the test runs on GPUs
   (``nccl_tests.py --gpus G``, one process driving G GPUs), else the torch benchmark with
   ``collectives.py --spawn N`` (N gloo processes on a CPU-only machine, N NCCL ranks on GPUs);
+* node: ``node_health.py`` (this machine is the one node);
 * fio: ``fio_bench.py`` on the planned directory;
 * AMP: ``amp_bench.py`` on one device.
 
@@ -92,6 +93,8 @@ class LocalLauncher(Launcher):
             argv = py + [str(self.payloads / "collectives.py"), "--spawn", str(test.ranks_per_node),
                          *collectives_args(test), "--output", raw]
             return argv, [note], False
+        if test.kind == "node":
+            return py + [str(self.payloads / "node_health.py"), "--output", raw], [], False
         if test.kind == "fio":
             return py + [str(self.payloads / "fio_bench.py"), *fio_args(test), "--output", raw], [], False
         if test.kind == "amp":

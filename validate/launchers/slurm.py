@@ -9,6 +9,7 @@ job log to ``logs/<job-name>-<job-id>.out``.
   binary (``srun --mpi=pmix <collective>_perf -g 1``, the binary built with ``MPI=1``) when
   ``nccl_tests.py --probe`` finds it, else ``collectives.py``, which reads ``SLURM_PROCID``,
   ``SLURM_NTASKS`` and ``SLURM_LOCALID`` and rendezvouses at ``MASTER_ADDR`` = the first node;
+* node: one task on every node (``node_health.py``, one JSON line per node);
 * fio: one task on one node; AMP: one task with one GPU.
 
 sbatch/srun options: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/srun.html.
@@ -56,7 +57,9 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         f"# Submit from the directory that holds payloads/ (or set CLUSTERFORGE_VALIDATE_DIR): sbatch {test.id}.sbatch",
         f"#SBATCH --job-name={name}",
     ]
-    if test.kind == "nccl":
+    if test.kind == "node":
+        lines += [f"#SBATCH --nodes={test.nodes}", "#SBATCH --ntasks-per-node=1"]
+    elif test.kind == "nccl":
         lines += [f"#SBATCH --nodes={test.nodes}", f"#SBATCH --ntasks-per-node={test.ranks_per_node}"]
         if gpus:
             lines.append(f"#SBATCH --gpus-per-node={test.ranks_per_node}")
@@ -72,6 +75,7 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
     lines += [
         f"#SBATCH --time={_time_limit(time_limit_s)}",
         "#SBATCH --output=logs/%x-%j.out",
+        "# logs/ must exist where the job starts (Slurm opens --output before this script runs)",
         "set -euo pipefail",
         'CF_DIR="${CLUSTERFORGE_VALIDATE_DIR:-$PWD}"',
         'PY="${CLUSTERFORGE_PYTHON:-python3}"',
@@ -94,6 +98,9 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
             ]
         else:
             lines.append(torch_cmd)
+    elif test.kind == "node":
+        # one task per node; every node prints one JSON line (the payload needs the standard library only)
+        lines.append(f'srun --nodes={test.nodes} --ntasks-per-node=1 "$PY" "$CF_DIR/payloads/node_health.py" > {raw}')
     elif test.kind == "fio":
         lines.append(f'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/fio_bench.py" {shell_join(fio_args(test))} '
                      f"--output {raw}")
@@ -107,8 +114,11 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
 
 def write_scripts(loaded: LoadedBlueprint, tests: list[PlannedTest], dest: Path,
                   *, time_limit_s: float = 3600) -> list[Path]:
-    """Write ``dest/<test-id>.sbatch`` for every test (mode 0755); returns the paths."""
+    """Write ``dest/<test-id>.sbatch`` for every test (mode 0755) and create ``dest/logs``; returns the
+    scripts. Slurm opens ``--output=logs/...`` before the script runs, so the folder must exist in the
+    directory the job starts in (submit from ``dest``, or pass ``--chdir`` to a copy of it)."""
     dest.mkdir(parents=True, exist_ok=True)
+    (dest / "logs").mkdir(exist_ok=True)
     out = []
     for t in tests:
         p = dest / f"{t.id}.sbatch"

@@ -14,6 +14,8 @@ test's node group (``connection: local`` hosts run here, without SSH). Then:
 * collectives, several nodes: ``nccl_tests.py --hosts n1:G,n2:G`` on the first node (Open MPI's
   mpirun starts the ranks over SSH between the nodes) when nccl-tests is installed, else
   ``torchrun --nnodes K --node-rank i --master-addr <first node>`` started on every node at once;
+* node: ``node_health.py`` on every node of the group at once (standard library only: plain ``python3``),
+  each node's JSON line appended to the raw output;
 * fio and AMP: on the first node of the group, the JSON read from the payload's stdout.
 
 ``ssh`` runs with ``BatchMode=yes`` (keys or an agent, never a password prompt) and
@@ -220,6 +222,10 @@ class SshLauncher(Launcher):
                        f"{shell_join(collectives_args(test))}")
                 cmds.append((h, cmd))
             return cmds, notes
+        if test.kind == "node":
+            # every node of the group proves its own configuration; stdlib only, so plain python3 will do
+            return [(h, f"python3 {self._payload_dir(h)}/node_health.py --node-name {shlex.quote(h.name)}")
+                    for h in hosts], notes
         if test.kind == "fio":
             if len(hosts) > 1:
                 notes.append(f"fio ran on {h0.name}, the first of {len(hosts)} nodes")
@@ -239,12 +245,51 @@ class SshLauncher(Launcher):
                             "".join(f"{shell_join(remote_argv(h, c))} &\n" for h, c in cmds[1:])
                             + f"{shell_join(remote_argv(*cmds[0]))}\nwait\n")
         t0 = time.perf_counter()
+        if test.kind == "node":
+            rc = self._run_each(cmds, raw, log)
+            return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(remote_argv(*cmds[0])),
+                                duration_s=time.perf_counter() - t0, notes=notes)
         if len(cmds) == 1:
             rc, _ = run_logged(remote_argv(*cmds[0]), log, stdout_to=raw, timeout_s=self.timeout_s)
         else:
             rc = self._run_parallel(cmds, raw, log)
         return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(remote_argv(*cmds[0])),
                             duration_s=time.perf_counter() - t0, notes=notes)
+
+    def _run_each(self, cmds: list[tuple[SshHost, str]], raw: Path, log: Path) -> int:
+        """Run every node's command at once; ``raw`` gets every node's stdout (one JSON line each), in host
+        order. Returns the worst status (a node that does not answer leaves its document out: the judge says so)."""
+        parts = [raw.with_name(f"{raw.name}.{i}") for i in range(len(cmds))]
+        procs = []
+        try:
+            with open(log, "ab") as lf:
+                for (h, c), part in zip(cmds, parts):
+                    lf.write(f"$ [{h.name}] {c}\n".encode())
+                    lf.flush()
+                    with open(part, "wb") as pf:
+                        procs.append(subprocess.Popen(remote_argv(h, c), stdout=pf, stderr=lf, env=child_env(),
+                                                      start_new_session=True))
+                codes = []
+                deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+                for p in procs:
+                    left = None if deadline is None else max(1.0, deadline - time.monotonic())
+                    try:
+                        codes.append(p.wait(timeout=left))
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+                        codes.append(124)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        with open(raw, "wb") as rf:
+            for part in parts:
+                if part.exists():
+                    rf.write(part.read_bytes())
+                    part.unlink()
+        return max(codes, key=lambda c: c != 0) if codes else 1
 
     def _run_parallel(self, cmds: list[tuple[SshHost, str]], raw: Path, log: Path) -> int:
         """Start every node's command at once; the first node's stdout is ``raw``. Returns the worst status."""

@@ -7,7 +7,7 @@ JSON quirks handled (fio(1) man page, https://fio.readthedocs.io/en/latest/fio_d
   that starts a document, and reads the surrounding text for verify failures and errors;
 * duplicate keys in ``"job options"``/``"global options"`` (two ``filename`` entries, fixtures
   fio-02): kept as a list instead of Python's last-one-wins;
-* percentiles under ``clat_ns`` (default) or ``lat_ns`` (``--lat_percentiles=1``, fixtures fio-01);
+* percentiles under ``clat_ns`` (default) or ``lat_ns`` (``--lat_percentiles=1``, ``tests/fixtures/fio/fio-01.json``);
 * ``numjobs>1`` without ``group_reporting`` (one entry per clone, same name): summed into one
   job, as group reporting would; with ``group_reporting`` fio already reports group totals;
 * several JSON documents appended to one file.

@@ -4,6 +4,7 @@ Every module here uses the Python standard library (Python >= 3.9) and torch onl
 clusterforge or blueprints import), so each file can be copied to a node on its own and run as
 ``python3 collectives.py ...`` as well as ``python3 -m validate.payloads.collectives ...``.
 
+* :mod:`.node_health`: node health collector (standard library only) printing one JSON document per node.
 * :mod:`.collectives`: torch.distributed collective benchmark printing the nccl-tests table.
 * :mod:`.nccl_tests`: runs the nccl-tests binaries (``all_reduce_perf`` ...) directly or via mpirun.
 * :mod:`.fio_bench`: fio profiles (1 MiB sequential read/write, 4 KiB random read) on one directory.
@@ -20,5 +21,5 @@ from pathlib import Path
 PAYLOAD_DIR = Path(__file__).resolve().parent
 """Directory that holds the payload files."""
 
-PAYLOAD_FILES = ("collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py")
+PAYLOAD_FILES = ("node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py")
 """The standalone payload files a launcher copies to a node (plus this package's ``__init__``)."""

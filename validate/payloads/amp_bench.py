@@ -350,11 +350,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the JSON here (default stdout)")
     return p
 
+MISSING_TOOL = "clusterforge: missing tool:"
+"""Start of the line a payload prints (stderr and ``--output``) when a tool it needs is not installed;
+it then exits 127 and the runner makes the test's result ``invalid`` with the line's advice."""
+
+
+def missing_torch(output: str | None) -> int | None:
+    """127 after printing the missing-tool line when torch cannot be imported here, else ``None``."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        return None
+    line = (f"{MISSING_TOOL} torch (PyTorch) is not installed for {sys.executable}: install it with "
+            "`pip install torch` (https://pytorch.org/get-started/locally/)")
+    print(line, file=sys.stderr)
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(f"# {line}\n")
+    return 127
+
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns 0, or 1 when the document carries an error."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    rc = missing_torch(args.output)
+    if rc is not None:
+        return rc
     _die_with_parent()
     if args.steps < 1 or args.warmup_steps < 0 or args.batch_size < 1:
         parser.error("--steps >= 1, --warmup-steps >= 0 and --batch-size >= 1")

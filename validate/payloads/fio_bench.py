@@ -24,8 +24,7 @@ Output: fio's own ``--output-format=json`` document with one extra top-level key
 ``--output FILE`` it goes to FILE, else to stdout. Exit status: fio's, 127 when fio is missing,
 2 for a bad target.
 
-fio options: https://fio.readthedocs.io/en/latest/fio_doc.html ; the JSON format is described in
-``validation.md`` b5. Example::
+fio options and its JSON output format: https://fio.readthedocs.io/en/latest/fio_doc.html . Example::
 
     python3 fio_bench.py --target /scratch --kind nvme --size 4G --runtime 30 --numjobs 4 --iodepth 32 --output fio.json
 """
@@ -167,7 +166,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     meta: dict[str, Any] = {
         "version": VERSION, "target": args.target, "kind": args.kind, "direct": None,
         "size_per_job_bytes": None, "numjobs": args.numjobs, "iodepth": args.iodepth,
-        "runtime_s": args.runtime, "profiles": args.profiles, "notes": [], "error": None,
+        "runtime_s": args.runtime, "profiles": args.profiles, "notes": [], "error": None, "missing_tool": None,
     }
     doc: dict[str, Any] = {"jobs": []}
 
@@ -178,7 +177,13 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 
     fio = shutil.which(args.fio)
     if fio is None:
-        return failed(f"fio not found ({args.fio}): install the fio package on this node (apt-get install fio / dnf install fio)", 127)
+        # an absent tool is not a fault of the hardware: the judge makes this result `invalid`
+        meta["missing_tool"] = "fio"
+        msg = (f"fio is not installed on this node (no `{args.fio}` on PATH): install it with "
+               "`apt-get install fio` (Debian, Ubuntu), `dnf install fio` (RHEL, Fedora) or `brew install fio` "
+               "(macOS), or the validation_tools role")
+        print(f"clusterforge: missing tool: {msg}", file=sys.stderr)  # the line the runner looks for
+        return failed(msg, 127)
     target = os.path.abspath(args.target)
     if not os.path.isdir(target):
         return failed(f"target {target} does not exist or is not a directory: mount it or fix validation.fio.targets", 2)
