@@ -31,8 +31,8 @@ from .models import (
     RoceNetwork,
 )
 from .vendor import (
-    bare_metal,
     DriverPackages,
+    bare_metal,
     container_toolkit_packages,
     driver_packages,
     kata_tarball,
