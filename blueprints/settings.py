@@ -206,6 +206,14 @@ class NodeSettings(_Frozen):
     ``None`` when the catalog knows no release of the branch (the branch's newest package)."""
     kernel_updates: Literal["hold", "dkms-verify"] | None
     """How the node keeps its kernel and out-of-tree modules together (``software.kernel_updates``)."""
+    kernel_hold_packages: list[str]
+    """``hold`` on a bare-metal host: package-name patterns whose installed packages are apt-mark held
+    (catalog ``bare_metal.kernel_hold``); empty otherwise."""
+    kernel_hold_blacklist: list[str]
+    """The same packages as unattended-upgrades ``Package-Blacklist`` expressions; empty unless ``hold``."""
+    out_of_tree_modules: list[str]
+    """Kernel modules built outside the kernel that this bare-metal host loads (``nvidia`` with a driver
+    install, ``lustre`` with a Lustre mount): checked against the running kernel at every boot."""
     driver_open_kernel_modules: bool
     gpu_packages: DriverPackages | None
     """On-prem GPU hosts with a driver install: the pinned NVIDIA packages (see :mod:`blueprints.vendor`)."""
@@ -426,7 +434,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         gpu_packages = driver_packages(
             os=onprem_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
-            fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda)
+            fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda,
+            fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default")
     return NodeSettings(
         blueprint=bp.name,
         group=g.name,
@@ -456,6 +465,12 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         driver_branch=sw.driver_branch,
         driver_version=driver_version,
         kernel_updates=sw.kernel_updates,
+        out_of_tree_modules=([] if bp.target.provider != "onprem" else
+                             (["nvidia"] if install_driver else []) + (["lustre"] if any(m.source for m in lustre) else [])),
+        kernel_hold_packages=(list(bare_metal()["kernel_hold"]["packages"])
+                              if sw.kernel_updates == "hold" and bp.target.provider == "onprem" else []),
+        kernel_hold_blacklist=(list(bare_metal()["kernel_hold"]["unattended_upgrades_blacklist"])
+                               if sw.kernel_updates == "hold" and bp.target.provider == "onprem" else []),
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
         gpu_packages=gpu_packages,
         fabric_manager=fabric_manager,

@@ -61,15 +61,22 @@ class DriverPackages(BaseModel):
     secure_boot_packages: list[str]
     secure_boot_hold: list[str]
     services: list[str]
+    fabricmanager_config: str | None = None
+    """Fabric Manager's configuration file (NVSwitch hosts; ``None`` without Fabric Manager)."""
+    fabric_mode: tuple[str, int] | None = None
+    """``(key, value)`` of Fabric Manager's operating mode in that file: ``("FABRIC_MODE", 0)`` bare metal,
+    ``1`` Shared NVSwitch multitenancy (guests get GPU partitions)."""
 
 
 def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, nvlink_gen: int | None,
-                    fabric_manager: bool, dcgm: bool, cuda: str) -> DriverPackages:
+                    fabric_manager: bool, dcgm: bool, cuda: str,
+                    fabric_manager_mode: str = "default") -> DriverPackages:
     """The pinned NVIDIA packages for one node group.
 
     ``os`` is the blueprint's on-prem OS (``debian-12``, ``ubuntu-22.04`` ...); ``nvlink_gen`` the GPU's
     NVLink generation from the hardware catalog (``None`` without NVLink); ``fabric_manager`` whether the
-    group has NVSwitches; ``cuda`` the CUDA version (DCGM 4 ships one package per CUDA major).
+    group has NVSwitches; ``cuda`` the CUDA version (DCGM 4 ships one package per CUDA major);
+    ``fabric_manager_mode`` ``default`` or ``shared-nvswitch`` (catalog ``nvswitch.fabric_modes``).
     Raises ``KeyError`` for an OS without a CUDA repository in the catalog.
     """
     nd = bare_metal()["nvidia_driver"]
@@ -119,7 +126,10 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
         branch=branch, version=version, repo_base_url=repo["base_url"], repo_dist=repo["dists"][os],
         repo_arch=dict(repo["arch"]), repo_key_file=repo["key_file"], packages=packages, hold=hold,
         apt_pin_packages=list(nd["apt_pin_packages"]),
-        secure_boot_packages=sb_packages, secure_boot_hold=sb_hold, services=services)
+        secure_boot_packages=sb_packages, secure_boot_hold=sb_hold, services=services,
+        fabricmanager_config=sw["fabricmanager_config"] if fabric_manager and nvlink_gen else None,
+        fabric_mode=((sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode]))
+                     if fabric_manager and nvlink_gen else None))
 
 
 def container_toolkit_packages(version: str) -> list[str]:

@@ -53,16 +53,20 @@ __all__ = [
 
 ROLE_ORDER = (
     "host_tuning",
-    "nvidia_driver",
     "rdma",
+    "nvidia_driver",
     "nvme_scratch",
     "lustre_client",
     "nfs_client",
     "container_runtime",
     "sandbox",
     "validation_tools",
+    "kernel_updates",
 )
-"""Every role in ``roles/``, in the order ``site.yml`` runs them."""
+"""Every role in ``roles/``, in the order ``site.yml`` runs them. ``rdma`` runs before ``nvidia_driver``:
+with DOCA-OFED the driver's modules (nvidia-peermem) must be built against OFED's ``ib_core``, not the
+inbox one (https://docs.nvidia.com/networking/display/mlnxofedv24010331/gpudirect+rdma).
+``kernel_updates`` runs last, after every role that installs kernel packages or modules."""
 
 ROLES_DIR = Path(os.environ.get("CLUSTERFORGE_ROLES_DIR", Path(__file__).resolve().parents[2] / "roles"))
 """The repository's ``roles/`` directory (``CLUSTERFORGE_ROLES_DIR`` overrides it)."""
@@ -103,7 +107,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
     rdma: RDMA fabrics, the opensm host, and compute groups with NCCL settings (``/etc/nccl.conf``).
     nvme_scratch / lustre_client / nfs_client: when declared. container_runtime: GPU hosts, Kata / gVisor
     sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
-    validation_tools: compute groups.
+    validation_tools: compute groups. kernel_updates: hosts with out-of-tree modules or a kernel hold.
     """
     wanted = {
         "host_tuning": True,
@@ -116,6 +120,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
         or bp.orchestrator.kind == "kubernetes",
         "sandbox": s.sandbox.runtime != "container" or s.sandbox.gpu_passthrough,
         "validation_tools": s.role == "compute",
+        "kernel_updates": bool(s.out_of_tree_modules or s.kernel_hold_packages),
     }
     return [r for r in ROLE_ORDER if wanted[r]]
 
@@ -126,6 +131,13 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
     Returns ``{variable: value}`` with plain YAML types (str, int, bool, list, dict). Units follow the
     settings model: ``*_kib`` KiB, ``*_gib`` GiB, ``*_mtu`` bytes. Raises ``KeyError`` for an unknown role.
     """
+    if role == "kernel_updates":
+        return {
+            "kernel_updates_mode": s.kernel_updates or "",
+            "kernel_updates_hold_packages": list(s.kernel_hold_packages),
+            "kernel_updates_unattended_blacklist": list(s.kernel_hold_blacklist),
+            "kernel_updates_modules": list(s.out_of_tree_modules),
+        }
     if role == "host_tuning":
         return {
             "host_tuning_memlock_unlimited": s.memlock_unlimited,
@@ -156,6 +168,8 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
                 "nvidia_driver_secure_boot_packages": list(p.secure_boot_packages),
                 "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
                 "nvidia_driver_services": list(p.services),
+                "nvidia_driver_fabricmanager_config": p.fabricmanager_config or "",
+                "nvidia_driver_fabricmanager_settings": {p.fabric_mode[0]: p.fabric_mode[1]} if p.fabric_mode else {},
             })
         return v
     if role == "rdma":

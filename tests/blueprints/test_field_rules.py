@@ -549,7 +549,16 @@ def test_rendered_settings_follow_the_plan(gpu: str, switches: int, tmp_path: Pa
     s = node_settings(parse_blueprint(text, "v.yaml").blueprint, "gpu")
     assert s.fabric_manager and s.fabric_manager_mode == "shared-nvswitch" and s.install_gpu_driver
     assert not s.sandbox.nvswitch_passthrough and s.sandbox.gpus_per_guest == 2
-    assert "sandbox_vfio_nvswitches: false" in _rendered_text(shared, tmp_path / "shared")
+    shared_text = _rendered_text(shared, tmp_path / "shared")
+    assert "sandbox_vfio_nvswitches: false" in shared_text
+    # the host's Fabric Manager runs in Shared NVSwitch mode (FABRIC_MODE=1); bare metal keeps mode 0
+    assert s.gpu_packages is not None and s.gpu_packages.fabric_mode == ("FABRIC_MODE", 1)
+    assert "nvidia_driver_fabricmanager_settings:\n  FABRIC_MODE: 1\n" in shared_text
+    bare = _onprem(f"{gpu}:8", 2, fabric="infiniband")
+    text, _ = emit(bare)
+    b = node_settings(parse_blueprint(text, "v.yaml").blueprint, bare["node_groups"][0]["name"])
+    assert b.fabric_manager_mode == "default" and b.gpu_packages is not None
+    assert b.gpu_packages.fabric_mode == ("FABRIC_MODE", 0)
 
 
 # --- kind 8: fio expectations that vanish ------------------------------------------------------------

@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blueprints.catalog import catalog
 from blueprints.vendor import bare_metal, kata_tarball
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -148,8 +149,13 @@ def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
         files: dict[str, tuple[str, int]] = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
         if part == "fabricmanager":
             files["/usr/bin/nv-fabricmanager"] = _script(stand % "nv-fabricmanager")
+            cfg = sw["fabricmanager_config"]
             files["/usr/lib/systemd/system/nvidia-fabricmanager.service"] = _unit(
-                "NVIDIA fabric manager service", "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg")
+                "NVIDIA fabric manager service", f"/usr/bin/nv-fabricmanager -c {cfg}")
+            # the package's default configuration (keys of NVIDIA's fabricmanager.cfg; bare-metal mode)
+            files[cfg] = (("LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nLOG_APPEND_TO_LOG=1\n"
+                          "DAEMONIZE=1\nBIND_INTERFACE_IP=127.0.0.1\nSTARTING_TCP_PORT=16000\n"
+                          "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\nSTATE_FILE_NAME=/var/tmp/fabricmanager.state\n"), 0o644)
         pkgs.append(Deb(name, v, files=files))
     dc = nd["dcgm"]
     dver = f"{dc['epoch']}:{dc['version']}-{dc['debian_revision']}"
@@ -232,6 +238,19 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def example_driver_versions() -> set[str]:
+    """The exact driver releases the example blueprints install on their GPU hosts (``gpu_packages``)."""
+    from blueprints import load_blueprint
+    from blueprints.settings import node_settings
+    from tests.conftest import EXAMPLES
+
+    out: set[str] = set()
+    for path in sorted(EXAMPLES.glob("onprem-*.yaml")):
+        bp = load_blueprint(path).blueprint
+        out |= {s.gpu_packages.version for g in bp.node_groups if (s := node_settings(bp, g)).gpu_packages}
+    return out
+
+
 def build_mirror(root: Path) -> VendorMirror:
     """Build every stand-in under ``root`` (idempotent: a finished tree is reused)."""
     if (root / "ready").exists():
@@ -243,16 +262,22 @@ def build_mirror(root: Path) -> VendorMirror:
     nd = bm["nvidia_driver"]
     pool = root / "cuda-pool"
     pool.mkdir()
-    default = nd["default_version"]
-    branch = nd["default_branch"]
-    # the pinned release, an older and a newer one of the same branch (apt would pick the newest)
-    for version in (default, f"{branch}.95.05", f"{branch}.126.20"):
+    # Every release a GPU example installs, plus the catalogued releases just before and after each (apt
+    # would pick the newest without the pin).
+    used = sorted(example_driver_versions())
+    built: set[str] = set()
+    for v in used:
+        releases = catalog().driver_releases(v)
+        i = releases.index(v)
+        built.update(releases[max(0, i - 1):i + 2])
+    for version in sorted(built):
         for major in ("12", "13"):
-            for pkg in nvidia_packages(version, branch, major):
+            for pkg in nvidia_packages(version, version.split(".")[0], major):
                 if not (pool / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb").exists():
                     build_deb(pkg, pool)
-    for pkg in ubuntu_archive_packages(default, branch):
-        build_deb(pkg, pool)
+    for version in used:
+        for pkg in ubuntu_archive_packages(version, version.split(".")[0]):
+            build_deb(pkg, pool)
     pkg = Deb(nd["nvswitch"]["nvlsm"], "2025.10.0-1", files={
         "/usr/sbin/nvlsm": _script("echo 'clusterforge stand-in for nvlsm'\n"),
         "/usr/lib/systemd/system/nvlsm.service": _unit("NVLink Subnet Manager", "/usr/sbin/nvlsm")})
