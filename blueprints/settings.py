@@ -260,6 +260,8 @@ class NodeSettings(_Frozen):
     """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
     container_toolkit_repo_url: str
     """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
+    lustre_client_packages: list[str]
+    """Lustre client packages installed from the site's repository (catalog ``bare_metal.lustre_client``)."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -516,6 +518,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         gvisor_release=sw.gvisor,
         gvisor_release_url=bare_metal()["gvisor"]["release_url"],
         container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
+        lustre_client_packages=list(bare_metal()["lustre_client"]["packages"]),
     )
 
 

@@ -228,6 +228,7 @@ def role_vars(bp: Blueprint, s: NodeSettings, role: str) -> dict[str, Any]:
             ],
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
+            "lustre_client_packages": list(s.lustre_client_packages),
         }
     if role == "nfs_client":
         return {

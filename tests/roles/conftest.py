@@ -43,11 +43,9 @@ INCLUDE = ("python3", "python3-apt", "systemd", "systemd-sysv", "ca-certificates
 RECIPE_VERSION = "1"
 CACHE = Path(os.environ.get("CLUSTERFORGE_ROOTFS_CACHE", REPO / ".cache" / "rootfs"))
 
-VENDOR_OFF = {
-    # Lustre client packages: no stand-in repository yet (the role writes LNet options and fstab only)
-    "lustre_client_install_packages": False,
-}
-"""Extra vars of the real converge: vendor installs that have no stand-in repository."""
+VENDOR_OFF: dict[str, object] = {}
+"""Extra vars of the real converge: vendor installs that have no stand-in repository (none left: DOCA-OFED
+is not declared by any example)."""
 
 GPU_EXAMPLES = ["onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata"]
 """Examples whose NVIDIA driver, container toolkit and sandbox installs run for real against the stand-ins."""
@@ -57,12 +55,13 @@ CONVERGES = [
     ("onprem-l40s-roce", "ubuntu-24.04"),
     ("onprem-sandbox-kata", "ubuntu-24.04"),
     ("onprem-dgx-h100-ib", "debian-12"),
-    ("onprem-l40s-roce", "debian-12"),
     ("onprem-sandbox-kata", "debian-12"),
     ("local-workstation", "debian-12"),
 ]
-"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release and on
-Debian 12 (the blueprint's ``target.os`` rewritten), ordered so round-robin over workers balances time."""
+"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release, the DGX and
+Kata examples also on Debian 12 (the blueprint's ``target.os`` rewritten; the L40S example's roles are the
+DGX example's plus RoCE, whose tasks do not differ between the two), and the workstation on Debian 12.
+Ordered so round-robin over workers balances time."""
 
 UBUNTU = {
     "ubuntu-22.04": ("22.04", "jammy", "Ubuntu 22.04.5 LTS"),

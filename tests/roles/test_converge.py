@@ -214,6 +214,10 @@ def test_storage_entries_match_the_blueprint(converges, example, os_name):
             assert fstab[m.mount] == (m.source, "lustre", ",".join(m.options)), gname
             lnet = (root / "etc/modprobe.d/lustre.conf").read_text()
             assert f'options lnet networks="{m.lnet_networks}"' in lnet
+        if any(m.source for m in s.lustre):  # the client comes from the site repository (the stand-in here)
+            dpkg = _dpkg(root)
+            assert all(p in dpkg for p in s.lustre_client_packages), (gname, s.lustre_client_packages)
+            assert "/lustre/" in (root / "etc/apt/sources.list.d/lustre-client.sources").read_text()
         for m in s.nfs:
             assert fstab[m.mount] == (m.source, "nfs", ",".join([f"vers={m.version}", *m.options])), gname
         if not s.lustre:

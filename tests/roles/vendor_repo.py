@@ -216,6 +216,8 @@ class VendorMirror:
             "container_runtime_nvidia_toolkit_repo_url": f"{self.base_url}/libnvidia-container",
             "sandbox_kata_release_url": f"{self.base_url}/kata",
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
+            "lustre_client_apt_repo_url": f"{self.base_url}/lustre/",
+            "lustre_client_apt_repo_key_url": f"{self.base_url}/lustre/gpgkey",
         }
 
     def start(self) -> VendorMirror:
@@ -298,6 +300,18 @@ def build_mirror(root: Path) -> VendorMirror:
             build_deb(pkg, tk)
     signer.sign_repo(tk)
     (root / "libnvidia-container" / "gpgkey").write_text(key)
+    # Lustre client: the site repository the role is pointed at (flat, signed), with the packages of
+    # Lustre's Debian packaging; the DKMS package carries its dkms.conf, the utilities mount.lustre.
+    lustre = root / "lustre"
+    lustre.mkdir()
+    lv = "2.15.7-1"  # a Lustre 2.15 LTS client build
+    for name in bm["lustre_client"]["packages"]:
+        files = ({"/usr/src/lustre-client-modules-2.15.7/dkms.conf": ('PACKAGE_NAME="lustre-client-modules"\n', 0o644)}
+                 if name.endswith("-dkms") else
+                 {"/sbin/mount.lustre": _script("echo 'clusterforge stand-in for mount.lustre' >&2; exit 1\n")})
+        build_deb(Deb(name, lv, files=files), lustre)
+    signer.sign_repo(lustre)
+    (lustre / "gpgkey").write_text(key)
     _kata(root / "kata")
     _runsc(root / "gvisor" / bm["gvisor"]["default_release"] / "x86_64", bm["gvisor"]["default_release"])
     (root / "ready").write_text("ok\n")
