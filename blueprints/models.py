@@ -549,7 +549,9 @@ class RoceSettings(StrictModel):
     trust: Annotated[Literal["dscp", "pcp"], Field(description="QoS trust mode on the NIC.")] = "dscp"
     pfc_priority: Annotated[int, Field(description="802.1p priority that carries RoCE and has PFC on.", ge=0, le=7)] = 3
     dscp: Annotated[int, Field(description="DSCP value of RoCE traffic.", ge=0, le=63)] = 26
-    ecn: Annotated[bool, Field(description="ECN / DCQCN congestion control.")] = True
+    ecn: Annotated[bool, Field(description="Set ECN / DCQCN per priority on the hosts (bare metal: needs DOCA-OFED, "
+                                           "whose sysfs tree has the per-priority switches). `false` leaves the NIC "
+                                           "firmware's default congestion control as it is.")] = True
     gid_index: Annotated[
         Union[Annotated[int, Field(ge=0, le=255)], Literal["discover"]],
         Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`). `discover` (default): each node looks up the "
