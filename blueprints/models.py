@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -471,6 +471,13 @@ class NcclSettings(StrictModel):
 
 
 class _NetworkBase(StrictModel):
+    display_name: ClassVar[str]
+    """The fabric's name in prose (``InfiniBand``)."""
+    rdma: ClassVar[bool] = False
+    """NCCL should move data over RDMA on this fabric (a net plugin or IB verbs), never TCP sockets."""
+    ib_verbs: ClassVar[bool] = False
+    """NCCL reaches the NICs through IB verbs (``NCCL_IB_*``, GPUDirect RDMA via ``/GDRDMA`` channels)."""
+
     placement: Annotated[
         Placement | None,
         Field(description="AWS: EC2 placement group strategy (`none` = explicitly none); unset = not decided (a rule "
@@ -492,6 +499,9 @@ class EfaSettings(StrictModel):
 
 class EfaNetwork(_NetworkBase):
     """AWS Elastic Fabric Adapter (libfabric `efa` provider, aws-ofi-nccl)."""
+
+    display_name: ClassVar[str] = "EFA"
+    rdma: ClassVar[bool] = True
 
     fabric: Annotated[Literal["efa"], Field(description="Fabric tag.")]
     efa: Annotated[EfaSettings, Field(description="EFA interface settings.")] = EfaSettings()
@@ -529,6 +539,10 @@ class InfinibandSettings(StrictModel):
 
 class InfinibandNetwork(_NetworkBase):
     """NVIDIA/Mellanox InfiniBand."""
+
+    display_name: ClassVar[str] = "InfiniBand"
+    rdma: ClassVar[bool] = True
+    ib_verbs: ClassVar[bool] = True
 
     fabric: Annotated[Literal["infiniband"], Field(description="Fabric tag.")]
     placement: Annotated[
@@ -571,6 +585,10 @@ class RoceSettings(StrictModel):
 class RoceNetwork(_NetworkBase):
     """RDMA over Converged Ethernet v2."""
 
+    display_name: ClassVar[str] = "RoCE"
+    rdma: ClassVar[bool] = True
+    ib_verbs: ClassVar[bool] = True
+
     fabric: Annotated[Literal["roce"], Field(description="Fabric tag.")]
     placement: Annotated[
         Placement | None,
@@ -583,6 +601,8 @@ class RoceNetwork(_NetworkBase):
 class EthernetNetwork(_NetworkBase):
     """Plain TCP Ethernet (no RDMA): NCCL uses sockets."""
 
+    display_name: ClassVar[str] = "Ethernet"
+
     fabric: Annotated[Literal["ethernet"], Field(description="Fabric tag.")]
     speed_gbps: Annotated[float | None, Field(description="Per-node line rate in Gbit/s.", gt=0)] = None
 
@@ -590,6 +610,18 @@ class EthernetNetwork(_NetworkBase):
 Network = Annotated[
     Union[EfaNetwork, InfinibandNetwork, RoceNetwork, EthernetNetwork], Field(discriminator="fabric")
 ]
+
+NETWORK_MODELS: tuple[type[_NetworkBase], ...] = (EfaNetwork, InfinibandNetwork, RoceNetwork, EthernetNetwork)
+"""Every fabric's network model, in the order of :data:`Network`."""
+
+
+def fabric_tag(model: type[_NetworkBase]) -> str:
+    """The ``fabric`` tag of a network model (``InfinibandNetwork`` -> ``infiniband``)."""
+    return str(get_args(model.model_fields["fabric"].annotation)[0])
+
+
+FABRICS: tuple[str, ...] = tuple(fabric_tag(m) for m in NETWORK_MODELS)
+"""Fabric tags: ``efa``, ``infiniband``, ``roce``, ``ethernet``."""
 
 
 # ---------------------------------------------------------------------------------------------

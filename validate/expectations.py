@@ -23,7 +23,10 @@ Expectations (every number from the catalog in ``blueprints/data``, which carrie
   (its network, AWS's per-client limit: :func:`fsx_client_mb_s`), since fio runs on one node.
   Upper bounds: the drives' rated maxima; FSx burst network throughput and the client's network.
 * AMP: GPU dense peak TFLOP/s for the precision; MFU floor (see :func:`mfu_floor`).
-* Blueprint ``validation.*.thresholds`` override any of these.
+* Blueprint ``validation.*.thresholds`` override any of these; the judge context holds those
+  blueprint model objects (:class:`~blueprints.models.NcclThresholds`,
+  :class:`~blueprints.models.FioThresholds`, :class:`~blueprints.models.AmpThresholds`), whose
+  defaults (warn and fail ratios, the AMP speed-up) are the only ones.
 
 Units: GB/s = 1e9 bytes/s, Gbit/s = 1e9 bits/s, MB/s = 1e6 bytes/s, TiB = 2**40 bytes.
 """
@@ -38,18 +41,27 @@ from blueprints.catalog import GpuSpec, UnknownHardwareError, catalog
 from blueprints.errors import UsageError
 from blueprints.hardware import group_hardware
 from blueprints.models import (
+    FABRICS,
+    NETWORK_MODELS,
+    AmpThresholds,
     Blueprint,
     EfaNetwork,
     EthernetNetwork,
+    FioThresholds,
     InfinibandNetwork,
     LustreStorage,
+    NcclThresholds,
     NodeGroup,
+    fabric_tag,
 )
 from blueprints.settings import node_settings
 
 __all__ = [
     "BUSBW_BOUND_MARGIN",
+    "FABRICS",
+    "FABRIC_NAMES",
     "FIO_BOUND_MARGIN",
+    "IB_VERBS_FABRICS",
     "RDMA_FABRICS",
     "AmpThresholds",
     "BusbwExpectation",
@@ -67,10 +79,15 @@ __all__ = [
     "tree_two_node_fraction",
 ]
 
-RDMA_FABRICS = ("efa", "infiniband", "roce")
-"""Fabrics on which NCCL should use RDMA (a net plugin or IB verbs), never TCP sockets."""
+RDMA_FABRICS: tuple[str, ...] = tuple(fabric_tag(m) for m in NETWORK_MODELS if m.rdma)
+"""Fabrics on which NCCL should use RDMA (a net plugin or IB verbs), never TCP sockets (the network
+models' ``rdma``: ``efa``, ``infiniband``, ``roce``)."""
 
-FABRICS = ("efa", "infiniband", "roce", "ethernet")
+IB_VERBS_FABRICS: tuple[str, ...] = tuple(fabric_tag(m) for m in NETWORK_MODELS if m.ib_verbs)
+"""Fabrics NCCL reaches through IB verbs (the network models' ``ib_verbs``: ``infiniband``, ``roce``)."""
+
+FABRIC_NAMES: dict[str, str] = {fabric_tag(m): m.display_name for m in NETWORK_MODELS}
+"""Fabric tag -> its name in prose (``infiniband`` -> ``InfiniBand``)."""
 
 ML_NETWORK = "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/network/README.md"
 """Source of the multi-node formula and the 0.8 achievable fraction."""
@@ -101,42 +118,12 @@ class ContextError(UsageError):
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NcclThresholds:
-    """NCCL judge thresholds: ``min_busbw_gbps`` (GB/s) overrides the derived expectation; peak
-    busbw below ``warn_ratio`` x expected is warn, below ``fail_ratio`` x expected is fail."""
-
-    min_busbw_gbps: float | None = None
-    warn_ratio: float = 0.8
-    fail_ratio: float = 0.5
-
-
 FIO_BOUND_MARGIN = 1.25
 """A fio result more than 25% above the storage's physical upper bound is ``invalid``: drive vendors'
 sequential and IOPS figures are maxima measured at high queue depth, and a RAID0 adds nothing beyond
 the sum of its members; fio on a healthy drive lands within a few percent of the rating, and burst
 or SLC-cache effects stay well inside 25%. More than that was served by RAM (page cache) or by other
 storage than the declared one."""
-
-
-@dataclass(frozen=True)
-class FioThresholds:
-    """fio judge thresholds: ``min_read_mb_s``/``min_write_mb_s`` (MB/s) override the derived
-    expectation of every target; ratios as for NCCL."""
-
-    min_read_mb_s: float | None = None
-    min_write_mb_s: float | None = None
-    warn_ratio: float = 0.7
-    fail_ratio: float = 0.4
-
-
-@dataclass(frozen=True)
-class AmpThresholds:
-    """AMP judge thresholds: ``min_mfu`` (0-1) overrides the GPU's floor; AMP must be at least
-    ``min_speedup_vs_fp32`` times faster than the fp32 baseline on a GPU."""
-
-    min_mfu: float | None = None
-    min_speedup_vs_fp32: float = 1.1
 
 
 @dataclass(frozen=True)
@@ -194,7 +181,8 @@ class JudgeContext:
     fabric NIC, Gbit/s) and ``nics_per_node``; ``nvlink_gbytes_s`` (NVLink per GPU per direction,
     GB/s, ``None`` for PCIe parts); ``storage`` (one :class:`StorageExpectation` per mount);
     ``fio_target`` (the mount fio jobs are judged against when their paths do not say);
-    ``nccl``/``fio``/``amp`` thresholds; ``blueprint``/``group`` names for the report;
+    ``nccl``/``fio``/``amp`` thresholds (the blueprint's ``validation.<suite>.thresholds`` models);
+    ``blueprint``/``group`` names for the report;
     ``explicit``: the fields given as flags/overrides (they win over what a log says);
     ``provenance``: ``(field, where it came from)`` pairs.
     """
@@ -209,9 +197,9 @@ class JudgeContext:
     nvlink_gbytes_s: float | None = None
     storage: tuple[StorageExpectation, ...] = ()
     fio_target: str | None = None
-    nccl: NcclThresholds = NcclThresholds()
-    fio: FioThresholds = FioThresholds()
-    amp: AmpThresholds = AmpThresholds()
+    nccl: NcclThresholds = field(default_factory=NcclThresholds)
+    fio: FioThresholds = field(default_factory=FioThresholds)
+    amp: AmpThresholds = field(default_factory=AmpThresholds)
     blueprint: str | None = None
     group: str | None = None
     explicit: frozenset[str] = frozenset()
@@ -259,6 +247,8 @@ class JudgeContext:
     def to_json(self) -> dict[str, Any]:
         """The context as a JSON-able dict (for report headers)."""
         d = dataclasses.asdict(self)
+        for k in ("nccl", "fio", "amp"):
+            d[k] = getattr(self, k).model_dump()
         d["explicit"] = sorted(self.explicit)
         d["provenance"] = [list(p) for p in self.provenance]
         return d
@@ -471,8 +461,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         client_gbps = it_c.network_gbps if it_c else None
     storage = _nvme_expectations(bp, g) + _shared_expectations(bp, client_gbps)
     v = bp.validation
-    fio_th = FioThresholds(v.fio.thresholds.min_read_mb_s, v.fio.thresholds.min_write_mb_s,
-                           v.fio.thresholds.warn_ratio, v.fio.thresholds.fail_ratio)
+    fio_th = v.fio.thresholds
     ctx = JudgeContext(
         nodes=g.size or None,
         gpus_per_node=ns.gpu_count or None,
@@ -483,9 +472,9 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         nics_per_node=nics,
         nvlink_gbytes_s=spec.nvlink_unidir_gbytes_s if spec and spec.has_nvlink else None,
         storage=tuple(_apply_fio_thresholds(storage, fio_th)),
-        nccl=NcclThresholds(v.nccl.thresholds.min_busbw_gbps, v.nccl.thresholds.warn_ratio, v.nccl.thresholds.fail_ratio),
+        nccl=v.nccl.thresholds,
         fio=fio_th,
-        amp=AmpThresholds(v.amp.thresholds.min_mfu, v.amp.thresholds.min_speedup_vs_fp32),
+        amp=v.amp.thresholds,
         blueprint=bp.name,
         group=g.name,
         provenance=tuple([("nodes", where), ("gpu_model", where), ("fabric", f"blueprint {bp.name}")] + prov),

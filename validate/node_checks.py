@@ -26,6 +26,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ from blueprints.hardware import GroupHardware, group_hardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
 from blueprints.settings import NodeSettings, ipoib_addresses, node_settings, runtime_handler
 
-from .judge import JudgeResult
 from .parsers.node import (
     NodeFacts,
     parse_containerd_runtimes,
@@ -47,12 +47,14 @@ from .parsers.node import (
     parse_nvlink_status,
     read_documents,
 )
+from .results import JudgeResult
 
 __all__ = [
     "CHECKS",
     "NA",
     "Check",
     "CheckSpec",
+    "CheckVerdict",
     "NodeExpectation",
     "blocking_failures",
     "is_node_output",
@@ -61,10 +63,22 @@ __all__ = [
     "node_expectation",
 ]
 
-NA = "n/a"
+class CheckVerdict(StrEnum):
+    """The verdict of one check on one node, from best to worst: a node result's
+    :class:`~validate.results.Verdict` plus ``n/a`` (the blueprint declares no such hardware and the
+    node has none). The values are the strings recorded in ``metrics["checks"]``."""
+
+    PASS = "pass"
+    NA = "n/a"
+    WARN = "warn"
+    INVALID = "invalid"
+    FAIL = "fail"
+
+
+NA = CheckVerdict.NA
 """Check verdict: the blueprint declares no such hardware and the node has none."""
 
-CHECK_VERDICTS = ("pass", NA, "warn", "invalid", "fail")
+CHECK_VERDICTS: tuple[str, ...] = tuple(v.value for v in CheckVerdict)
 
 
 def _facts() -> dict[str, Any]:
@@ -95,10 +109,12 @@ class CheckSpec:
 
 @dataclass
 class Check:
-    """The outcome of one check on one node (``verdict`` one of :data:`CHECK_VERDICTS`)."""
+    """The outcome of one check on one node: ``verdict`` a :class:`CheckVerdict` (a plain string is
+    converted), what was ``measured`` and ``expected``, the ``cause`` and ``fix`` of a non-pass, the
+    ``source`` URL of the rule, ``blocking`` (a failed blocking check explains later suites' results)."""
 
     id: str
-    verdict: str
+    verdict: CheckVerdict
     measured: str
     expected: str
     cause: str = ""
@@ -106,8 +122,13 @@ class Check:
     source: str = ""
     blocking: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, CheckVerdict):
+            self.verdict = CheckVerdict(self.verdict)
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The check as a JSON-able dict (``verdict`` its string value)."""
+        return {**asdict(self), "verdict": self.verdict.value}
 
 
 _G, _F, _S = ("nccl", "amp"), ("nccl",), ("fio",)

@@ -2,13 +2,12 @@
 
 Flow (``clusterforge validate`` is a thin shell around :func:`run_validation`):
 
-1. :func:`plan_tests` turns the blueprint's ``validation`` section into :class:`PlannedTest` objects:
-   one per collective (``nccl-<collective>``), one per fio target (``fio-<name>``: every
-   ``local_nvme`` mount and storage mount, or ``validation.fio.targets``; for local runs a
-   temporary directory when none of them exists here, with a note) and one AMP run (``amp``);
-   the node group is added to the id when the blueprint has several compute groups.
+1. :func:`plan_tests` asks each chosen suite of :data:`validate.suites.REGISTRY` to plan its
+   :class:`~validate.plan.PlannedTest` objects per node group (the node checks first; then, e.g.,
+   one per collective ``nccl-<collective>``, one per fio target ``fio-<name>``, one AMP run
+   ``amp``); the node group is added to the id when the blueprint has several compute groups.
 2. Each test runs through the launcher, which writes ``DIR/raw/<test-id>.txt|.json``; the raw
-   output is judged at once with :func:`validate.judge.judge_file` and every result is appended to
+   output is judged at once by its suite (:meth:`validate.suites.Suite.judge_test`) and every result is appended to
    ``DIR/results.jsonl`` (flushed and fsynced), and ``DIR/run.json`` (the manifest) is rewritten, so
    an interrupted run keeps what it had. Every line records what its test ran with
    (``run_with``: parameters, nodes, ranks, device; :func:`run_with`). ``resume=True`` keeps a
@@ -28,33 +27,31 @@ it (:attr:`RunSummary.missing_tools`); it never turns the run into a ``fail`` an
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import socket
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from blueprints import LoadedBlueprint
-from blueprints.catalog import UnknownHardwareError, catalog
+from blueprints.catalog import catalog
 from blueprints.errors import InvalidRunError, UsageError
-from blueprints.models import Blueprint, LustreStorage, NodeGroup
-from blueprints.settings import node_settings, on_mount
+from blueprints.settings import node_settings
 
-from .judge import JudgeResult, exit_code_for, judge_file, worst
-from .launchers.common import Launcher, LaunchResult, PlannedTest
-from .node_checks import blocking_failures, explains, judge_node_file
+from .launchers.common import Launcher, LaunchResult
+from .node_checks import blocking_failures, explains
+from .plan import Device, PlannedTest
+from .results import JudgeResult, Verdict, exit_code_for, worst
+from .suites import REGISTRY, GroupPlan, get_suite
+from .suites.base import MISMATCH
 
 __all__ = [
-    "CPU_MAX_BYTES",
-    "SUITES",
+    "MISMATCH",
     "RunEvents",
     "RunSummary",
     "plan_tests",
@@ -63,25 +60,9 @@ __all__ = [
     "run_with",
 ]
 
-SUITES = ("node", "nccl", "fio", "amp")
-"""Suites in run order: the node health checks come first, so later results can be explained by them."""
-
-CPU_MAX_BYTES = 64 * 1024**2
-"""Largest collective message on a CPU-only (gloo) run: larger sizes only measure memory copies
-and take minutes, so the sweep is capped here (with a note)."""
-
-CPU_AMP_MAX_PARAMS = 20_000_000
-"""On a CPU-only run, an AMP model larger than this (parameters) is replaced by :data:`TINY_GPT`."""
-
-TINY_GPT = {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 64, "vocab": 512}
-"""The GPT used for CPU-only AMP runs when the blueprint's model is too large for a CPU."""
-
 RESULTS = "results.jsonl"
-MISMATCH = "hardware mismatch:"
-"""Prefix of a test note saying the local machine lacks the declared hardware: the result is then
-``invalid`` (it says nothing about the declared cluster)."""
 MANIFEST = "run.json"
-RESUMABLE = ("pass", "warn")
+RESUMABLE = (Verdict.PASS.value, Verdict.WARN.value)
 """Verdicts a resumed run keeps; every other result (fail, invalid) is run again."""
 RUN_ARTEFACTS = ("raw", "logs", "launch", "payloads", "slurm", "kubernetes", RESULTS, MANIFEST)
 """What a run writes into DIR besides the reports (``--force`` removes a previous run)."""
@@ -95,10 +76,6 @@ RUN_ARTEFACTS = ("raw", "logs", "launch", "payloads", "slurm", "kubernetes", RES
 def _cpu_ranks() -> int:
     """gloo processes for a CPU-only local run: 2 to 4, one per two cores."""
     return max(2, min(4, (os.cpu_count() or 2) // 2))
-
-
-def _estimate_params(layers: int, hidden: int, vocab: int) -> int:
-    return vocab * hidden + layers * 12 * hidden * hidden
 
 
 def _local_gpu_name() -> str | None:
@@ -116,46 +93,25 @@ def _local_gpu_name() -> str | None:
     return names[0] if names else None
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "root"
-
-
-def _fio_targets(bp: Blueprint, g: NodeGroup) -> list[tuple[str, str, str]]:
-    """``[(label, directory, kind)]`` fio should test for group ``g`` (kind: nvme, lustre, nfs, dir)."""
-    declared: list[tuple[str, str, str]] = []
-    if g.local_nvme is not None:
-        declared.append(("scratch", g.local_nvme.mount, "nvme"))
-    for s in bp.storage:
-        declared.append((s.name, s.mount, "lustre" if isinstance(s, LustreStorage) else "nfs"))
-    if not bp.validation.fio.targets:
-        return declared
-    out = []
-    for t in bp.validation.fio.targets:
-        match = next((d for d in declared if on_mount(t, d[1])), None)
-        out.append((match[0] if match and match[1] == t else _slug(t), t, match[2] if match else "dir"))
-    return out
-
-
-def _usable_here(path: str) -> bool:
-    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
-
-
 def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list[str] | None = None,
                gpus: int | None = None, local_gpus: int | None = None) -> tuple[list[PlannedTest], list[str]]:
     """The tests to run and run-level notes.
 
     ``launcher``: ``local`` plans for this machine (one node; ``local_gpus`` GPUs, detected with
     nvidia-smi when ``None``; gloo processes when there is none), any other launcher plans for the
-    blueprint's nodes. ``suites`` overrides ``validation.suites``. ``gpus`` overrides the ranks per
-    node (GPUs, or gloo processes on a CPU-only machine). Raises :class:`UsageError` for an unknown
-    suite, a ``gpus`` value this machine cannot honour, or a blueprint without compute groups.
+    blueprint's nodes. ``suites`` (names in :data:`validate.suites.REGISTRY`) overrides
+    ``validation.suites``. ``gpus`` overrides the ranks per node (GPUs, or gloo processes on a
+    CPU-only machine). Each chosen suite plans its tests per node group
+    (:meth:`~validate.suites.Suite.plan`), in registry order, the ``runs_first`` suites' tests (the
+    node checks) ahead of every other. Raises :class:`UsageError` for an unknown suite, a ``gpus``
+    value this machine cannot honour, or a blueprint without compute groups.
     """
     bp = loaded.blueprint
     v = bp.validation
     chosen = list(suites) if suites else list(v.suites)
-    bad = [s for s in chosen if s not in SUITES]
+    bad = [s for s in chosen if s not in REGISTRY]
     if bad:
-        raise UsageError(f"unknown suite(s) {', '.join(bad)}; choose from {', '.join(SUITES)}")
+        raise UsageError(f"unknown suite(s) {', '.join(bad)}; choose from {', '.join(REGISTRY)}")
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be >= 1, got {gpus}")
     groups = bp.gpu_groups
@@ -168,17 +124,17 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
 
         local_gpus = local_gpu_count()
     cat = catalog()
+    first: list[PlannedTest] = []
     tests: list[PlannedTest] = []
-    node_tests: list[PlannedTest] = []
     several = len(groups) > 1
     if local and several:
         notes.append(f"local launcher: only node group {groups[0].name} is validated (this machine is one node)")
         groups = groups[:1]
     for g in groups:
         ns = node_settings(bp, g)
-        prefix = f"{g.name}-" if several else ""
         gpu_key = ns.gpu_model
         gpu_mismatch: str | None = None
+        device: Device
         if local:
             nodes = 1
             if local_gpus:
@@ -205,93 +161,15 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
             if ns.passthrough_host:
                 notes.append(f"node group {g.name} passes its GPUs into {ns.sandbox.runtime} sandboxes: the host "
                              "sees no GPU, so the suites must run inside a sandbox (use --launcher kubernetes)")
-        if "node" in chosen:
-            node_tests.append(PlannedTest(
-                id=f"node{'-' + g.name if several else ''}", kind="node", group=g.name, nodes=nodes, ranks_per_node=1,
-                device="cpu", params={}, description=f"node health checks on {nodes} node(s) of {g.name}",
-                notes=(gpu_mismatch,) if gpu_mismatch else ()))
-        if "nccl" in chosen:
-            colls = list(v.nccl.collectives)
-            if bp.workload and bp.workload.architecture == "moe" and "alltoall" not in colls:
-                colls.append("alltoall")
-                notes.append("workload is mixture-of-experts: alltoall added to the collectives")
-            max_bytes = v.nccl.max_bytes
-            cnotes: list[str] = []
-            if device == "cpu" and max_bytes > CPU_MAX_BYTES:
-                max_bytes = CPU_MAX_BYTES
-                cnotes.append(f"CPU-only run: largest message capped at {CPU_MAX_BYTES // 2**20} MiB "
-                              f"(blueprint asks {v.nccl.max_bytes} bytes)")
-            min_bytes = min(v.nccl.min_bytes, max_bytes)
-            if gpu_mismatch:
-                cnotes.append(gpu_mismatch)
-            total = nodes * ranks
-            if total < 2:
-                cnotes.append("one rank: busbw is 0 by definition, the collective test cannot say anything")
-            for c in colls:
-                tests.append(PlannedTest(
-                    id=f"nccl-{prefix}{c}", kind="nccl", group=g.name, nodes=nodes, ranks_per_node=ranks,
-                    device=device,
-                    params={"collective": c, "min_bytes": min_bytes, "max_bytes": max_bytes,
-                            "step_factor": v.nccl.step_factor, "iters": v.nccl.iters,
-                            "warmup_iters": v.nccl.warmup_iters, "check": v.nccl.check},
-                    description=f"{c} over {nodes} node(s) x {ranks} {'GPU' if device == 'cuda' else 'CPU process'}"
-                                f"{'s' if ranks != 1 and device == 'cuda' else 'es' if ranks != 1 else ''}",
-                    notes=tuple(cnotes)))
-        if "fio" in chosen:
-            targets = _fio_targets(bp, g)
-            fio_mismatch: str | None = None
-            if local:
-                usable = [t for t in targets if _usable_here(t[1])]
-                missing = [t[1] for t in targets if t not in usable]
-                if missing:
-                    notes.append(f"fio targets not present or not writable on this machine: {', '.join(missing)}")
-                if not usable:
-                    tmp = tempfile.gettempdir()
-                    why = "none of the declared fio targets exists here" if targets else "no fio target is declared"
-                    usable = [("tmp", tmp, "dir")]
-                    notes.append(f"fio: {why}; testing the temporary directory {tmp} instead")
-                    if targets:
-                        fio_mismatch = (f"{MISMATCH} the declared fio targets ({', '.join(t[1] for t in targets)}) do not "
-                                        f"exist on this machine; the temporary directory {tmp} was measured instead")
-                targets = usable
-            f = v.fio
-            for label, path, kind in targets:
-                tnotes: tuple[str, ...] = ("temporary directory: no expectation, figures are informative",) if label == "tmp" else ()
-                if local and fio_mismatch:
-                    tnotes += (fio_mismatch,)
-                tests.append(PlannedTest(
-                    id=f"fio-{prefix}{label}", kind="fio", group=g.name, nodes=1, ranks_per_node=1, device="cpu",
-                    params={"target": path, "target_kind": kind, "size": f.size, "runtime_s": f.runtime_s,
-                            "numjobs": f.numjobs, "iodepth": f.iodepth},
-                    description=f"fio on {path} ({kind})", notes=tnotes))
-        if "amp" in chosen:
-            a = v.amp
-            model = {"layers": a.model.layers, "hidden": a.model.hidden, "heads": a.model.heads,
-                     "seq_len": a.model.seq_len, "vocab": a.model.vocab}
-            anotes: list[str] = [gpu_mismatch] if gpu_mismatch else []
-            if device == "cpu" and _estimate_params(model["layers"], model["hidden"], model["vocab"]) > CPU_AMP_MAX_PARAMS:
-                anotes.append(f"CPU-only run: the blueprint's {a.model.layers}-layer d={a.model.hidden} GPT is too "
-                              f"large for a CPU; a {TINY_GPT['layers']}-layer d={TINY_GPT['hidden']} GPT ran instead")
-                model = dict(TINY_GPT)
-            peak = None
-            if device == "cuda" and gpu_key:
-                try:
-                    spec = cat.gpu(gpu_key)
-                    bf16 = a.precision in ("auto", "bf16") and spec.supports_bf16
-                    peak = spec.peak_tflops("bf16" if bf16 else "fp16")
-                except UnknownHardwareError:
-                    peak = None
-            tests.append(PlannedTest(
-                id=f"amp{'-' + g.name if several else ''}", kind="amp", group=g.name, nodes=1, ranks_per_node=1,
-                device=device,
-                params={**model, "batch_size": a.batch_size, "steps": a.steps,
-                        "warmup_steps": 3 if a.compile else 2, "precision": a.precision,
-                        "compile": a.compile, "fp32_baseline": a.fp32_baseline, "peak_tflops": peak,
-                        "gpu_model": gpu_key},
-                description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} "
-                             f"on one {'GPU' if device == 'cuda' else 'CPU'}"),
-                notes=tuple(anotes)))
-    return node_tests + tests, notes
+        gp = GroupPlan(loaded=loaded, group=g, settings=ns, local=local, nodes=nodes, device=device, ranks=ranks,
+                       gpu_key=gpu_key, mismatch=gpu_mismatch, several=several)
+        for name, suite in REGISTRY.items():
+            if name not in chosen:
+                continue
+            planned, snotes = suite.plan(gp)
+            (first if suite.runs_first else tests).extend(planned)
+            notes.extend(snotes)
+    return first + tests, notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,8 +295,8 @@ class RunSummary:
     missing (``{tool: {"suites", "tests", "reason"}}``: those suites' results are ``invalid``)."""
 
     out_dir: Path
-    results: list[Any]
-    verdicts: dict[str, str]
+    results: list[JudgeResult]
+    verdicts: dict[str, Verdict]
     reports: dict[str, Path]
     skipped: list[str]
     exit_code: int
@@ -427,32 +305,9 @@ class RunSummary:
 
 
 def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> Any:
-    """The :class:`~validate.expectations.JudgeContext` for ``test``.
-
-    The blueprint's context of the test's node group; a local run describes this machine instead
-    (one node; on a CPU-only machine no GPU, so GPU expectations do not apply); fio tests point
-    ``fio_target`` at the tested directory.
-    """
-    from .expectations import context_from_blueprint
-
-    bp = loaded.blueprint
-    ctx = context_from_blueprint(bp, test.group)
-    if launcher == "local":
-        changes: dict[str, Any] = {"nodes": 1}
-        if test.device == "cpu":
-            changes.update(gpus_per_node=None, gpu_model=None, nvlink_gbytes_s=None)
-        elif test.kind == "nccl":
-            changes["gpus_per_node"] = test.ranks_per_node
-        ctx = dataclasses.replace(ctx, **changes, provenance=ctx.provenance + (("nodes", "local launcher: this machine"),))
-        if test.device == "cuda" and test.params.get("gpu_model") and test.params["gpu_model"] != ctx.gpu_model:
-            from .expectations import apply_overrides
-
-            ctx = apply_overrides(ctx, gpu_model=test.params["gpu_model"])
-    if test.kind == "fio":
-        from .expectations import apply_overrides
-
-        ctx = apply_overrides(ctx, fio_target=test.params["target"])
-    return ctx
+    """The :class:`~validate.expectations.JudgeContext` ``test`` is judged against: its suite's
+    :meth:`~validate.suites.Suite.context` (the node group's, or this machine's on a local run)."""
+    return get_suite(test.kind).context(loaded, test, launcher)
 
 
 def mark_explained(results: list[JudgeResult], group: str,
@@ -509,7 +364,7 @@ def _missing_tool_result(test: PlannedTest, launch: LaunchResult) -> list[JudgeR
     tool, advice = found
     r = JudgeResult(source=str(launch.raw), kind=test.kind, label=test.id)
     r.metrics["missing_tool"] = tool
-    r.degrade("invalid", f"the {test.kind} suite could not run: {advice}. A tool that is not installed says "
+    r.degrade(Verdict.INVALID, f"the {test.kind} suite could not run: {advice}. A tool that is not installed says "
                          "nothing about the hardware")
     return [r]
 
@@ -531,7 +386,7 @@ def _ensure_raw(launch: LaunchResult) -> None:
 def run_with(test: PlannedTest) -> dict[str, Any]:
     """What ``test`` runs with, as recorded on each of its ``results.jsonl`` lines and compared on
     ``--resume``: ``{"params", "nodes", "ranks_per_node", "device"}`` (JSON-normalised)."""
-    return json.loads(json.dumps({"params": test.params, "nodes": test.nodes,
+    return json.loads(json.dumps({"params": test.params.to_json(), "nodes": test.nodes,
                                   "ranks_per_node": test.ranks_per_node, "device": test.device}))
 
 
@@ -684,12 +539,8 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 events.started(t)
             launch = launcher.run(t)
             _ensure_raw(launch)
-            if t.kind == "node":
-                results = judge_node_file(launch.raw, bp, t.group, label=t.id, expected_nodes=t.nodes)
-            else:
-                ctx = judge_context(loaded, t, launcher.name)
-                results = judge_file(launch.raw, ctx, kind=t.kind, label=t.id)
-                mark_explained(results, t.group, blockers)
+            results = get_suite(t.kind).judge_test(launch.raw, t, loaded, launcher.name)
+            mark_explained(results, t.group, blockers)
             if not any(r.metrics.get("missing_tool") for r in results):
                 results = _missing_tool_result(t, launch) or results
             for r in results:
@@ -697,15 +548,14 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 r.metrics["test_wall_time_s"] = round(launch.duration_s / len(results), 3)
                 for n in (*t.notes, *launch.notes):
                     if n.startswith(MISMATCH):
-                        r.degrade("invalid", n + "; this result says nothing about the declared cluster: run the "
+                        r.degrade(Verdict.INVALID, n + "; this result says nothing about the declared cluster: run the "
                                                  "suites on it (--launcher ssh, slurm or kubernetes)")
                     else:
                         r.note(n)
                 if launch.returncode == 124:
-                    r.degrade("fail", f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
+                    r.degrade(Verdict.FAIL, f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
                                       "or shrink the test (validation sizes, steps, runtime)")
-            if t.kind == "node":
-                blockers.update(blocking_failures(results))
+            blockers.update(blocking_failures(results))
             lines = [{**r.to_json(), "test_id": t.id, "run_with": run_with(t)} for r in results]
             _append_result_lines(results_path, lines)
             recorded.add(t.id)
@@ -713,7 +563,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             rec.update(status="done", finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                        returncode=launch.returncode, raw=str(launch.raw.relative_to(out_dir)),
                        log=str(launch.log.relative_to(out_dir)), command=launch.command,
-                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=worst(vs))
+                       duration_s=round(launch.duration_s, 3), launch_notes=launch.notes, verdict=worst(vs).value)
             manifest["updated"] = rec["finished"]
             _write_json_atomic(out_dir / MANIFEST, manifest)
             if events:
@@ -739,7 +589,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     missing = _missing_tools(all_results)
     manifest["missing_tools"] = missing
     manifest["status"] = "complete"
-    manifest["verdict"] = worst(all_verdicts)
+    manifest["verdict"] = worst(all_verdicts).value
     manifest["reports"] = {k: str(Path(v).relative_to(out_dir)) if Path(v).is_relative_to(out_dir) else str(v)
                            for k, v in reports.items()}
     _write_json_atomic(out_dir / MANIFEST, manifest)

@@ -23,6 +23,8 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .expectations import IB_VERBS_FABRICS
+
 __all__ = ["DOC_PATH", "SIGNATURES", "Signature", "by_id", "diagnose", "doc_ref", "troubleshooting_markdown"]
 
 DOC_PATH = "docs/troubleshooting.md"
@@ -208,7 +210,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "pass /dev/infiniband (or the RDMA device plugin resource), IPC_LOCK and memlock unlimited into the "
         "container; `ibv_devices` inside the job must list the HCAs",
         f"{NCCL_TROUBLESHOOTING}#infiniband",
-        "NCCL INFO NET/IB : No device found.", fabrics=("infiniband", "roce")),
+        "NCCL INFO NET/IB : No device found.", fabrics=IB_VERBS_FABRICS),
     Signature(
         "memlock-too-small", "Locked-memory limit too small for RDMA",
         r"ibv_reg_mr|ibv_create_cq|ibv_reg_dmabuf_mr|Cannot allocate memory|RLIMIT_MEMLOCK|ulimit -l",
@@ -228,7 +230,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "`modprobe nvidia-peermem` and load it at boot on every node (or use a DMA-BUF capable driver and kernel); "
         "with NCCL_DEBUG=INFO every inter-node channel should end in /GDRDMA",
         "https://docs.nvidia.com/cuda/gpudirect-rdma/",
-        "NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'", fabrics=("infiniband", "roce")),
+        "NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'", fabrics=IB_VERBS_FABRICS),
     Signature(
         "ib-transport-errors", "InfiniBand/RoCE transport errors",
         r"ibv_modify_qp failed|transport retry counter exceeded|local_ack_timeout|Got completion from peer.*error"
@@ -240,7 +242,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "`ibstat`/`ibdiagnet` for ports that are down or erroring",
         f"{NCCL_TROUBLESHOOTING}#infiniband",
         "NET/IB : Got completion from peer 10.0.0.12<52384> with error 12, opcode 0, len 0, vendor err 129",
-        fabrics=("infiniband", "roce")),
+        fabrics=IB_VERBS_FABRICS),
     Signature(
         "connection-refused", "Nodes cannot reach each other",
         r"Connect to \S+ failed|Connection refused|No route to host|socketStartConnect|Call to connect failed",

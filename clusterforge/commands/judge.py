@@ -10,31 +10,12 @@ binary or unrecognised content, unknown GPU or instance type).
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 
 import typer
 
 from ..blueprint_io import load_checked
 from ..console import console, fail
-
-
-class Kind(str, Enum):
-    """Result kinds ``--kind`` may force."""
-
-    nccl = "nccl"
-    fio = "fio"
-    amp = "amp"
-
-
-class Fabric(str, Enum):
-    """Fabric names ``--fabric`` accepts."""
-
-    efa = "efa"
-    infiniband = "infiniband"
-    roce = "roce"
-    ethernet = "ethernet"
-
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
 _MARK = {"pass": "✓", "warn": "!", "fail": "✗", "invalid": "?"}
@@ -44,11 +25,13 @@ def print_results(results: list, header: str | None = None) -> None:
     """Human output: one line per result (verdict, name, key figure), then its reasons and notes."""
     from rich.markup import escape
 
+    from validate.suites import summary as result_summary
+
     if header:
         console.print(escape(header), style="dim")
     for r in results:
         style = VERDICT_STYLE.get(r.verdict, "white")
-        summary = r.summary()
+        summary = result_summary(r)
         console.print(f"[{style}]{_MARK.get(r.verdict, '?')} {r.verdict:<7}[/{style}] [bold]{escape(r.title)}[/bold]"
                       f"  {escape(summary)}")
         for reason in r.reasons:
@@ -72,22 +55,27 @@ def register(app: typer.Typer) -> None:
         gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="GPUs per node."),
         gpu: str | None = typer.Option(None, "--gpu", help="GPU model: catalog key (h100-sxm) or nvidia-smi name."),
         instance_type: str | None = typer.Option(None, "--instance-type", help="AWS instance type (p5.48xlarge)."),
-        fabric: Fabric | None = typer.Option(None, "--fabric", help="GPU fabric."),
+        fabric: str | None = typer.Option(None, "--fabric", help="GPU fabric: efa, infiniband, roce or ethernet."),
         nic_gbps: float | None = typer.Option(None, "--nic-gbps", help="Line rate of one fabric NIC in Gbit/s."),
         nics_per_node: int | None = typer.Option(None, "--nics-per-node", help="Fabric NICs per node."),
         target: str | None = typer.Option(None, "--target", help="Storage mount fio jobs tested (when their paths do not say)."),
-        kind: Kind | None = typer.Option(None, "--kind", help="Judge every file as this kind (skip detection)."),
+        kind: str | None = typer.Option(None, "--kind", help="Judge every file as the output of this suite, "
+                                        "skipping detection: nccl, fio or amp."),
         as_json: bool = typer.Option(False, "--json", help='Print {"results": [...], "verdict": worst} as JSON.'),
         output: Path | None = typer.Option(None, "--output", "-o", help="Also write report.json/.md/.html and junit.xml here."),
     ) -> None:
         """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid."""
         from validate.expectations import context_from_flags
-        from validate.judge import exit_code_for, judge_file, worst
+        from validate.judge import exit_code_for, file_kinds, judge_file, worst
 
+        from ..errors import UsageError
+
+        if kind is not None and kind not in file_kinds():
+            raise UsageError(f"--kind {kind}: choose from {', '.join(file_kinds())}")
         bp = load_checked(blueprint).blueprint if blueprint is not None else None
         ctx = context_from_flags(
             bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
-            fabric=fabric.value if fabric else None, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
+            fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
         )
         from validate.node_checks import is_node_output, judge_node_file
 
@@ -99,7 +87,7 @@ def register(app: typer.Typer) -> None:
                     raise typer.Exit(2)
                 results += judge_node_file(f, bp, group or (bp.gpu_groups or bp.node_groups)[0].name, label=f.stem)
                 continue
-            results += judge_file(f, ctx, kind=kind.value if kind else None)
+            results += judge_file(f, ctx, kind=kind)
         verdict = worst(r.verdict for r in results)
         if as_json:
             print(json.dumps({"results": [r.to_json() for r in results], "verdict": verdict,

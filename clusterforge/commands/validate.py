@@ -126,6 +126,7 @@ def register(app: typer.Typer) -> None:
         """Run the validation suites (node checks, NCCL, fio, AMP), judge every result and write the reports."""
         from validate.launchers import LAUNCHERS, make_launcher
         from validate.runner import MISMATCH, plan_tests, run_validation
+        from validate.suites import summary as result_summary
 
         if launcher not in LAUNCHERS:
             raise UsageError(f"--launcher {launcher}: choose from {', '.join(LAUNCHERS)}")
@@ -167,7 +168,7 @@ def register(app: typer.Typer) -> None:
             signal.signal(signal.SIGTERM, old)
         for r in summary.results:
             v = r.verdict
-            console.print(Text.assemble((f"{v:7s}", VERDICT_STYLE.get(v, "")), f" {r.title}: {r.summary()}"))
+            console.print(Text.assemble((f"{v:7s}", VERDICT_STYLE.get(v, "")), f" {r.title}: {result_summary(r)}"))
             for reason in r.reasons:
                 console.print(f"        {reason}", markup=False, style="dim")
         from validate.judge import worst

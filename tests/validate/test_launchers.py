@@ -22,6 +22,9 @@ from validate.launchers.kubernetes import mpijob_pod_templates
 from validate.launchers.slurm import SlurmLauncher
 from validate.launchers.ssh import SshHost, SshLauncher, hosts_from_inventory, remote_argv
 from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+from validate.suites.amp import AmpParams
+from validate.suites.fio import FioParams
+from validate.suites.nccl import NcclParams
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "blueprints" / "examples"
@@ -182,8 +185,8 @@ def test_ssh_launcher_runs_a_collective_on_this_machine(tmp_path: Path) -> None:
     launcher = SshLauncher(tmp_path, loaded, remote_python=sys.executable)
     launcher.prepare()
     test = PlannedTest(id="nccl-all_reduce", kind="nccl", group="local", nodes=1, ranks_per_node=2, device="cpu",
-                       params={"collective": "all_reduce", "min_bytes": 1024, "max_bytes": 4096, "step_factor": 2,
-                               "iters": 2, "warmup_iters": 1, "check": True},
+                       params=NcclParams(collective="all_reduce", min_bytes=1024, max_bytes=4096, step_factor=2,
+                                         iters=2, warmup_iters=1, check=True),
                        description="all_reduce over 1 node x 2 CPU processes")
     res = launcher.run(test)
     assert res.returncode == 0, res.log.read_text()
@@ -221,7 +224,9 @@ def test_ssh_commands_inventory_and_unreachable_hosts(tmp_path: Path) -> None:
     launcher = make_launcher("ssh", loaded, tmp_path / "run", inventory=inv2)
     launcher.prepare()
     test = PlannedTest(id="amp", kind="amp", group="local", nodes=1, ranks_per_node=1, device="cpu",
-                       params={}, description="amp")
+                       params=AmpParams(layers=2, hidden=128, heads=4, seq_len=64, vocab=512, batch_size=2, steps=2,
+                                        warmup_steps=1, precision="auto", compile=False, fp32_baseline=False,
+                                        peak_tflops=None, gpu_model=None), description="amp")
     with pytest.raises(UsageError, match="could not copy the payloads to ghost"):
         launcher.run(test)
     log = (tmp_path / "run" / "logs" / "amp.log").read_text()
@@ -246,16 +251,16 @@ def test_ssh_multi_node_collectives_use_torchrun_on_every_node(tmp_path: Path) -
     hosts = launcher.hosts("l40s")
     assert [(h.address, h.user) for h in hosts] == [("10.1.0.21", "ops"), ("10.1.0.22", "ops")]
     test = PlannedTest(id="nccl-all_reduce", kind="nccl", group="l40s", nodes=2, ranks_per_node=4, device="cpu",
-                       params={"collective": "all_reduce", "min_bytes": 8, "max_bytes": 1024, "step_factor": 2,
-                               "iters": 5, "warmup_iters": 1, "check": True}, description="x")
+                       params=NcclParams(collective="all_reduce", min_bytes=8, max_bytes=1024, step_factor=2,
+                                         iters=5, warmup_iters=1, check=True), description="x")
     cmds, _ = launcher.commands(test, hosts, tmp_path / "log")
     assert [h.address for h, _ in cmds] == ["10.1.0.21", "10.1.0.22"]
     for i, (_, c) in enumerate(cmds):
         assert c.startswith("python3 -m torch.distributed.run --nnodes 2 --nproc-per-node 4 "
                             f"--node-rank {i} --master-addr 10.1.0.21 --master-port 29500 /tmp/cf/collectives.py -o all_reduce")
     fio = PlannedTest(id="fio-scratch", kind="fio", group="l40s", nodes=1, ranks_per_node=1, device="cpu",
-                      params={"target": "/scratch", "target_kind": "nvme", "size": "4G", "runtime_s": 30, "numjobs": 4,
-                              "iodepth": 32}, description="fio")
+                      params=FioParams(target="/scratch", target_kind="nvme", size="4G", runtime_s=30, numjobs=4,
+                                       iodepth=32), description="fio")
     cmds, notes = launcher.commands(fio, hosts, tmp_path / "log")
     assert cmds == [(hosts[0], ("python3 /tmp/cf/fio_bench.py --target /scratch --kind nvme --size 4G --runtime 30 "
                                "--numjobs 4 --iodepth 32"))]

@@ -16,13 +16,14 @@ import pytest
 from blueprints import load_blueprint
 from clusterforge.errors import UsageError
 from validate.runner import (
-    CPU_MAX_BYTES,
-    TINY_GPT,
     exit_code_for,
     plan_tests,
     prepare_output_dir,
     read_results_lines,
 )
+from validate.suites.amp import TINY_GPT, AmpParams
+from validate.suites.fio import FioParams
+from validate.suites.nccl import CPU_MAX_BYTES, NcclParams
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "blueprints" / "examples"
@@ -172,27 +173,30 @@ def test_plan_for_a_dgx_cluster_uses_the_blueprint_and_catalog() -> None:
     assert (tests[0].kind, tests[0].nodes, tests[0].ranks_per_node) == ("node", 4, 1)
     nccl = tests[1]
     assert (nccl.nodes, nccl.ranks_per_node, nccl.device, nccl.ranks) == (4, 8, "cuda", 32)
-    assert nccl.params["max_bytes"] == 8 * 1024**3 and nccl.params["check"] is True
+    assert isinstance(nccl.params, NcclParams)
+    assert nccl.params.max_bytes == 8 * 1024**3 and nccl.params.check is True
     fio = {t.id: t.params for t in tests if t.kind == "fio"}
-    assert fio["fio-scratch"]["target"] == "/raid" and fio["fio-scratch"]["target_kind"] == "nvme"
-    assert fio["fio-lustre"]["target"] == "/lustre" and fio["fio-lustre"]["target_kind"] == "lustre"
+    assert all(isinstance(p, FioParams) for p in fio.values())
+    assert fio["fio-scratch"].target == "/raid" and fio["fio-scratch"].target_kind == "nvme"
+    assert fio["fio-lustre"].target == "/lustre" and fio["fio-lustre"].target_kind == "lustre"
     amp = tests[-1].params
-    assert amp["peak_tflops"] == 989.0 and amp["layers"] == 24 and amp["compile"] is True  # h100-sxm bf16 dense
+    assert isinstance(amp, AmpParams)
+    assert amp.peak_tflops == 989.0 and amp.layers == 24 and amp.compile is True  # h100-sxm bf16 dense
     assert notes == []
 
 
 def test_local_plan_on_a_cpu_machine_for_a_gpu_blueprint(monkeypatch: pytest.MonkeyPatch) -> None:
     loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
-    monkeypatch.setattr("validate.runner.tempfile.gettempdir", lambda: "/tmp")
+    monkeypatch.setattr("validate.suites.fio.tempfile.gettempdir", lambda: "/tmp")
     tests, notes = plan_tests(loaded, launcher="local", local_gpus=0, gpus=3)
     nccl = [t for t in tests if t.kind == "nccl"]
     assert all(t.device == "cpu" and t.nodes == 1 and t.ranks_per_node == 3 for t in nccl)
-    assert all(t.params["max_bytes"] == CPU_MAX_BYTES and t.notes for t in nccl)
+    assert all(t.params.max_bytes == CPU_MAX_BYTES and t.notes for t in nccl)
     amp = next(t for t in tests if t.kind == "amp")
-    assert {k: amp.params[k] for k in TINY_GPT} == TINY_GPT and amp.params["peak_tflops"] is None
+    assert {k: amp.params.to_json()[k] for k in TINY_GPT} == TINY_GPT and amp.params.peak_tflops is None
     assert any("no NVIDIA GPU" in n for n in notes)
     assert any("/raid" in n and "/lustre" in n for n in notes)  # declared targets absent here
-    assert [t.params["target"] for t in tests if t.kind == "fio"] == ["/tmp"]
+    assert [t.params.target for t in tests if t.kind == "fio"] == ["/tmp"]
     with pytest.raises(UsageError, match="this machine has 2 GPU"):
         plan_tests(loaded, launcher="local", local_gpus=2, gpus=4)
     with pytest.raises(UsageError, match="unknown suite"):
@@ -205,7 +209,7 @@ def test_moe_workload_adds_alltoall(tmp_path: Path) -> None:
     bp = tmp_path / "moe.yaml"
     bp.write_text(text)
     tests, notes = plan_tests(load_blueprint(bp), launcher="ssh", suites=["nccl"])
-    assert [t.params["collective"] for t in tests][-1] == "alltoall"
+    assert [t.params.collective for t in tests][-1] == "alltoall"
     assert any("mixture-of-experts" in n for n in notes)
 
 

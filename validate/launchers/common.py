@@ -1,12 +1,12 @@
-"""What every launcher shares: the planned test, the launch result, payload command lines.
+"""What every launcher shares: the launch result, the payload files, running a logged process.
 
-A :class:`PlannedTest` is one validation test (one collective, one fio target, one AMP run) with
-everything its payload needs; :mod:`validate.runner` plans them from the blueprint, a launcher
-(:mod:`.local`, :mod:`.ssh`, :mod:`.slurm`, :mod:`.kubernetes`) runs them and writes the raw
-output to ``DIR/raw/<test-id>.txt`` (collectives) or ``.json`` (fio, AMP).
-
-The payload argument builders here are the single place that turns a planned test into payload
-flags, so the four launchers and the rendered artefacts can never disagree.
+A :class:`~validate.plan.PlannedTest` is one validation test (one collective, one fio target, one
+AMP run) with everything its payload needs; its suite (:data:`validate.suites.REGISTRY`) plans it
+and builds its payload's arguments (:meth:`~validate.suites.Suite.payload_args`, the single place
+that turns a planned test into payload flags, so the four launchers and the rendered artefacts can
+never disagree); a launcher (:mod:`.local`, :mod:`.ssh`, :mod:`.slurm`, :mod:`.kubernetes`) places
+the payload on the nodes as the suite's :class:`~validate.suites.Placement` says and writes the
+raw output to ``DIR/raw/<test-id>.txt`` (collectives) or ``.json`` (every other suite).
 """
 
 from __future__ import annotations
@@ -21,54 +21,26 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+from ..plan import PlannedTest
+from ..suites import REGISTRY
 
-TestKind = Literal["node", "nccl", "fio", "amp"]
+__all__ = [
+    "MASTER_PORT",
+    "LaunchResult",
+    "Launcher",
+    "PlannedTest",
+    "child_env",
+    "payload_files",
+    "payload_sources",
+    "run_logged",
+    "shell_join",
+    "stage_payloads",
+    "write_launch_script",
+]
 
 MASTER_PORT = 29500
 """TCP port of the torch.distributed rendezvous on the first node (every launcher's payloads)."""
-
-
-@dataclass(frozen=True)
-class PlannedTest:
-    """One validation test.
-
-    ``id``: stable test id (``node``, ``nccl-all_reduce``, ``fio-scratch``, ``amp``; the node group is added
-    when a blueprint has several compute groups), used for ``raw/<id>.*`` and ``--resume``.
-    ``kind``: ``node`` | ``nccl`` | ``fio`` | ``amp`` (the judge's kind; ``node`` runs on every node of the group). ``group``: node group name.
-    ``nodes``: nodes the test spans; ``ranks_per_node``: GPUs per node (or gloo processes on a
-    CPU-only machine); ``device``: ``cuda`` or ``cpu``. ``params``: payload settings (see
-    :func:`collectives_args`, :func:`fio_args`, :func:`amp_args`). ``notes``: facts the report
-    should show (e.g. "temp directory instead of /scratch").
-    """
-
-    id: str
-    kind: TestKind
-    group: str
-    nodes: int
-    ranks_per_node: int
-    device: Literal["cuda", "cpu"]
-    params: dict[str, Any]
-    description: str
-    notes: tuple[str, ...] = ()
-
-    @property
-    def raw_suffix(self) -> str:
-        """``.txt`` for collective tables, ``.json`` for node-health (JSON lines, one per node), fio and AMP documents."""
-        return ".txt" if self.kind == "nccl" else ".json"
-
-    @property
-    def ranks(self) -> int:
-        """Total ranks of a collective test (nodes x ranks per node)."""
-        return self.nodes * self.ranks_per_node
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (for ``run.json``)."""
-        return {"id": self.id, "kind": self.kind, "group": self.group, "nodes": self.nodes,
-                "ranks_per_node": self.ranks_per_node, "device": self.device, "params": self.params,
-                "description": self.description, "notes": list(self.notes)}
 
 
 @dataclass
@@ -131,72 +103,28 @@ class Launcher(ABC):
         """Run ``test`` to completion and return where its raw output is."""
 
 
+def payload_files() -> dict[str, Path]:
+    """``{file name: path}`` of every registered suite's payload files, in registry order."""
+    out: dict[str, Path] = {}
+    for suite in REGISTRY.values():
+        out.update(suite.payload_files())
+    return out
+
+
 def stage_payloads(dest: Path) -> list[Path]:
-    """Copy the standalone payload files into ``dest`` (created); returns the copies."""
+    """Copy the standalone payload files of every registered suite into ``dest`` (created); returns the copies."""
     dest.mkdir(parents=True, exist_ok=True)
     out = []
-    for name in PAYLOAD_FILES:
+    for name, src in payload_files().items():
         target = dest / name
-        shutil.copyfile(PAYLOAD_DIR / name, target)
+        shutil.copyfile(src, target)
         out.append(target)
     return out
 
 
 def payload_sources() -> dict[str, str]:
     """``{file name: source text}`` of the standalone payloads (for a Kubernetes ConfigMap)."""
-    return {name: (PAYLOAD_DIR / name).read_text(encoding="utf-8") for name in PAYLOAD_FILES}
-
-
-# ---------------------------------------------------------------------------------------------
-# payload command lines (one place for every launcher)
-# ---------------------------------------------------------------------------------------------
-
-
-def collectives_args(test: PlannedTest) -> list[str]:
-    """Flags of ``collectives.py`` for a ``nccl`` test (nccl-tests-compatible ``-o -b -e -f -n -w -c``)."""
-    p = test.params
-    return ["-o", p["collective"], "-b", str(p["min_bytes"]), "-e", str(p["max_bytes"]),
-            "-f", str(p["step_factor"]), "-n", str(p["iters"]), "-w", str(p["warmup_iters"]),
-            "-c", "1" if p["check"] else "0", "--device", test.device]
-
-
-def nccl_tests_args(test: PlannedTest) -> list[str]:
-    """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun) for a ``nccl`` test."""
-    p = test.params
-    return ["--collective", p["collective"], "-b", str(p["min_bytes"]), "-e", str(p["max_bytes"]),
-            "-f", str(p["step_factor"]), "-n", str(p["iters"]), "-w", str(p["warmup_iters"]),
-            "-c", "1" if p["check"] else "0"]
-
-
-def nccl_binary_flags(test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
-    """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``), as srun/mpirun in scripts pass them."""
-    p = test.params
-    return ["-b", str(p["min_bytes"]), "-e", str(p["max_bytes"]), "-f", str(p["step_factor"]),
-            "-n", str(p["iters"]), "-w", str(p["warmup_iters"]), "-c", "1" if p["check"] else "0",
-            "-g", str(gpus_per_process)]
-
-
-def fio_args(test: PlannedTest, target: str | None = None) -> list[str]:
-    """Flags of ``fio_bench.py`` for a ``fio`` test (``target`` overrides the planned directory)."""
-    p = test.params
-    return ["--target", target or p["target"], "--kind", p["target_kind"], "--size", str(p["size"]),
-            "--runtime", str(p["runtime_s"]), "--numjobs", str(p["numjobs"]), "--iodepth", str(p["iodepth"])]
-
-
-def amp_args(test: PlannedTest) -> list[str]:
-    """Flags of ``amp_bench.py`` for an ``amp`` test."""
-    p = test.params
-    args = ["--layers", str(p["layers"]), "--hidden", str(p["hidden"]), "--heads", str(p["heads"]),
-            "--seq-len", str(p["seq_len"]), "--vocab", str(p["vocab"]), "--batch-size", str(p["batch_size"]),
-            "--steps", str(p["steps"]), "--warmup-steps", str(p["warmup_steps"]),
-            "--precision", p["precision"], "--device", test.device]
-    if p.get("compile"):
-        args.append("--compile")
-    if p.get("fp32_baseline"):
-        args.append("--fp32-baseline")
-    if p.get("peak_tflops"):
-        args += ["--peak-tflops", f"{p['peak_tflops']:g}"]
-    return args
+    return {name: src.read_text(encoding="utf-8") for name, src in payload_files().items()}
 
 
 def shell_join(argv: list[str]) -> str:

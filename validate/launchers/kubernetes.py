@@ -49,15 +49,12 @@ from blueprints.models import KubernetesOrchestrator, LustreStorage, NfsStorage
 from blueprints.naming import LABEL_NODE_GROUP, Naming
 from blueprints.settings import node_settings, on_mount
 
+from ..suites import Placement, RanksSuite, Suite, get_suite
 from .common import (
     MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
-    amp_args,
-    collectives_args,
-    fio_args,
-    nccl_binary_flags,
     payload_sources,
     shell_join,
 )
@@ -205,8 +202,8 @@ def _job(name: str, ns: str, labels: dict[str, str], pod_spec: dict[str, Any], d
     }
 
 
-def _node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: PlannedTest,
-              deadline_s: int) -> dict[str, Any]:
+def _every_node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: PlannedTest, suite: Suite,
+                    deadline_s: int) -> dict[str, Any]:
     """An Indexed Job with one pod per node of the group (required pod anti-affinity on the test label).
 
     The pod sees the host: ``hostNetwork`` (the node's interfaces and RDMA devices in /sys/class),
@@ -216,8 +213,8 @@ def _node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: Pla
     runtime show every GPU to nvidia-smi without taking them from the scheduler; without
     CAP_SYS_ADMIN ``lspci`` cannot read the ACS registers, which the ACS check reports as invalid.
     """
-    script = f"exec python3 {PAYLOAD_MOUNT}/node_health.py --host-root /host"
-    c = pods.container("node", script, gpus=0,
+    script = f"exec python3 {PAYLOAD_MOUNT}/{suite.payload} {shell_join([*suite.payload_args(test), '--host-root', '/host'])}"
+    c = pods.container(suite.name, script, gpus=0,
                        mounts=[{"name": "host-etc", "mountPath": "/host/etc", "readOnly": True},
                                {"name": "modules", "mountPath": "/lib/modules", "readOnly": True}])
     c["env"] = [{"name": "CLUSTERFORGE_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
@@ -236,14 +233,14 @@ def _node_job(pods: _Pods, name: str, ns: str, labels: dict[str, str], test: Pla
     return job
 
 
-def _fio_volume(loaded: LoadedBlueprint, test: PlannedTest) -> dict[str, Any]:
-    bp = loaded.blueprint
-    target = test.params["target"]
-    for s in bp.storage:
-        if isinstance(s, (LustreStorage, NfsStorage)) and on_mount(target, s.mount):
+def _dir_volume(loaded: LoadedBlueprint, name: str, path: str) -> dict[str, Any]:
+    """Volume ``name`` that shows the node's directory ``path`` to a pod: the PersistentVolumeClaim of the
+    shared file system it lies on, else the node's directory (``hostPath``)."""
+    for s in loaded.blueprint.storage:
+        if isinstance(s, (LustreStorage, NfsStorage)) and on_mount(path, s.mount):
             # the stack's PVC for a shared file system is named after the storage entry (stacks/components/k8s_addons.py)
-            return {"name": "target", "persistentVolumeClaim": {"claimName": s.name}}
-    return {"name": "target", "hostPath": {"path": target, "type": "Directory"}}
+            return {"name": name, "persistentVolumeClaim": {"claimName": s.name}}
+    return {"name": name, "hostPath": {"path": path, "type": "Directory"}}
 
 
 def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT_IMAGE,
@@ -255,14 +252,15 @@ def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT
     name = k8s_name(bp.name, test.id)
     labels = pods.labels(test)
     gpus = test.ranks_per_node if test.device == "cuda" else 0
-    if test.kind == "nccl":
+    suite = get_suite(test.kind)
+    if isinstance(suite, RanksSuite):
         np_ = test.ranks
         efa = pods.efa_devices()
-        coll = test.params["collective"]
+        coll = suite.binary_name(test)
         exports = " ".join(f"-x {e['name']}" for e in pods.env())
         mpirun = f"mpirun --allow-run-as-root -np {np_} --bind-to none {exports} -x PATH -x LD_LIBRARY_PATH".strip()
-        torch_run = (f'{mpirun} -x MASTER_ADDR -x MASTER_PORT python3 {PAYLOAD_MOUNT}/collectives.py '
-                     f"{shell_join(collectives_args(test))}")
+        torch_run = (f'{mpirun} -x MASTER_ADDR -x MASTER_PORT python3 {PAYLOAD_MOUNT}/{suite.payload} '
+                     f"{shell_join(suite.payload_args(test))}")
         script_lines = [
             "set -euo pipefail",
             'export MASTER_ADDR="$(head -n 1 /etc/mpi/hostfile | cut -d " " -f 1)"',
@@ -270,8 +268,8 @@ def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT
         ]
         if gpus:
             script_lines += [
-                f'if BIN="$(python3 {PAYLOAD_MOUNT}/nccl_tests.py --probe --collective {coll} 2>/dev/null)"; then',
-                f'  {mpirun} "$BIN" {shell_join(nccl_binary_flags(test, 1))}',
+                f'if BIN="$(python3 {PAYLOAD_MOUNT}/{suite.binary_payload} --probe --collective {coll} 2>/dev/null)"; then',
+                f'  {mpirun} "$BIN" {shell_join(suite.binary_flags(test, 1))}',
                 "else",
                 f"  {torch_run}",
                 "fi",
@@ -307,23 +305,25 @@ def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT
                 },
             },
         }
-    if test.kind == "node":
-        return _node_job(pods, name, ns, labels, test, deadline_s)
-    if test.kind == "fio":
-        target = test.params["target"]
-        cmd = ("command -v fio >/dev/null || { (apt-get update -qq && apt-get install -y -qq fio) >/dev/null 2>&1 "
-               "|| dnf install -y -q fio >/dev/null 2>&1; }\n"
-               f"python3 {PAYLOAD_MOUNT}/fio_bench.py {shell_join(fio_args(test))} --output /tmp/fio.json")
-        c = pods.container("fio", _json_wrapped(cmd, "/tmp/fio.json"), gpus=0,
-                           mounts=[{"name": "target", "mountPath": target}])
-        return _job(name, ns, labels, pods.spec([c], [_fio_volume(loaded, test)]), deadline_s)
-    if test.kind == "amp":
-        cmd = f"python3 {PAYLOAD_MOUNT}/amp_bench.py {shell_join(amp_args(test))} --output /tmp/amp.json"
-        c = pods.container("amp", _json_wrapped(cmd, "/tmp/amp.json"), gpus=1 if gpus else 0,
-                           mounts=[{"name": "dshm", "mountPath": "/dev/shm"}])
-        return _job(name, ns, labels, pods.spec([c], [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]),
-                    deadline_s)
-    raise ValueError(f"unknown test kind {test.kind!r}")
+    if suite.placement == Placement.EVERY_NODE:
+        return _every_node_job(pods, name, ns, labels, test, suite, deadline_s)
+    # one-node: a Job of one pod; the payload's document is printed between marker lines
+    out = f"/tmp/{suite.name}.json"
+    cmd = f"python3 {PAYLOAD_MOUNT}/{suite.payload} {shell_join(suite.payload_args(test))} --output {out}"
+    if suite.container_setup:
+        cmd = f"{suite.container_setup}\n{cmd}"
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    dirs = suite.mounts(test)
+    for i, d in enumerate(dirs):
+        vol = "target" if len(dirs) == 1 else f"target-{i + 1}"
+        mounts.append({"name": vol, "mountPath": d})
+        volumes.append(_dir_volume(loaded, vol, d))
+    if suite.shm:
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    c = pods.container(suite.name, _json_wrapped(cmd, out), gpus=suite.gpus(test), mounts=mounts)
+    return _job(name, ns, labels, pods.spec([c], volumes), deadline_s)
 
 
 def _literal_scripts(obj: Any) -> Any:
@@ -473,9 +473,10 @@ class KubernetesLauncher(Launcher):
         text = logs.stdout
         with open(log, "a", encoding="utf-8") as f:
             f.write(text)
-        if test.raw_suffix == ".json" and JSON_BEGIN in text and test.kind != "node":
+        suite = get_suite(test.kind)
+        if test.raw_suffix == ".json" and JSON_BEGIN in text and suite.placement == Placement.ONE_NODE:
             text = text.split(JSON_BEGIN, 1)[1].split(JSON_END, 1)[0].strip() + "\n"
-        if test.kind == "node":  # the RuntimeClasses are the cluster's: the node checks compare them with the group's
+        if suite.wants_runtime_classes:  # the RuntimeClasses are the cluster's: the node checks compare them
             rcs = self._kubectl("get", "runtimeclass", "-o", "json", log=log)
             if rcs.returncode == 0:
                 try:

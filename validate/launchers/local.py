@@ -1,11 +1,12 @@
 """The local launcher: run every test as subprocesses on this machine (CPU or local GPUs).
 
-* collectives: the nccl-tests binary when it is installed and the test runs on GPUs
+Each test's payload is placed as its suite's :class:`~validate.suites.Placement` says:
+
+* ``ranks`` (collectives): the nccl-tests binary when it is installed and the test runs on GPUs
   (``nccl_tests.py --gpus G``, one process driving G GPUs), else the torch benchmark with
   ``collectives.py --spawn N`` (N gloo processes on a CPU-only machine, N NCCL ranks on GPUs);
-* node: ``node_health.py`` (this machine is the one node);
-* fio: ``fio_bench.py`` on the planned directory;
-* AMP: ``amp_bench.py`` on one device.
+* ``every-node`` (node checks): the payload once (this machine is the one node);
+* ``one-node`` (fio, AMP, ...): the payload with the suite's arguments, ``--output`` the raw file.
 
 Artefacts: ``DIR/payloads/*.py`` (the copies that ran), ``DIR/launch/<test-id>.sh`` (the exact
 command, runnable by hand), ``DIR/logs/<test-id>.log`` and ``DIR/raw/<test-id>.*``. The payloads
@@ -21,14 +22,11 @@ from pathlib import Path
 
 from validate.payloads import nccl_tests
 
+from ..suites import Placement, RanksSuite, get_suite
 from .common import (
     Launcher,
     LaunchResult,
     PlannedTest,
-    amp_args,
-    collectives_args,
-    fio_args,
-    nccl_tests_args,
     run_logged,
     shell_join,
     write_launch_script,
@@ -77,12 +75,13 @@ class LocalLauncher(Launcher):
         """``(argv, notes, stdout_is_raw)`` for ``test``; ``stdout_is_raw`` when the payload prints its document."""
         py = [self.python]
         raw = str(self.raw_path(test))
-        if test.kind == "nccl":
+        suite = get_suite(test.kind)
+        if isinstance(suite, RanksSuite):
             binary = None
             if test.device == "cuda":
-                binary = nccl_tests.find_binary(test.params["collective"], self.nccl_tests_dirs)
+                binary = nccl_tests.find_binary(suite.binary_name(test), self.nccl_tests_dirs)
             if binary is not None:
-                argv = py + [str(self.payloads / "nccl_tests.py"), *nccl_tests_args(test),
+                argv = py + [str(self.payloads / suite.binary_payload), *suite.binary_payload_args(test),
                              "--gpus", str(test.ranks_per_node), "--output", raw]
                 for d in self.nccl_tests_dirs:
                     argv += ["--nccl-tests-dir", d]
@@ -90,16 +89,10 @@ class LocalLauncher(Launcher):
             note = ("torch.distributed benchmark on "
                     + (f"{test.ranks_per_node} GPU(s) (NCCL): nccl-tests not installed" if test.device == "cuda"
                        else f"{test.ranks_per_node} CPU processes (gloo)"))
-            argv = py + [str(self.payloads / "collectives.py"), "--spawn", str(test.ranks_per_node),
-                         *collectives_args(test), "--output", raw]
+            argv = py + [str(self.payloads / suite.payload), "--spawn", str(test.ranks_per_node),
+                         *suite.payload_args(test), "--output", raw]
             return argv, [note], False
-        if test.kind == "node":
-            return py + [str(self.payloads / "node_health.py"), "--output", raw], [], False
-        if test.kind == "fio":
-            return py + [str(self.payloads / "fio_bench.py"), *fio_args(test), "--output", raw], [], False
-        if test.kind == "amp":
-            return py + [str(self.payloads / "amp_bench.py"), *amp_args(test), "--output", raw], [], False
-        raise ValueError(f"unknown test kind {test.kind!r}")
+        return py + [str(self.payloads / suite.payload), *suite.payload_args(test), "--output", raw], [], False
 
     def run(self, test: PlannedTest) -> LaunchResult:
         """Run ``test`` here; writes ``launch/<id>.sh``, ``logs/<id>.log`` and ``raw/<id>.*``."""
@@ -108,7 +101,7 @@ class LocalLauncher(Launcher):
         write_launch_script(self.launch_dir / f"{test.id}.sh", self.name, test, f"exec {shell_join(argv)}\n")
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, test.ranks_per_node))))
-        if test.kind == "nccl" and test.device == "cpu":
+        if get_suite(test.kind).placement == Placement.RANKS and test.device == "cpu":
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         rc, dt = run_logged(argv, log, env=env, timeout_s=self.timeout_s)
         return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(argv), duration_s=dt, notes=notes)

@@ -5,12 +5,14 @@ Each script is self-contained and runnable by hand: it works in ``CF_DIR`` (the 
 be on a file system every node sees. It writes the raw output to ``CF_DIR/raw/<test-id>.*`` and the
 job log to ``logs/<job-name>-<job-id>.out``.
 
-* collectives: ``srun`` one task per GPU (``--ntasks-per-node=G --gpus-per-node=G``); the nccl-tests
+Each test's payload is placed as its suite's :class:`~validate.suites.Placement` says:
+
+* ``ranks`` (collectives): ``srun`` one task per GPU (``--ntasks-per-node=G --gpus-per-node=G``); the nccl-tests
   binary (``srun --mpi=pmix <collective>_perf -g 1``, the binary built with ``MPI=1``) when
   ``nccl_tests.py --probe`` finds it, else ``collectives.py``, which reads ``SLURM_PROCID``,
   ``SLURM_NTASKS`` and ``SLURM_LOCALID`` and rendezvouses at ``MASTER_ADDR`` = the first node;
-* node: one task on every node (``node_health.py``, one JSON line per node);
-* fio: one task on one node; AMP: one task with one GPU.
+* ``every-node`` (node checks): one task on every node (one JSON line per node);
+* ``one-node`` (fio, AMP, ...): one task on one node, with the GPUs the suite asks for (AMP: one).
 
 sbatch/srun options: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/srun.html.
 """
@@ -25,15 +27,12 @@ from blueprints import LoadedBlueprint
 from blueprints.errors import ToolMissingError
 from blueprints.models import SlurmOrchestrator
 
+from ..suites import Placement, RanksSuite, get_suite
 from .common import (
     MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
-    amp_args,
-    collectives_args,
-    fio_args,
-    nccl_binary_flags,
     run_logged,
     shell_join,
 )
@@ -57,17 +56,18 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         f"# Submit from the directory that holds payloads/ (or set CLUSTERFORGE_VALIDATE_DIR): sbatch {test.id}.sbatch",
         f"#SBATCH --job-name={name}",
     ]
-    if test.kind == "node":
+    suite = get_suite(test.kind)
+    if suite.placement == Placement.EVERY_NODE:
         lines += [f"#SBATCH --nodes={test.nodes}", "#SBATCH --ntasks-per-node=1"]
-    elif test.kind == "nccl":
+    elif suite.placement == Placement.RANKS:
         lines += [f"#SBATCH --nodes={test.nodes}", f"#SBATCH --ntasks-per-node={test.ranks_per_node}"]
         if gpus:
             lines.append(f"#SBATCH --gpus-per-node={test.ranks_per_node}")
         lines.append("#SBATCH --exclusive")
     else:
         lines += ["#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
-        if gpus and test.kind == "amp":
-            lines.append("#SBATCH --gpus-per-node=1")
+        if suite.gpus(test):
+            lines.append(f"#SBATCH --gpus-per-node={suite.gpus(test)}")
     if orch is not None:
         lines.append(f"#SBATCH --partition={orch.partition}")
         if orch.account:
@@ -81,34 +81,32 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         'PY="${CLUSTERFORGE_PYTHON:-python3}"',
         'mkdir -p "$CF_DIR/raw" "$CF_DIR/logs"',
     ]
-    if test.kind == "nccl":
-        coll = test.params["collective"]
+    payload = f'"$CF_DIR/payloads/{suite.payload}"'
+    if isinstance(suite, RanksSuite):
+        coll = suite.binary_name(test)
         lines += [
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
             f"export MASTER_PORT={MASTER_PORT}",
         ]
-        torch_cmd = f'srun "$PY" "$CF_DIR/payloads/collectives.py" {shell_join(collectives_args(test))} --output {raw}'
+        torch_cmd = f'srun "$PY" {payload} {shell_join(suite.payload_args(test))} --output {raw}'
         if gpus:
             lines += [
-                f'if BIN="$("$PY" "$CF_DIR/payloads/nccl_tests.py" --probe --collective {coll} 2>/dev/null)"; then',
-                f'  srun --mpi=pmix "$BIN" {shell_join(nccl_binary_flags(test, 1))} | tee {raw}',
+                f'if BIN="$("$PY" "$CF_DIR/payloads/{suite.binary_payload}" --probe --collective {coll} 2>/dev/null)"; then',
+                f'  srun --mpi=pmix "$BIN" {shell_join(suite.binary_flags(test, 1))} | tee {raw}',
                 "else",
                 f"  {torch_cmd}",
                 "fi",
             ]
         else:
             lines.append(torch_cmd)
-    elif test.kind == "node":
+    elif suite.placement == Placement.EVERY_NODE:
         # one task per node; every node prints one JSON line (the payload needs the standard library only)
-        lines.append(f'srun --nodes={test.nodes} --ntasks-per-node=1 "$PY" "$CF_DIR/payloads/node_health.py" > {raw}')
-    elif test.kind == "fio":
-        lines.append(f'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/fio_bench.py" {shell_join(fio_args(test))} '
-                     f"--output {raw}")
-    elif test.kind == "amp":
-        lines.append(f'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/amp_bench.py" {shell_join(amp_args(test))} '
-                     f"--output {raw}")
+        args = shell_join(suite.payload_args(test))
+        args = f" {args}" if args else ""
+        lines.append(f'srun --nodes={test.nodes} --ntasks-per-node=1 "$PY" {payload}{args} > {raw}')
     else:
-        raise ValueError(f"unknown test kind {test.kind!r}")
+        lines.append(f'srun --nodes=1 --ntasks=1 "$PY" {payload} {shell_join(suite.payload_args(test))} '
+                     f"--output {raw}")
     return "\n".join(lines) + "\n"
 
 

@@ -9,14 +9,14 @@ an inventory, the on-prem blueprint's ``hosts`` and ``target.ssh`` are used.
 For each run the payload files are copied with ``scp`` into ``REMOTE_DIR`` on every node of the
 test's node group (``connection: local`` hosts run here, without SSH). Then:
 
-* collectives, one node: ``nccl_tests.py --gpus G`` when nccl-tests is installed on the node and
-  the test runs on GPUs, else ``collectives.py --spawn G``;
-* collectives, several nodes: ``nccl_tests.py --hosts n1:G,n2:G`` on the first node (Open MPI's
+* ``ranks`` placement (collectives), one node: ``nccl_tests.py --gpus G`` when nccl-tests is
+  installed on the node and the test runs on GPUs, else ``collectives.py --spawn G``;
+* ``ranks``, several nodes: ``nccl_tests.py --hosts n1:G,n2:G`` on the first node (Open MPI's
   mpirun starts the ranks over SSH between the nodes) when nccl-tests is installed, else
   ``torchrun --nnodes K --node-rank i --master-addr <first node>`` started on every node at once;
-* node: ``node_health.py`` on every node of the group at once (standard library only: plain ``python3``),
-  each node's JSON line appended to the raw output;
-* fio and AMP: on the first node of the group, the JSON read from the payload's stdout.
+* ``every-node`` (node checks): the payload on every node of the group at once (standard library
+  only: plain ``python3``), each node's JSON line appended to the raw output;
+* ``one-node`` (fio, AMP, ...): on the first node of the group, the JSON read from the payload's stdout.
 
 ``ssh`` runs with ``BatchMode=yes`` (keys or an agent, never a password prompt) and
 ``StrictHostKeyChecking=accept-new``. Artefacts: ``DIR/launch/<test-id>.sh`` (the commands),
@@ -35,18 +35,15 @@ from pathlib import Path
 
 from blueprints import LoadedBlueprint
 from blueprints.errors import ToolMissingError, UsageError
-from validate.payloads import PAYLOAD_FILES
 
+from ..suites import Placement, RanksSuite, get_suite
 from .common import (
     MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
-    amp_args,
     child_env,
-    collectives_args,
-    fio_args,
-    nccl_tests_args,
+    payload_files,
     run_logged,
     shell_join,
     write_launch_script,
@@ -177,7 +174,7 @@ class SshLauncher(Launcher):
             return
         rc, _ = run_logged(remote_argv(host, f"mkdir -p {shlex.quote(self.remote_dir)}"), log, timeout_s=120)
         if rc == 0:
-            files = [str(self.out_dir / "payloads" / f) for f in PAYLOAD_FILES]
+            files = [str(self.out_dir / "payloads" / f) for f in payload_files()]
             rc, _ = run_logged(["scp", "-q", *ssh_options(host), "-P", str(host.port), *files,
                                 f"{host.destination}:{self.remote_dir}/"], log, timeout_s=300)
         if rc != 0:
@@ -185,10 +182,11 @@ class SshLauncher(Launcher):
                              f"see {log}; check SSH access (key, user, known_hosts)")
         self._staged.add(host)
 
-    def _has_nccl_tests(self, host: SshHost, collective: str, log: Path) -> bool:
+    def _has_nccl_tests(self, host: SshHost, suite: RanksSuite, collective: str, log: Path) -> bool:
         key = (host.name, collective)
         if key not in self._probe:
-            cmd = f"{self.remote_python} {self._payload_dir(host)}/nccl_tests.py --probe --collective {collective}"
+            cmd = (f"{self.remote_python} {self._payload_dir(host)}/{suite.binary_payload} --probe "
+                   f"--collective {collective}")
             rc, _ = run_logged(remote_argv(host, cmd), log, timeout_s=60)
             self._probe[key] = rc == 0
         return self._probe[key]
@@ -199,40 +197,38 @@ class SshLauncher(Launcher):
         h0 = hosts[0]
         d0 = self._payload_dir(h0)
         notes: list[str] = []
-        if test.kind == "nccl":
-            use_bin = test.device == "cuda" and self._has_nccl_tests(h0, test.params["collective"], log)
+        suite = get_suite(test.kind)
+        if isinstance(suite, RanksSuite):
+            use_bin = test.device == "cuda" and self._has_nccl_tests(h0, suite, suite.binary_name(test), log)
             if use_bin:
-                notes.append("nccl-tests binaries (via nccl_tests.py)")
-                args = nccl_tests_args(test)
+                notes.append(f"nccl-tests binaries (via {suite.binary_payload})")
+                args = suite.binary_payload_args(test)
                 if len(hosts) > 1:
                     args += ["--hosts", ",".join(f"{h.address}:{test.ranks_per_node}" for h in hosts)]
                 else:
                     args += ["--gpus", str(test.ranks_per_node)]
-                return [(h0, f"{py} {d0}/nccl_tests.py {shell_join(args)}")], notes
+                return [(h0, f"{py} {d0}/{suite.binary_payload} {shell_join(args)}")], notes
             notes.append("torch.distributed benchmark (nccl-tests not installed)" if test.device == "cuda"
                          else "torch.distributed benchmark on gloo (CPU)")
             if len(hosts) == 1:
-                cmd = f"{py} {d0}/collectives.py --spawn {test.ranks_per_node} {shell_join(collectives_args(test))}"
+                cmd = f"{py} {d0}/{suite.payload} --spawn {test.ranks_per_node} {shell_join(suite.payload_args(test))}"
                 return [(h0, cmd)], notes
             cmds = []
             for i, h in enumerate(hosts):
                 cmd = (f"{py} -m torch.distributed.run --nnodes {len(hosts)} --nproc-per-node "
                        f"{test.ranks_per_node} --node-rank {i} --master-addr {h0.address} "
-                       f"--master-port {MASTER_PORT} {self._payload_dir(h)}/collectives.py "
-                       f"{shell_join(collectives_args(test))}")
+                       f"--master-port {MASTER_PORT} {self._payload_dir(h)}/{suite.payload} "
+                       f"{shell_join(suite.payload_args(test))}")
                 cmds.append((h, cmd))
             return cmds, notes
-        if test.kind == "node":
+        if suite.placement == Placement.EVERY_NODE:
             # every node of the group proves its own configuration; stdlib only, so plain python3 will do
-            return [(h, f"python3 {self._payload_dir(h)}/node_health.py --node-name {shlex.quote(h.name)}")
+            return [(h, (f"python3 {self._payload_dir(h)}/{suite.payload} "
+                        f"{shell_join([*suite.payload_args(test), '--node-name', h.name])}"))
                     for h in hosts], notes
-        if test.kind == "fio":
-            if len(hosts) > 1:
-                notes.append(f"fio ran on {h0.name}, the first of {len(hosts)} nodes")
-            return [(h0, f"{py} {d0}/fio_bench.py {shell_join(fio_args(test))}")], notes
-        if test.kind == "amp":
-            return [(h0, f"{py} {d0}/amp_bench.py {shell_join(amp_args(test))}")], notes
-        raise ValueError(f"unknown test kind {test.kind!r}")
+        if len(hosts) > 1:
+            notes.append(f"{suite.name} ran on {h0.name}, the first of {len(hosts)} nodes")
+        return [(h0, f"{py} {d0}/{suite.payload} {shell_join(suite.payload_args(test))}")], notes
 
     def run(self, test: PlannedTest) -> LaunchResult:
         """Stage payloads on the group's nodes, run ``test``, write ``raw/<id>.*`` from the first node's stdout."""
@@ -245,7 +241,7 @@ class SshLauncher(Launcher):
                             "".join(f"{shell_join(remote_argv(h, c))} &\n" for h, c in cmds[1:])
                             + f"{shell_join(remote_argv(*cmds[0]))}\nwait\n")
         t0 = time.perf_counter()
-        if test.kind == "node":
+        if get_suite(test.kind).placement == Placement.EVERY_NODE:
             rc = self._run_each(cmds, raw, log)
             return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(remote_argv(*cmds[0])),
                                 duration_s=time.perf_counter() - t0, notes=notes)

@@ -1,0 +1,376 @@
+"""Suites as units: one registry that the runner, judge, reports, launchers and CLI use; typed test
+plans and results; a new suite is one module plus its registration.
+
+The ``echo`` suite below is written here, in the test, the way a newcomer writes a suite module: a
+:class:`TestParams` dataclass, a :class:`Suite` subclass and a standalone payload file. Registering
+it is the only other step; it is then planned, run by the local launcher, judged, recorded and
+reported, and the Slurm and Kubernetes launchers render it, without any other module changing.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import random
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from blueprints import load_blueprint
+from blueprints.models import FABRICS, NETWORK_MODELS, EthernetNetwork, InfinibandNetwork, fabric_tag
+from validate.expectations import (
+    FABRIC_NAMES,
+    IB_VERBS_FABRICS,
+    RDMA_FABRICS,
+    JudgeContext,
+    context_from_blueprint,
+)
+from validate.judge import judge_file, worst
+from validate.launchers import make_launcher
+from validate.launchers.common import payload_files
+from validate.launchers.kubernetes import manifest
+from validate.launchers.slurm import sbatch_script
+from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+from validate.plan import PlannedTest, TestParams
+from validate.report import load_results
+from validate.results import VERDICTS, JudgeResult, Verdict, exit_code_for
+from validate.runner import plan_tests, read_results_lines, run_validation, run_with
+from validate.suites import (
+    REGISTRY,
+    GroupPlan,
+    HtmlSection,
+    Placement,
+    Suite,
+    get_suite,
+    register,
+    suite_names,
+    summary,
+    unregister,
+)
+from validate.suites.base import nothing, png
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "blueprints" / "examples"
+
+# ---------------------------------------------------------------------------------------------
+# the registry
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_registry_lists_the_four_suites_in_run_order() -> None:
+    assert suite_names() == ("node", "nccl", "fio", "amp")
+    for name, suite in REGISTRY.items():
+        assert isinstance(suite, Suite) and suite.name == name and get_suite(name) is suite
+        assert issubclass(suite.params_type, TestParams) and dataclasses.is_dataclass(suite.params_type)
+        for f, path in suite.payload_files().items():
+            assert path == PAYLOAD_DIR / f and path.is_file()
+    assert [s.name for s in REGISTRY.values() if s.runs_first] == ["node"]
+    assert {s.name: s.placement for s in REGISTRY.values()} == {
+        "node": Placement.EVERY_NODE, "nccl": Placement.RANKS, "fio": Placement.ONE_NODE, "amp": Placement.ONE_NODE}
+    # the payload files the launchers copy are the suites' (and the payload package lists the same files)
+    assert tuple(payload_files()) == PAYLOAD_FILES
+    with pytest.raises(Exception, match="unknown suite 'iperf'; choose from node, nccl, fio, amp"):
+        get_suite("iperf")
+
+
+def test_runner_judge_report_launchers_and_cli_name_no_suite() -> None:
+    """They look suites up in the registry: no comparison with a suite name (``kind == "nccl"``,
+    ``kind in ("fio", "amp")``) is left outside the suites' own modules."""
+    names = set(suite_names())
+    files = [REPO / "validate" / f for f in ("runner.py", "judge.py", "report.py", "results.py", "plan.py")]
+    files += sorted((REPO / "validate" / "launchers").glob("*.py"))
+    files += [REPO / "clusterforge" / "commands" / f for f in ("validate.py", "judge.py", "report.py")]
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                consts = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
+                found += [f"{path.relative_to(REPO)}:{c.lineno}: {c.value!r}" for c in consts]
+    assert not found, "suite names compared outside validate/suites:\n" + "\n".join(found)
+
+
+def test_each_suite_plans_typed_params_that_record_as_before() -> None:
+    """Every planned test carries its suite's params dataclass; ``run_with`` records the same keys as the
+    untyped dicts did, so results recorded before still resume."""
+    loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    tests, _ = plan_tests(loaded, launcher="slurm")
+    keys = {
+        "node": [],
+        "nccl": ["collective", "min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "check"],
+        "fio": ["target", "target_kind", "size", "runtime_s", "numjobs", "iodepth"],
+        "amp": ["layers", "hidden", "heads", "seq_len", "vocab", "batch_size", "steps", "warmup_steps", "precision",
+                "compile", "fp32_baseline", "peak_tflops", "gpu_model"],
+    }
+    assert {t.kind for t in tests} == set(keys)
+    for t in tests:
+        assert type(t.params) is get_suite(t.kind).params_type
+        assert list(run_with(t)["params"]) == keys[t.kind]
+        assert type(t.params).from_json(t.params.to_json()) == t.params
+        assert t.raw_suffix == (".txt" if t.kind == "nccl" else ".json")
+    with pytest.raises(ValueError, match="unknown field"):
+        type(tests[1].params).from_json({**tests[1].params.to_json(), "bogus": 1})
+
+
+# ---------------------------------------------------------------------------------------------
+# the verdict
+# ---------------------------------------------------------------------------------------------
+
+
+def test_verdict_is_an_enum_whose_values_are_the_recorded_strings() -> None:
+    assert [v.value for v in Verdict] == list(VERDICTS) == ["pass", "warn", "invalid", "fail"]
+    r = JudgeResult(source="x", kind="nccl", verdict="warn")  # a plain string is converted
+    assert r.verdict is Verdict.WARN
+    r.degrade("fail", "broken")
+    assert r.verdict is Verdict.FAIL
+    d = r.to_json()
+    assert type(d["verdict"]) is str and json.dumps(d["verdict"]) == '"fail"'
+    assert JudgeResult.from_json(json.loads(json.dumps(d))).verdict is Verdict.FAIL
+    with pytest.raises(ValueError, match="unknown verdict"):
+        JudgeResult.from_json({**d, "verdict": "ok"})
+    rng = random.Random(9)
+    for _ in range(200):  # worst and the exit code over generated verdict lists
+        vs = [rng.choice(VERDICTS) for _ in range(rng.randint(0, 6))]
+        w = worst(vs)
+        assert isinstance(w, Verdict)
+        assert w == (max(vs, key=VERDICTS.index) if vs else "invalid")
+        assert exit_code_for(vs) == {"pass": 0, "warn": 0, "fail": 1, "invalid": 3}[w]
+
+
+# ---------------------------------------------------------------------------------------------
+# fabric names and thresholds come from the blueprint models
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fabric_names_come_from_the_network_models() -> None:
+    assert FABRICS == ("efa", "infiniband", "roce", "ethernet")
+    assert RDMA_FABRICS == tuple(fabric_tag(m) for m in NETWORK_MODELS if m.rdma) == ("efa", "infiniband", "roce")
+    assert IB_VERBS_FABRICS == ("infiniband", "roce")
+    assert FABRIC_NAMES == {fabric_tag(m): m.display_name for m in NETWORK_MODELS}
+    assert fabric_tag(InfinibandNetwork) == "infiniband" and not EthernetNetwork.rdma
+    # no module of validate/ (payloads aside: they stand alone) spells a fabric list of its own
+    found = []
+    for path in (REPO / "validate").rglob("*.py"):
+        if "payloads" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                lits = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                if len(lits & set(FABRICS)) >= 2:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not found, f"fabric lists outside the blueprint models: {found}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
+    """Generated thresholds in a blueprint reach the judge unchanged, and the defaults are the models'."""
+    rng = random.Random(seed)
+    warn, fail = round(rng.uniform(0.5, 0.95), 2), round(rng.uniform(0.1, 0.45), 2)
+    fwarn, ffail = round(rng.uniform(0.5, 0.95), 2), round(rng.uniform(0.1, 0.45), 2)
+    speedup = round(rng.uniform(1.0, 3.0), 2)
+    bp = load_blueprint(EXAMPLES / rng.choice(["onprem-dgx-h100-ib.yaml", "aws-p5-efa-lustre.yaml"])).blueprint
+    v = bp.validation
+    bp = bp.model_copy(update={"validation": v.model_copy(update={
+        "nccl": v.nccl.model_copy(update={"thresholds": v.nccl.thresholds.model_copy(
+            update={"warn_ratio": warn, "fail_ratio": fail})}),
+        "fio": v.fio.model_copy(update={"thresholds": v.fio.thresholds.model_copy(
+            update={"warn_ratio": fwarn, "fail_ratio": ffail})}),
+        "amp": v.amp.model_copy(update={"thresholds": v.amp.thresholds.model_copy(
+            update={"min_speedup_vs_fp32": speedup})}),
+    })})
+    ctx = context_from_blueprint(bp)
+    assert ctx.nccl is bp.validation.nccl.thresholds and ctx.fio is bp.validation.fio.thresholds
+    assert (ctx.nccl.warn_ratio, ctx.nccl.fail_ratio, ctx.fio.warn_ratio, ctx.fio.fail_ratio) == (warn, fail, fwarn, ffail)
+    assert ctx.amp.min_speedup_vs_fp32 == speedup
+    assert json.loads(json.dumps(ctx.to_json()))["nccl"] == {"min_busbw_gbps": None, "warn_ratio": warn, "fail_ratio": fail}
+    # the defaults of a bare context are the models' defaults
+    from blueprints.models import Validation
+
+    dv = Validation()
+    bare = JudgeContext()
+    assert bare.nccl == dv.nccl.thresholds and bare.fio == dv.fio.thresholds and bare.amp == dv.amp.thresholds
+
+
+# ---------------------------------------------------------------------------------------------
+# a new suite: one module (written here) plus its registration
+# ---------------------------------------------------------------------------------------------
+
+ECHO_PAYLOAD = '''\
+"""A standalone payload: writes {"kind": "echo", "value": V, "host": ...} to --output (standard library only)."""
+import argparse, json, socket
+
+p = argparse.ArgumentParser()
+p.add_argument("--value", type=float, required=True)
+p.add_argument("--output", required=True)
+a = p.parse_args()
+with open(a.output, "w") as f:
+    json.dump({"kind": "echo", "value": a.value, "host": socket.gethostname()}, f)
+'''
+
+
+@dataclass(frozen=True)
+class EchoParams(TestParams):
+    """``value``: what the payload reports (units of the echo); ``floor``: the least value that passes."""
+
+    value: float
+    floor: float
+
+
+class EchoSuite(Suite):
+    """A suite of one ``one-node`` payload whose figure is judged against a floor."""
+
+    name = "echo"
+    title = "Echo"
+    payloads = ("echo_bench.py",)
+    params_type = EchoParams
+    value: ClassVar[float] = 5.0
+
+    def __init__(self, payload_dir: Path):
+        self.payload_dir = payload_dir  # type: ignore[misc]
+
+    def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
+        return [PlannedTest(id=gp.test_id(self.name), kind=self.name, group=gp.group.name, nodes=1, ranks_per_node=1,
+                            device="cpu", params=EchoParams(value=self.value, floor=3.0),
+                            description=f"echo {self.value:g} on one node of {gp.group.name}")], ["echo planned"]
+
+    def payload_args(self, test: PlannedTest) -> list[str]:
+        assert isinstance(test.params, EchoParams)
+        return ["--value", f"{test.params.value:g}"]
+
+    def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
+        r = JudgeResult(source=source, kind=self.name, label=label)
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return [nothing(r, text, "no echo document")]
+        floor = 3.0
+        r.metrics["value"] = doc["value"]
+        r.expected.update({"floor": floor, "ratio": round(doc["value"] / floor, 4)})
+        if doc["value"] < floor:
+            r.degrade(Verdict.FAIL, f"echo {doc['value']:g} is below the floor {floor:g}")
+        return [r]
+
+    def summary(self, r: JudgeResult) -> str | None:
+        return f"echo value {r.metrics['value']:g}" if "value" in r.metrics else None
+
+    def expected_text(self, r: JudgeResult) -> str | None:
+        return f"echo ≥ {r.expected['floor']:g}" if "floor" in r.expected else None
+
+    def markdown_section(self, results: list[JudgeResult]) -> list[str]:
+        mine = [r for r in results if r.kind == self.name]
+        return ["", "## Echo", "", f"{len(mine)} echo result(s)"] if mine else []
+
+    def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
+        mine = [r for r in results if r.kind == self.name]
+        if not mine:
+            return None
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.bar([r.title for r in mine], [r.metrics.get("value", 0) for r in mine])
+        return HtmlSection(heading="Echo <values>", png=png(fig), alt="echo values")
+
+
+@pytest.fixture
+def echo(tmp_path: Path) -> Iterator[EchoSuite]:
+    payload_dir = tmp_path / "echo-payload"
+    payload_dir.mkdir()
+    (payload_dir / "echo_bench.py").write_text(ECHO_PAYLOAD)
+    suite = register(EchoSuite(payload_dir))
+    try:
+        yield suite
+    finally:
+        unregister("echo")
+    assert "echo" not in REGISTRY
+
+
+@pytest.mark.parametrize("value,verdict,code", [(5.0, "pass", 0), (1.5, "fail", 1)])
+def test_a_new_suite_is_planned_run_judged_and_reported(tmp_path: Path, echo: EchoSuite, value: float,
+                                                          verdict: str, code: int) -> None:
+    echo.value = value  # type: ignore[misc]
+    loaded = load_blueprint(EXAMPLES / "local-workstation.yaml")
+    assert suite_names()[-1] == "echo"
+    tests, notes = plan_tests(loaded, launcher="local", suites=["echo", "node"], local_gpus=0)
+    assert [t.id for t in tests] == ["node", "echo"] and "echo planned" in notes  # node still runs first
+    tests = tests[1:]
+    out = tmp_path / "run"
+    launcher = make_launcher("local", loaded, out, timeout_s=120, python=sys.executable)
+    run = run_validation(loaded, out, launcher, tests, notes=notes)
+    # the local launcher staged and ran the suite's own payload with its arguments
+    assert (out / "payloads" / "echo_bench.py").read_text() == ECHO_PAYLOAD
+    assert f"echo_bench.py --value {value:g} --output" in (out / "launch" / "echo.sh").read_text()
+    assert run.exit_code == code and run.verdicts == {"echo": verdict}
+    (line,) = read_results_lines(out / "results.jsonl")
+    assert (line["kind"], line["verdict"], line["metrics"]["value"]) == ("echo", verdict, value)
+    assert line["run_with"]["params"] == {"value": value, "floor": 3.0}
+    (r,) = load_results(out)
+    assert r.verdict == verdict and summary(r) == f"echo value {value:g}"
+    # reports: Markdown row and section, JUnit suite, HTML section (escaped heading, embedded plot)
+    md = (out / "report.md").read_text()
+    assert f"| echo | echo | echo value {value:g} | echo ≥ 3 |" in md and "## Echo\n\n1 echo result(s)" in md
+    junit = ET.parse(out / "junit.xml").getroot()
+    (ts,) = junit.findall("testsuite")
+    assert ts.get("name") == "clusterforge.validate.echo" and ts.get("failures") == ("1" if verdict == "fail" else "0")
+    html = (out / "report.html").read_text()
+    assert "<h2>Echo &lt;values&gt;</h2>" in html and 'alt="echo values" src="data:image/png;base64,' in html
+    # the judge entry point finds it by name too
+    (again,) = judge_file(Path(line["source"]), JudgeContext(), kind="echo", label="echo")
+    assert again.verdict == verdict
+
+
+def test_a_new_suite_renders_for_slurm_and_kubernetes(echo: EchoSuite) -> None:
+    loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    tests, _ = plan_tests(loaded, launcher="slurm", suites=["echo"])
+    (t,) = tests
+    script = sbatch_script(loaded, t)
+    assert "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --partition" in script  # no GPU asked: device cpu
+    assert 'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/echo_bench.py" --value 5 --output "$CF_DIR/raw/echo.json"' \
+        in script
+    job = manifest(loaded, t)
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    assert job["kind"] == "Job" and c["name"] == "echo"
+    assert "python3 /opt/clusterforge/payloads/echo_bench.py --value 5 --output /tmp/echo.json" in c["command"][-1]
+    assert "resources" not in c  # no GPU for a cpu test
+
+
+def test_an_unknown_or_clashing_suite_name_is_refused(echo: EchoSuite) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register(echo)
+    bad = EchoSuite(Path("."))
+    bad.name = "Echo Suite"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="lower-case word"):
+        register(bad)
+    loaded = load_blueprint(EXAMPLES / "local-workstation.yaml")
+    with pytest.raises(Exception, match="unknown suite"):
+        plan_tests(loaded, launcher="local", suites=["ping"], local_gpus=0)
+
+
+def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each suite's judge context on a local run: one node; the GPUs of this machine (the detected model
+    for AMP, as many GPUs per node as ranks for NCCL); the tested directory for fio; none on a CPU run."""
+    from validate.runner import judge_context
+
+    monkeypatch.setattr("validate.runner._local_gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    loaded = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml")  # declares L40S GPUs
+    tests, _ = plan_tests(loaded, launcher="local", local_gpus=2)
+    by_kind = {t.kind: t for t in tests}
+    amp = judge_context(loaded, by_kind["amp"], "local")
+    assert by_kind["amp"].params.gpu_model == "h100-sxm" and amp.gpu_model == "h100-sxm" and amp.nodes == 1
+    assert amp.is_explicit("gpu_model")
+    nccl = judge_context(loaded, by_kind["nccl"], "local")
+    assert (nccl.nodes, nccl.gpus_per_node, nccl.gpu_model) == (1, 2, "l40s")
+    fio = judge_context(loaded, by_kind["fio"], "local")
+    assert fio.fio_target == by_kind["fio"].params.target
+    # on the cluster (ssh) the blueprint's group describes the run
+    tests, _ = plan_tests(loaded, launcher="ssh")
+    ssh = {t.kind: judge_context(loaded, t, "ssh") for t in tests}
+    assert ssh["amp"].gpu_model == "l40s" and ssh["nccl"].nodes == 2 and not ssh["amp"].explicit
+    # a CPU-only machine: no GPU expectation
+    tests, _ = plan_tests(loaded, launcher="local", local_gpus=0)
+    cpu = judge_context(loaded, next(t for t in tests if t.kind == "nccl"), "local")
+    assert (cpu.gpu_model, cpu.gpus_per_node, cpu.nvlink_gbytes_s) == (None, None, None)

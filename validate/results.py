@@ -1,0 +1,172 @@
+"""The judged result: :class:`Verdict` and :class:`JudgeResult`, shared by every suite.
+
+A :class:`JudgeResult` is what a suite's judge makes of one raw output (one nccl-tests run, one fio
+job, one AMP result, one node's checks); the runner appends it to ``results.jsonl`` and the reports
+read it back (:meth:`JudgeResult.to_json` / :meth:`JudgeResult.from_json`). What a result's key
+figure and expectation look like on one line is its suite's business
+(:func:`validate.suites.summary`); this module knows no suite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+__all__ = ["VERDICTS", "VERDICT_ICONS", "JudgeResult", "Verdict", "exit_code_for", "fmt_bytes", "pct", "worst"]
+
+
+class Verdict(StrEnum):
+    """What a result says about the declared cluster, from best to worst.
+
+    ``pass``: as expected; ``warn``: works, degraded or anomalous; ``invalid``: the test cannot say
+    anything (one rank, another GPU than the declared one, no output); ``fail``: wrong data, far below
+    the expectation, crashed. ``fail`` outranks ``invalid`` (exit 1 beats exit 3). The values are the
+    strings written to ``results.jsonl``, ``report.json``, JUnit XML and the Markdown report.
+    """
+
+    PASS = "pass"
+    WARN = "warn"
+    INVALID = "invalid"
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        """0 (``pass``) to 3 (``fail``): the order :func:`worst` uses."""
+        return _RANK[self]
+
+    @property
+    def exit_code(self) -> int:
+        """Process exit status of a run whose worst verdict is this one: 0 pass/warn, 1 fail, 3 invalid."""
+        return {Verdict.PASS: 0, Verdict.WARN: 0, Verdict.FAIL: 1}.get(self, 3)
+
+
+VERDICT_ICONS: dict[str, str] = {Verdict.PASS: "✅", Verdict.WARN: "⚠️", Verdict.FAIL: "❌", Verdict.INVALID: "⛔"}
+"""The mark each verdict gets in the Markdown and HTML reports."""
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+"""Verdict strings from best to worst (``pass``, ``warn``, ``invalid``, ``fail``)."""
+
+_RANK = {v: i for i, v in enumerate(Verdict)}
+
+
+def _as_verdict(v: str) -> Verdict:
+    """``v`` as a :class:`Verdict`; an unknown string ranks as ``invalid``."""
+    try:
+        return Verdict(v)
+    except ValueError:
+        return Verdict.INVALID
+
+
+def worst(verdicts: Iterable[str]) -> Verdict:
+    """The worst of ``verdicts`` (``fail`` > ``invalid`` > ``warn`` > ``pass``); ``invalid`` for none.
+
+    Plain strings are accepted (``results.jsonl`` lines); an unknown one counts as ``invalid``."""
+    vs = [_as_verdict(v) for v in verdicts]
+    return max(vs, key=_RANK.__getitem__) if vs else Verdict.INVALID
+
+
+def exit_code_for(verdicts: Iterable[str]) -> int:
+    """0 when every verdict is pass or warn, 1 when any is fail, else 3 (invalid or nothing to say)."""
+    return worst(verdicts).exit_code
+
+
+def fmt_bytes(n: float | None) -> str:
+    """``2147483648`` -> ``"2 GiB"``, ``1536`` -> ``"1.5 KiB"``, ``8`` -> ``"8 B"`` (binary units, 1 KiB = 1024 bytes)."""
+    if n is None:
+        return "?"
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.3g} {unit}" if unit != "B" else f"{int(v)} B"
+        v /= 1024
+    return f"{v:g} TiB"  # pragma: no cover
+
+
+def pct(x: float) -> str:
+    """``0.8532`` -> ``"85%"``; small ratios keep two significant digits (``0.0036`` -> ``"0.36%"``)."""
+    return f"{x * 100:.2g}%" if abs(x) < 0.1 else f"{x * 100:.0f}%"
+
+
+@dataclass
+class JudgeResult:
+    """One judged result.
+
+    ``source``: the raw output's path (or name); ``kind``: the suite that judged it (a name in
+    :data:`validate.suites.REGISTRY`: ``node``, ``nccl``, ``fio``, ``amp``; ``unknown`` only for an
+    output nothing recognised); ``verdict``: a :class:`Verdict` (a plain string is converted);
+    ``reasons``: why the verdict is not ``pass`` (each with cause and fix when known; empty for
+    pass); ``metrics``: measured figures, named with their unit (nccl: ``peak_busbw_gbps`` in GB/s =
+    1e9 bytes/s, ``size_at_peak_bytes`` ...; fio: ``read_bw_bytes_per_s``, ``read_iops`` ...; amp:
+    ``tokens_per_s``, ``mfu`` (0-1) ...; each suite's module lists its own); ``expected``: what they
+    were compared with (figures, ``derivation``, ``source``); ``notes``: observations that do not
+    change the verdict; ``label``: a short name for reports; ``series``: plot data (nccl: ``size``,
+    ``busbw_oop``, ``busbw_ip`` lists; amp: ``losses``).
+    """
+
+    source: str
+    kind: str
+    verdict: Verdict = Verdict.PASS
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    label: str | None = None
+    series: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict):
+            self.verdict = Verdict(self.verdict)
+
+    def degrade(self, verdict: Verdict | str, reason: str) -> None:
+        """Record ``reason`` and lower the verdict to ``verdict`` if that is worse."""
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        self.verdict = worst([self.verdict, verdict])
+
+    def note(self, text: str) -> None:
+        """Add an observation that does not change the verdict."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+    @property
+    def title(self) -> str:
+        """``label`` or the source's file name."""
+        return self.label or Path(self.source).name
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"source", "kind", "label", "verdict", "reasons", "metrics", "expected", "notes", "series"}``
+        (JSON-able; ``verdict`` its string value; non-finite floats become ``None``)."""
+        return _clean({
+            "source": self.source, "kind": self.kind, "label": self.label, "verdict": self.verdict.value,
+            "reasons": list(self.reasons), "metrics": dict(self.metrics), "expected": dict(self.expected),
+            "notes": list(self.notes), "series": dict(self.series),
+        })
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> JudgeResult:
+        """Inverse of :meth:`to_json`. Raises ``ValueError`` when ``d`` lacks source/kind/verdict
+        or has an unknown verdict."""
+        if not isinstance(d, dict) or not all(k in d for k in ("source", "kind", "verdict")):
+            raise ValueError("not a judge result: needs source, kind and verdict")
+        if d["verdict"] not in VERDICTS:
+            raise ValueError(f"unknown verdict {d['verdict']!r}; expected one of {', '.join(VERDICTS)}")
+        return cls(
+            source=str(d["source"]), kind=str(d["kind"]), verdict=Verdict(d["verdict"]),
+            reasons=[str(x) for x in d.get("reasons") or []], metrics=dict(d.get("metrics") or {}),
+            expected=dict(d.get("expected") or {}), notes=[str(x) for x in d.get("notes") or []],
+            label=d.get("label"), series=dict(d.get("series") or {}),
+        )
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v

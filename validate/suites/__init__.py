@@ -1,0 +1,104 @@
+"""The validation suites, registered in one place: :data:`REGISTRY`.
+
+Each suite is one module here (:mod:`.node`, :mod:`.nccl`, :mod:`.fio`, :mod:`.amp`) holding one
+:class:`~validate.suites.base.Suite` subclass that plans its tests, builds its payload's arguments,
+judges its raw outputs and describes and plots its results. The runner, the judge, the reports,
+the launchers and the CLI find a suite by its name here and know none by name themselves.
+
+Adding a suite: write ``validate/suites/<name>.py`` (a :class:`Suite` subclass and its
+:class:`~validate.plan.TestParams` dataclass; its payload file under ``validate/payloads/``) and
+register an instance below (``docs/architecture.md`` lists every file a newcomer touches).
+"""
+
+from __future__ import annotations
+
+from blueprints.errors import UsageError
+
+from ..results import JudgeResult, Verdict
+from .amp import AmpSuite
+from .base import GroupPlan, HtmlSection, Placement, RanksSuite, Suite
+from .fio import FioSuite
+from .nccl import NcclSuite
+from .node import NodeSuite
+
+__all__ = [
+    "REGISTRY",
+    "GroupPlan",
+    "HtmlSection",
+    "Placement",
+    "RanksSuite",
+    "Suite",
+    "compared",
+    "find_suite",
+    "get_suite",
+    "register",
+    "suite_names",
+    "summary",
+    "unregister",
+]
+
+REGISTRY: dict[str, Suite] = {}
+"""Suite name -> suite, in run order (suites with ``runs_first`` run before the others whatever their place)."""
+
+
+def register(suite: Suite) -> Suite:
+    """Add ``suite`` under ``suite.name`` (after the ones registered before); returns it.
+
+    Raises ``ValueError`` when the name is taken or is not a lower-case word (``[a-z][a-z0-9_]*``: it
+    becomes a test-id prefix, a file name and a JUnit suite name)."""
+    import re
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", suite.name):
+        raise ValueError(f"suite name {suite.name!r}: use a lower-case word ([a-z][a-z0-9_]*)")
+    if suite.name in REGISTRY:
+        raise ValueError(f"suite {suite.name!r} is already registered")
+    REGISTRY[suite.name] = suite
+    return suite
+
+
+def unregister(name: str) -> None:
+    """Remove suite ``name`` (tests that register a suite of their own clean up with this)."""
+    REGISTRY.pop(name, None)
+
+
+def suite_names() -> tuple[str, ...]:
+    """Registered suite names in run order."""
+    return tuple(REGISTRY)
+
+
+def find_suite(name: str) -> Suite | None:
+    """The suite called ``name``, or ``None``."""
+    return REGISTRY.get(name)
+
+
+def get_suite(name: str) -> Suite:
+    """The suite called ``name``. Raises :class:`~blueprints.errors.UsageError` naming the known suites."""
+    suite = REGISTRY.get(name)
+    if suite is None:
+        raise UsageError(f"unknown suite {name!r}; choose from {', '.join(REGISTRY)}")
+    return suite
+
+
+def compared(r: JudgeResult) -> bool:
+    """Whether ``r`` was held against an expectation (a ratio to a derived or declared figure), as its
+    suite judges (:meth:`Suite.compared`; without a suite: a ``ratio`` or ``busbw_gbps`` was recorded).
+    A ``pass`` that was not compared only says the test ran correctly; :func:`summary` says so."""
+    suite = REGISTRY.get(r.kind)
+    if suite is not None:
+        return suite.compared(r)
+    return any(r.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
+
+
+def summary(r: JudgeResult) -> str:
+    """One line for the console and the reports: ``r``'s key figure and its ratio to the expectation
+    (its suite's :meth:`Suite.summary`), else its first reason or note; a ``pass`` that was not
+    compared with an expectation says so."""
+    suite = REGISTRY.get(r.kind)
+    s = (suite.summary(r) if suite is not None else None) or (r.reasons[0] if r.reasons else (r.notes[0] if r.notes else ""))
+    if r.verdict == Verdict.PASS and not compared(r) and s:
+        s += " [not compared with an expectation: correctness only]"
+    return s
+
+
+for _suite in (NodeSuite(), NcclSuite(), FioSuite(), AmpSuite()):
+    register(_suite)

@@ -1,0 +1,347 @@
+"""The AMP suite: a synthetic GPT training step under mixed precision (bf16 / fp16 autocast).
+
+Plan: one test per node group (``amp[-group]``) on one GPU (a CPU-only local run: the CPU, with
+:data:`TINY_GPT` when the blueprint's model is larger than :data:`CPU_AMP_MAX_PARAMS`); the peak
+TFLOP/s of the GPU for the precision comes from the hardware catalog. Payload: ``amp_bench.py``
+writing one JSON document (``raw/<id>.json``).
+
+Judge: another GPU than the declared one -> invalid; error -> fail; non-finite or rising loss ->
+fail (flat -> warn); MFU below the GPU's floor (:func:`validate.expectations.mfu_floor`, or
+``validation.amp.thresholds.min_mfu``) -> warn (below half of it -> fail); AMP slower than fp32 ->
+fail, less than ``validation.amp.thresholds.min_speedup_vs_fp32`` -> warn (GPU only; on CPU these
+are notes).
+
+Metrics: ``tokens_per_s``, ``step_time_s`` (s), ``model_tflops``/``peak_tflops`` (TFLOP/s = 1e12
+FLOP/s), ``mfu`` (0-1), ``speedup_vs_fp32``, ``fp32_tokens_per_s``, ``loss_start``/``loss_end``,
+``peak_memory_bytes``; series ``losses``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from blueprints.catalog import UnknownHardwareError, catalog
+
+from ..expectations import JudgeContext, apply_overrides, mfu_floor
+from ..parsers.amp import AmpRun, parse_amp
+from ..plan import PlannedTest, TestParams
+from ..results import JudgeResult, Verdict, pct
+from ..signatures import by_id
+from .base import GroupPlan, HtmlSection, Suite, gpu_mismatch, nothing, part_label, png, resolve_gpu
+
+__all__ = ["CPU_AMP_MAX_PARAMS", "TINY_GPT", "AmpParams", "AmpSuite", "judge_amp_run"]
+
+CPU_AMP_MAX_PARAMS = 20_000_000
+"""On a CPU-only run, an AMP model larger than this (parameters) is replaced by :data:`TINY_GPT`."""
+
+TINY_GPT = {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 64, "vocab": 512}
+"""The GPT used for CPU-only AMP runs when the blueprint's model is too large for a CPU."""
+
+MAX_BARS = 40
+"""At most this many AMP bars in the report's plot."""
+
+
+@dataclass(frozen=True)
+class AmpParams(TestParams):
+    """What one AMP test runs (``amp_bench.py``).
+
+    Model shape: ``layers``, ``hidden`` (d_model), ``heads``, ``seq_len`` (tokens), ``vocab``;
+    ``batch_size``: micro-batch per GPU (sequences); ``steps``/``warmup_steps``: timed and warm-up
+    steps; ``precision``: ``auto``, ``bf16`` or ``fp16``; ``compile``: ``torch.compile``;
+    ``fp32_baseline``: also time fp32 for the speed-up; ``peak_tflops``: the GPU's dense peak for the
+    precision (TFLOP/s = 1e12 FLOP/s, catalog; ``None`` on CPU); ``gpu_model``: catalog key of the
+    GPU the test runs on (``None`` on CPU).
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    batch_size: int
+    steps: int
+    warmup_steps: int
+    precision: str
+    compile: bool
+    fp32_baseline: bool
+    peak_tflops: float | None
+    gpu_model: str | None
+
+
+def _estimate_params(layers: int, hidden: int, vocab: int) -> int:
+    return vocab * hidden + layers * 12 * hidden * hidden
+
+
+class AmpSuite(Suite):
+    """The AMP suite (see the module docstring)."""
+
+    name = "amp"
+    title = "Training (AMP)"
+    payloads = ("amp_bench.py",)
+    params_type = AmpParams
+    shm = True
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
+        """One test on one GPU (or the CPU) of the group."""
+        a = gp.bp.validation.amp
+        device = gp.device
+        model = {"layers": a.model.layers, "hidden": a.model.hidden, "heads": a.model.heads,
+                 "seq_len": a.model.seq_len, "vocab": a.model.vocab}
+        anotes: list[str] = [gp.mismatch] if gp.mismatch else []
+        if device == "cpu" and _estimate_params(model["layers"], model["hidden"], model["vocab"]) > CPU_AMP_MAX_PARAMS:
+            anotes.append(f"CPU-only run: the blueprint's {a.model.layers}-layer d={a.model.hidden} GPT is too "
+                          f"large for a CPU; a {TINY_GPT['layers']}-layer d={TINY_GPT['hidden']} GPT ran instead")
+            model = dict(TINY_GPT)
+        peak = None
+        if device == "cuda" and gp.gpu_key:
+            try:
+                spec = catalog().gpu(gp.gpu_key)
+                bf16 = a.precision in ("auto", "bf16") and spec.supports_bf16
+                peak = spec.peak_tflops("bf16" if bf16 else "fp16")
+            except UnknownHardwareError:
+                peak = None
+        test = PlannedTest(
+            id=gp.test_id(self.name), kind=self.name, group=gp.group.name, nodes=1, ranks_per_node=1, device=device,
+            params=AmpParams(**model, batch_size=a.batch_size, steps=a.steps, warmup_steps=3 if a.compile else 2,
+                             precision=a.precision, compile=a.compile, fp32_baseline=a.fp32_baseline,
+                             peak_tflops=peak, gpu_model=gp.gpu_key),
+            description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} "
+                         f"on one {'GPU' if device == 'cuda' else 'CPU'}"),
+            notes=tuple(anotes))
+        return [test], []
+
+    # -- payload --------------------------------------------------------------------------------
+
+    def payload_args(self, test: PlannedTest) -> list[str]:
+        """Flags of ``amp_bench.py``."""
+        p = _params(test)
+        args = ["--layers", str(p.layers), "--hidden", str(p.hidden), "--heads", str(p.heads),
+                "--seq-len", str(p.seq_len), "--vocab", str(p.vocab), "--batch-size", str(p.batch_size),
+                "--steps", str(p.steps), "--warmup-steps", str(p.warmup_steps),
+                "--precision", p.precision, "--device", test.device]
+        if p.compile:
+            args.append("--compile")
+        if p.fp32_baseline:
+            args.append("--fp32-baseline")
+        if p.peak_tflops:
+            args += ["--peak-tflops", f"{p.peak_tflops:g}"]
+        return args
+
+    # -- judging --------------------------------------------------------------------------------
+
+    def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
+        """A local GPU run is judged against the GPU detected here (planned as ``gpu_model``)."""
+        detected = _params(test).gpu_model
+        if local and test.device == "cuda" and detected and detected != ctx.gpu_model:
+            return apply_overrides(ctx, gpu_model=detected)
+        return ctx
+
+    def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
+        """One result per AMP document in ``text``."""
+        return _judge_amp_text(text, ctx, source, label)
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def summary(self, r: JudgeResult) -> str | None:
+        """``bf16 on NVIDIA H100: 52000 tokens/s, MFU 41%, 2.80x fp32``."""
+        m = r.metrics
+        if m.get("tokens_per_s") is None:
+            return None
+        s = f"{m.get('precision') or '?'} on {m.get('gpu_name') or m.get('device') or '?'}: {m['tokens_per_s']:.4g} tokens/s"
+        if m.get("mfu") is not None:
+            s += f", MFU {pct(m['mfu'])}"
+        if m.get("speedup_vs_fp32") is not None:
+            s += f", {m['speedup_vs_fp32']:.2f}x fp32"
+        return s
+
+    def expected_text(self, r: JudgeResult) -> str | None:
+        """``MFU ≥ 30%``."""
+        e = r.expected
+        return f"MFU ≥ {e['mfu_floor'] * 100:.0f}%" if e.get("mfu_floor") is not None else None
+
+    def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
+        """Throughput AMP vs fp32 (tokens/s) and the training loss curves."""
+        rows = [(r.title, r.metrics.get("tokens_per_s"), r.metrics.get("fp32_tokens_per_s"), r.metrics.get("precision"))
+                for r in results if r.kind == self.name and r.metrics.get("tokens_per_s")][:MAX_BARS]
+        losses = [(r.title, r.series.get("losses") or []) for r in results
+                  if r.kind == self.name and r.series.get("losses")]
+        if not rows and not losses:
+            return None
+        import matplotlib.pyplot as plt
+
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+        if rows:
+            xs = list(range(len(rows)))
+            w = 0.38
+            ax.bar([x - w / 2 for x in xs], [r[1] for r in rows], w, label="AMP", color="tab:blue")
+            ax.bar([x + w / 2 for x in xs], [r[2] or 0 for r in rows], w, label="fp32 baseline", color="tab:gray")
+            ax.set_xticks(xs)
+            ax.set_xticklabels([f"{r[0]}\n({r[3] or '?'})" for r in rows], fontsize=7)
+            ax.set_ylabel("tokens/s")
+            ax.set_title("AMP throughput vs fp32", fontsize=9)
+            ax.legend(fontsize=7)
+            ax.grid(True, axis="y", alpha=0.3)
+        for name, ls in losses[:8]:
+            ax2.plot(range(len(ls)), ls, "-o", markersize=2, label=name)
+        ax2.set_xlabel("step")
+        ax2.set_ylabel("loss")
+        ax2.set_title("training loss", fontsize=9)
+        ax2.grid(True, alpha=0.3)
+        if losses:
+            ax2.legend(fontsize=6)
+        fig.tight_layout()
+        return HtmlSection(heading="Training (AMP)", png=png(fig), alt="AMP throughput against fp32 and training loss")
+
+
+def _params(test: PlannedTest) -> AmpParams:
+    p = test.params
+    if not isinstance(p, AmpParams):
+        raise TypeError(f"test {test.id}: params are {type(p).__name__}, not AmpParams")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# judging
+# ---------------------------------------------------------------------------------------------
+
+
+
+def _judge_amp_text(text: str, ctx: JudgeContext, source: str, label: str | None) -> list[JudgeResult]:
+    name = Path(source).name
+    try:
+        runs = parse_amp(text)
+    except ValueError:
+        r = JudgeResult(source=source, kind="amp", label=label or name)
+        return [nothing(r, text, 'no AMP benchmark result ({"kind": "amp", ...}) found')]
+    many = len(runs) > 1
+    return [judge_amp_run(run, ctx, source=source,
+                          label=part_label(label, name, run.host or (f"#{i + 1}" if many else None), many))
+            for i, run in enumerate(runs)]
+
+
+def _finite(*vals: float | None) -> bool:
+    return all(v is not None and math.isfinite(v) for v in vals)
+
+
+def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
+    """Judge one AMP benchmark result: error, loss, MFU against the GPU's floor, speed-up over fp32."""
+    r = JudgeResult(source=source, kind="amp", label=label)
+    m = r.metrics
+    gpu = run.device == "cuda" or (run.device is None and bool(run.gpu_name))
+    log_gpu = resolve_gpu(run.gpu_name)
+    mismatch = bool(gpu and run.gpu_name and ctx.gpu_model and gpu_mismatch(run.gpu_name, log_gpu, ctx.gpu_model))
+    gpu_key = ctx.gpu_model if (ctx.is_explicit("gpu_model") or mismatch) else (log_gpu or ctx.gpu_model if gpu else None)
+    m.update({
+        "device": run.device, "gpu_name": run.gpu_name, "gpu_model": gpu_key, "gpu_count": run.gpu_count,
+        "precision": run.precision, "compile": run.compile, "parameters": run.model.parameters,
+        "batch_size": run.batch_size, "seq_len": run.model.seq_len, "steps": run.steps,
+        "tokens_per_s": run.tokens_per_s, "step_time_s": run.step_time_s, "model_tflops": run.model_tflops,
+        "peak_tflops": run.peak_tflops, "mfu": run.mfu, "speedup_vs_fp32": run.speedup_vs_fp32,
+        "fp32_tokens_per_s": run.fp32_baseline.tokens_per_s if run.fp32_baseline else None,
+        "loss_start": run.loss_start, "loss_end": run.loss_end, "peak_memory_bytes": run.peak_memory_bytes,
+    })
+    r.series = {"losses": list(run.losses)}
+    if mismatch:
+        r.degrade(Verdict.INVALID, f"not this hardware: the AMP result ran on {run.gpu_name!r}"
+                             + (f" ({log_gpu})" if log_gpu else "") + f" but {ctx.gpu_model} is declared; its MFU says "
+                             "nothing about the declared GPUs. " + by_id("not-this-hardware").hint())
+        return r
+    if run.error:
+        low = run.error.lower()
+        cause = ("GPU memory exhausted: lower validation.amp.batch_size or the model size" if "out of memory" in low
+                 else "see the error; rerun the payload by hand on the node to get the full traceback")
+        r.degrade(Verdict.FAIL, f"the AMP benchmark failed: {run.error.splitlines()[0][:300]!r}. Likely cause: {cause}")
+        return r
+    if run.tokens_per_s is None and not run.losses:
+        r.degrade(Verdict.INVALID, "the AMP result holds no throughput and no loss: the benchmark did not run")
+        return r
+    # ---- loss --------------------------------------------------------------------------------
+    losses = run.losses or [x for x in (run.loss_start, run.loss_end) if x is not None]
+    bad = [i for i, x in enumerate(losses) if not math.isfinite(x)]
+    if bad or (run.loss_start is not None and not math.isfinite(run.loss_start)) or (
+            run.loss_end is not None and not math.isfinite(run.loss_end)):
+        at = f" at step {bad[0]}" if bad else ""
+        r.degrade(Verdict.FAIL, f"the loss is not finite{at} (NaN/inf). Likely cause: fp16 overflow without loss scaling "
+                          "(use bf16 or GradScaler), a learning rate too high, or a faulty GPU (run `dcgmi diag -r 3`)")
+    else:
+        start = run.loss_start if run.loss_start is not None else (losses[0] if losses else None)
+        end = run.loss_end if run.loss_end is not None else (losses[-1] if losses else None)
+        if _finite(start, end):
+            assert start is not None and end is not None
+            if end > start * (1 + 1e-3):
+                r.degrade(Verdict.FAIL, f"the loss rose from {start:.4g} to {end:.4g} over {run.steps or len(losses)} steps: "
+                                  "training diverged. Likely cause: gradients corrupted (GPU memory errors: `nvidia-smi "
+                                  "-q -d ECC`), or precision problems (fp16 without GradScaler)")
+            elif end >= start * (1 - 1e-3):
+                r.degrade(Verdict.WARN, f"the loss did not fall ({start:.4g} -> {end:.4g}) over {run.steps or len(losses)} "
+                                  "steps: the optimizer made no progress; run more steps or check the learning rate")
+            else:
+                r.note(f"loss fell from {start:.4g} to {end:.4g}")
+    if run.tokens_per_s is not None and not math.isfinite(run.tokens_per_s):
+        r.degrade(Verdict.FAIL, "throughput is not finite: the timer or the step failed")
+    if not gpu:
+        r.note("CPU run: MFU and the AMP speed-up are not judged (no GPU peak applies; bf16 on CPU is often no "
+               "faster than fp32)")
+        if run.speedup_vs_fp32 is not None:
+            r.note(f"AMP vs fp32 on CPU: {run.speedup_vs_fp32:.2f}x")
+        return r
+    # ---- MFU ---------------------------------------------------------------------------------
+    prec = run.precision or "bf16"
+    peak = run.peak_tflops
+    if gpu_key and (ctx.is_explicit("gpu_model") or not peak):
+        try:
+            cat_peak = catalog().gpu(gpu_key).peak_tflops(prec)
+        except UnknownHardwareError:
+            cat_peak = None
+        if cat_peak:
+            peak = cat_peak
+    mfu = run.mfu
+    if run.model_tflops is not None and peak and (mfu is None or ctx.is_explicit("gpu_model")):
+        mfu = run.model_tflops / peak
+    m["peak_tflops"], m["mfu"] = peak, mfu
+    if mfu is None:
+        r.note(f"MFU unknown: {'GPU ' + repr(run.gpu_name) + ' not in the catalog' if run.gpu_name else 'no GPU name'}"
+               " (pass --gpu)")
+    else:
+        if ctx.amp.min_mfu is not None:
+            floor, deriv, src = ctx.amp.min_mfu, "validation.amp.thresholds.min_mfu", "blueprint"
+        else:
+            floor, deriv, src = mfu_floor(gpu_key)
+        r.expected.update({"mfu_floor": round(floor, 4), "derivation": deriv, "source": src, "peak_tflops": peak,
+                           "precision": prec, "ratio": round(mfu / floor, 4) if floor else None})
+        fig = (f"MFU {pct(mfu)} ({run.model_tflops or 0:.4g} of {peak:g} TFLOP/s {prec} per GPU) vs the floor "
+               f"{pct(floor)} ({deriv})")
+        cause = ("Likely cause: the step is not compute-bound (small model or batch, eager mode: enable compile and use "
+                 "the default 1.3B model), or the GPU runs below its clocks (power/thermal throttling: `nvidia-smi -q -d "
+                 "PERFORMANCE`)")
+        if mfu > 1.0:
+            r.degrade(Verdict.WARN, f"MFU {pct(mfu)} is above 100%: the peak ({peak:g} TFLOP/s) or the FLOP count is wrong")
+        elif mfu < floor / 2:
+            r.degrade(Verdict.FAIL, fig + f", below half the floor. {cause}")
+        elif mfu < floor:
+            r.degrade(Verdict.WARN, fig + f". {cause}")
+        else:
+            r.note(fig)
+    # ---- AMP vs fp32 -------------------------------------------------------------------------
+    sp = run.speedup_vs_fp32
+    need = ctx.amp.min_speedup_vs_fp32
+    r.expected["min_speedup_vs_fp32"] = need
+    if sp is None:
+        r.note("no fp32 baseline: the AMP speed-up is not judged")
+    elif prec == "fp32":
+        r.note("the run itself is fp32: no AMP speed-up to judge")
+    else:
+        text = f"{prec} autocast runs at {sp:.2f}x the fp32 baseline's tokens/s (required {need:g}x)"
+        cause = ("Likely cause: tensor cores idle (autocast not applied to the matmuls), a step bound by data loading "
+                 "or kernel launches (model too small: enable compile, raise batch size), or TF32 making fp32 fast")
+        if sp < 1.0:
+            r.degrade(Verdict.FAIL, f"AMP is slower than fp32: {text}. {cause}")
+        elif sp < need:
+            r.degrade(Verdict.WARN, f"AMP is barely faster than fp32: {text}. {cause}")
+        else:
+            r.note(text)
+    return r

@@ -1,0 +1,479 @@
+"""The fio suite: storage benchmarks on the NVMe scratch and the shared file systems.
+
+Plan: one test per target (``fio-[group-]<label>``): every ``local_nvme`` mount and storage mount of
+the group, or ``validation.fio.targets``; a local run tests those present and writable here, else the
+temporary directory (with a note, and an ``invalid`` result when declared targets are missing).
+Payload: ``fio_bench.py`` (fio profiles: 1 MiB sequential read/write, 4 KiB random read) writing one
+fio JSON document (``raw/<id>.json``). On Kubernetes the target is mounted at the same path.
+
+Judge: job error -> fail; verify failure -> fail; buffered I/O (no ``direct=1``, or ``buffered=1``)
+against a device or file-system expectation -> invalid (the page cache was measured); above the
+storage's physical upper bound (:data:`validate.expectations.FIO_BOUND_MARGIN`) -> invalid;
+bandwidth (sequential, >= 128 KiB blocks) or 4 KiB IOPS (random) against the target's expectation
+(:class:`~validate.expectations.StorageExpectation`) -> pass/warn/fail by the ratios of
+``validation.fio.thresholds``. A job without ``rw``/``bs`` is judged with fio's defaults (read, 4 KiB).
+
+Metrics: ``read_bw_bytes_per_s``/``write_bw_bytes_per_s`` (bytes/s; reports show MB/s = 1e6 bytes/s),
+``read_iops``/``write_iops``, ``rw``, ``block_size_bytes``, ``verify_failures``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from blueprints.models import Blueprint, LustreStorage, NodeGroup
+from blueprints.settings import on_mount
+
+from ..expectations import FIO_BOUND_MARGIN, JudgeContext, StorageExpectation, apply_overrides
+from ..parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio
+from ..plan import PlannedTest, TestParams
+from ..results import JudgeResult, Verdict, fmt_bytes, pct
+from ..signatures import by_id, doc_ref
+from .base import MISMATCH, GroupPlan, HtmlSection, Suite, nothing, part_label, png
+
+__all__ = ["FioParams", "FioSuite", "judge_fio_job", "judge_fio_report"]
+
+MAX_BARS = 40
+"""At most this many fio bars in the report's plot."""
+
+
+@dataclass(frozen=True)
+class FioParams(TestParams):
+    """What one fio test runs (``fio_bench.py``).
+
+    ``target``: the directory tested; ``target_kind``: ``nvme``, ``lustre``, ``nfs`` or ``dir``;
+    ``size``: file size per job (fio size, e.g. ``4G``); ``runtime_s``: seconds per profile;
+    ``numjobs``: parallel jobs per profile; ``iodepth``: queue depth.
+    """
+
+    target: str
+    target_kind: str
+    size: str
+    runtime_s: int
+    numjobs: int
+    iodepth: int
+
+
+class FioSuite(Suite):
+    """The fio suite (see the module docstring)."""
+
+    name = "fio"
+    title = "Storage (fio)"
+    payloads = ("fio_bench.py",)
+    params_type = FioParams
+    container_setup = ("command -v fio >/dev/null || { (apt-get update -qq && apt-get install -y -qq fio) >/dev/null 2>&1 "
+                       "|| dnf install -y -q fio >/dev/null 2>&1; }")
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
+        """One test per target of the group (see the module docstring)."""
+        targets = fio_targets(gp.bp, gp.group)
+        notes: list[str] = []
+        fio_mismatch: str | None = None
+        if gp.local:
+            usable = [t for t in targets if _usable_here(t[1])]
+            missing = [t[1] for t in targets if t not in usable]
+            if missing:
+                notes.append(f"fio targets not present or not writable on this machine: {', '.join(missing)}")
+            if not usable:
+                tmp = tempfile.gettempdir()
+                why = "none of the declared fio targets exists here" if targets else "no fio target is declared"
+                usable = [("tmp", tmp, "dir")]
+                notes.append(f"fio: {why}; testing the temporary directory {tmp} instead")
+                if targets:
+                    fio_mismatch = (f"{MISMATCH} the declared fio targets ({', '.join(t[1] for t in targets)}) do not "
+                                    f"exist on this machine; the temporary directory {tmp} was measured instead")
+            targets = usable
+        f = gp.bp.validation.fio
+        tests = []
+        for label, path, kind in targets:
+            tnotes: tuple[str, ...] = ("temporary directory: no expectation, figures are informative",) if label == "tmp" else ()
+            if gp.local and fio_mismatch:
+                tnotes += (fio_mismatch,)
+            tests.append(PlannedTest(
+                id=gp.test_id(self.name, label), kind=self.name, group=gp.group.name, nodes=1, ranks_per_node=1,
+                device="cpu",
+                params=FioParams(target=path, target_kind=kind, size=f.size, runtime_s=f.runtime_s,
+                                 numjobs=f.numjobs, iodepth=f.iodepth),
+                description=f"fio on {path} ({kind})", notes=tnotes))
+        return tests, notes
+
+    # -- payload --------------------------------------------------------------------------------
+
+    def payload_args(self, test: PlannedTest) -> list[str]:
+        """Flags of ``fio_bench.py``."""
+        p = _params(test)
+        return ["--target", p.target, "--kind", p.target_kind, "--size", str(p.size),
+                "--runtime", str(p.runtime_s), "--numjobs", str(p.numjobs), "--iodepth", str(p.iodepth)]
+
+    def gpus(self, test: PlannedTest) -> int:
+        """fio needs no GPU."""
+        return 0
+
+    def mounts(self, test: PlannedTest) -> tuple[str, ...]:
+        """The target directory."""
+        return (_params(test).target,)
+
+    # -- judging --------------------------------------------------------------------------------
+
+    def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
+        """Jobs are judged against the tested directory's storage."""
+        return apply_overrides(ctx, fio_target=_params(test).target)
+
+    def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
+        """One result per fio job (plus one for verify failures or errors no job owns)."""
+        return _judge_fio_text(text, ctx, source, label)
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def summary(self, r: JudgeResult) -> str | None:
+        """``read bs=1 MiB: read 6500 MB/s, 6200 IOPS = 95% of expected``."""
+        m, e = r.metrics, r.expected
+        if not (m.get("read_bw_bytes_per_s") or m.get("write_bw_bytes_per_s")):
+            return None
+        parts = []
+        for d in ("read", "write"):
+            bw = m.get(f"{d}_bw_bytes_per_s")
+            if bw:
+                parts.append(f"{d} {bw / 1e6:.5g} MB/s, {m.get(f'{d}_iops', 0):.4g} IOPS")
+        s = f"{m.get('rw') or 'job'} bs={fmt_bytes(m.get('block_size_bytes'))}: " + ("; ".join(parts) or "no I/O")
+        if e.get("ratio") is not None:
+            s += f" = {pct(e['ratio'])} of expected"
+        return s
+
+    def expected_text(self, r: JudgeResult) -> str | None:
+        """``read 6500 MB/s`` or ``read 800000 IOPS``."""
+        e = r.expected
+        for d in ("read", "write"):
+            if e.get(f"{d}_mb_s"):
+                return f"{d} {e[f'{d}_mb_s']:.5g} MB/s"
+            if e.get(f"{d}_iops"):
+                return f"{d} {e[f'{d}_iops']:.5g} IOPS"
+        return None
+
+    def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
+        """Throughput (MB/s = 1e6 bytes/s) of every job against its expectation, one bar per direction."""
+        rows = []
+        for r in (x for x in results if x.kind == self.name):
+            for d in ("read", "write"):
+                bw = r.metrics.get(f"{d}_bw_bytes_per_s")
+                if bw:
+                    rows.append((f"{r.title} ({d})", bw / 1e6, r.expected.get(f"{d}_mb_s"), r.verdict))
+        if not rows:
+            return None
+        rows = rows[:MAX_BARS]
+        import matplotlib.pyplot as plt
+
+        colors = {"pass": "tab:green", "warn": "tab:orange", "fail": "tab:red", "invalid": "tab:gray"}
+        fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.2))
+        ys = list(range(len(rows)))
+        ax.barh(ys, [x[1] for x in rows], color=[colors.get(x[3], "tab:blue") for x in rows], label="measured MB/s")
+        exp = [(y, x[2]) for y, x in zip(ys, rows) if x[2]]
+        if exp:
+            ax.scatter([e[1] for e in exp], [e[0] for e in exp], marker="|", s=400, color="black", label="expected MB/s",
+                       zorder=3)
+        vals = [x[1] for x in rows] + [e[1] for e in exp]
+        if max(vals) / max(min(v for v in vals if v > 0), 1e-9) > 50:
+            ax.set_xscale("log")
+        ax.set_yticks(ys)
+        ax.set_yticklabels([x[0] for x in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("MB/s (1e6 bytes/s)")
+        ax.set_title("fio throughput vs expectation", fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=7)
+        return HtmlSection(heading="Storage (fio)", png=png(fig), alt="fio throughput against expectation")
+
+
+def _params(test: PlannedTest) -> FioParams:
+    p = test.params
+    if not isinstance(p, FioParams):
+        raise TypeError(f"test {test.id}: params are {type(p).__name__}, not FioParams")
+    return p
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "root"
+
+
+def fio_targets(bp: Blueprint, g: NodeGroup) -> list[tuple[str, str, str]]:
+    """``[(label, directory, kind)]`` fio should test for group ``g`` (kind: nvme, lustre, nfs, dir)."""
+    declared: list[tuple[str, str, str]] = []
+    if g.local_nvme is not None:
+        declared.append(("scratch", g.local_nvme.mount, "nvme"))
+    for s in bp.storage:
+        declared.append((s.name, s.mount, "lustre" if isinstance(s, LustreStorage) else "nfs"))
+    if not bp.validation.fio.targets:
+        return declared
+    out = []
+    for t in bp.validation.fio.targets:
+        match = next((d for d in declared if on_mount(t, d[1])), None)
+        out.append((match[0] if match and match[1] == t else _slug(t), t, match[2] if match else "dir"))
+    return out
+
+
+def _usable_here(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+# ---------------------------------------------------------------------------------------------
+# judging
+# ---------------------------------------------------------------------------------------------
+
+
+SEQ_MIN_BS = 128 * 1024
+"""Sequential jobs with blocks of at least 128 KiB are judged on bandwidth."""
+RAND_BS = 4096
+"""Random jobs with 4 KiB blocks are judged on IOPS (the unit AWS and drive vendors publish)."""
+
+
+def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None) -> list[JudgeResult]:
+    name = Path(source).name
+    try:
+        report = parse_fio(text)
+    except Exception:  # noqa: BLE001 - parse_fio is total; belt and braces for odd input
+        report = FioReport(fmt="text")
+    if report.empty:
+        r = JudgeResult(source=source, kind="fio", label=label or name)
+        payload_error, missing_tool = _fio_payload_error(text)
+        if missing_tool:
+            r.metrics["missing_tool"] = missing_tool
+            r.degrade(Verdict.INVALID, f"the fio suite could not run: {payload_error}. A tool that is not installed says "
+                                 "nothing about the hardware")
+            return [r]
+        if payload_error:
+            r.degrade(Verdict.FAIL, f"fio did not run: {payload_error}. Likely cause: fio is not installed on the node or the "
+                              "target directory is missing or not writable; fix: install fio (validation_tools role) and "
+                              "check the mount")
+            return [r]
+        return [nothing(r, text, "no fio job, result or verify line found")]
+    return judge_fio_report(report, ctx, source=source, label=label)
+
+
+def _fio_payload_error(text: str) -> tuple[str | None, str | None]:
+    """``(error, missing_tool)`` that validate's fio payload records in ``clusterforge`` when fio could
+    not run (``missing_tool``: the executable that is not installed), else ``(None, None)``."""
+    start = text.find("{")
+    if start < 0:
+        return None, None
+    try:
+        doc = json.loads(text[start:])
+    except ValueError:
+        return None, None
+    meta = doc.get("clusterforge") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        return None, None
+    err, tool = meta.get("error"), meta.get("missing_tool")
+    return (str(err) if err else None), (str(tool) if tool else None)
+
+
+def _verify_reason(fails: list[VerifyFailure]) -> str:
+    f = fails[0]
+    first = (f"{f.kind} mismatch in {f.file} at offset {f.offset}, length {f.length}" if f.file else f.text)
+    return (f"data verification failed ({len(fails)} block(s); first: {first}): the storage returned different data "
+            "than fio wrote. Likely cause: a failing drive, controller or RAID member, or file-system corruption; "
+            "check dmesg for I/O errors and `nvme smart-log` on each drive, then rerun fio per drive to find it")
+
+
+def judge_fio_report(report: FioReport, ctx: JudgeContext, *, source: str, label: str | None = None) -> list[JudgeResult]:
+    """Judge every job of a parsed fio output (plus a result for verify failures/errors no job owns)."""
+    name = Path(source).name
+    results: list[JudgeResult] = []
+    claimed: set[int] = set()
+    many = len(report.jobs) > 1
+    for job in report.jobs:
+        r = judge_fio_job(job, ctx, source=source, label=part_label(label, name, job.name, many))
+        mine = [i for i, v in enumerate(report.verify_failures)
+                if v.file and (v.file in job.paths or Path(v.file).name.startswith(job.name + "."))]
+        if mine:
+            claimed.update(mine)
+            r.metrics["verify_failures"] = len(mine)
+            r.degrade(Verdict.FAIL, _verify_reason([report.verify_failures[i] for i in mine]))
+        results.append(r)
+    rest = [v for i, v in enumerate(report.verify_failures) if i not in claimed]
+    if rest or (report.errors and not report.jobs):
+        r = JudgeResult(source=source, kind="fio", label=part_label(label, name, "verify" if rest else "errors", bool(results)))
+        r.metrics.update({"read_bw_bytes_per_s": None, "write_bw_bytes_per_s": None, "read_iops": None,
+                          "write_iops": None, "verify_failures": len(rest)})
+        if rest:
+            r.degrade(Verdict.FAIL, _verify_reason(rest))
+        for e in report.errors[:3]:
+            r.degrade(Verdict.FAIL, f"fio reported {e}")
+        results.append(r)
+    elif report.errors:
+        # the jobs finished (their own error field decides fail); an error line next to them is a warning
+        for r in results:
+            for e in report.errors[:3]:
+                r.degrade(Verdict.WARN, f"fio printed {e!r} alongside the results: check the full output")
+    return results
+
+
+def _target(job: FioJob, ctx: JudgeContext, r: JudgeResult) -> StorageExpectation | None:
+    if not ctx.storage:
+        return None
+    best: StorageExpectation | None = None
+    for p in job.paths:
+        for s in ctx.storage:
+            if s.mount and (p == s.mount or p.startswith(s.mount.rstrip("/") + "/")):
+                if best is None or len(s.mount or "") > len(best.mount or ""):
+                    best = s
+            elif s.kind in ("instance-store", "nvme", "nvme-raid0") and re.match(r"^/dev/(nvme\d|md)", p):
+                best = best or s
+    if best is not None:
+        return best
+    if ctx.fio_target:
+        for s in ctx.storage:
+            if s.mount and s.mount.rstrip("/") == ctx.fio_target.rstrip("/"):
+                r.note(f"judged against {s.name} (--target)")
+                return s
+        r.note(f"fio target {ctx.fio_target} is not a storage target declared in the blueprint: figures recorded only")
+        return None
+    if len(ctx.storage) == 1:
+        s = ctx.storage[0]
+        r.note(f"the job's paths ({', '.join(job.paths) or 'none given'}) name no known mount: judged against the only "
+               f"storage target, {s.name}")
+        return s
+    r.note("the job's paths name no known mount and the cluster has several storage targets: pass --target MOUNT")
+    return None
+
+
+def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
+    """Judge one fio job (group) against the storage target its paths (or ``ctx.fio_target``) name.
+
+    Order: job error -> fail; no I/O -> invalid; no target -> figures only; buffered I/O (no
+    ``direct=1``, or ``buffered=1``) against a device or file-system expectation -> invalid (it
+    measured the page cache); above the target's physical upper bound by more than
+    :data:`~validate.expectations.FIO_BOUND_MARGIN` -> invalid; sequential (>= 128 KiB blocks)
+    bandwidth or 4 KiB random IOPS against the expectation -> pass/warn/fail by ratio. A missing
+    ``rw`` or ``bs`` is judged with fio's defaults (``read``, 4 KiB).
+    """
+    r = JudgeResult(source=source, kind="fio", label=label)
+    m = r.metrics
+    m.update({
+        "job": job.name, "rw": job.rw_effective, "block_size_bytes": job.block_size_effective,
+        "numjobs": int(job.option("numjobs") or 0) or job.clones, "iodepth": int(job.option("iodepth") or 0) or None,
+        "direct": job.direct, "buffered": job.buffered, "paths": job.paths,
+        "read_bw_bytes_per_s": job.read.bw_bytes_per_s, "write_bw_bytes_per_s": job.write.bw_bytes_per_s,
+        "read_iops": job.read.iops, "write_iops": job.write.iops,
+        "read_mb_s": round(job.read.bw_bytes_per_s / 1e6, 3), "write_mb_s": round(job.write.bw_bytes_per_s / 1e6, 3),
+        "read_p99_latency_us": round(job.read.p99_ns / 1e3, 3) if job.read.p99_ns else None,
+        "write_p99_latency_us": round(job.write.p99_ns / 1e3, 3) if job.write.p99_ns else None,
+        "error": job.error,
+    })
+    defaults = [f"{k}={v}" for k, v, given in (("rw", job.rw_effective, job.rw), ("bs", job.block_size_effective,
+                                                                                  job.block_size)) if given is None]
+    if defaults:
+        r.note(f"the job does not set {' and '.join(d.split('=')[0] for d in defaults)}: judged with fio's defaults "
+               f"({', '.join(defaults)})")
+    if job.error:
+        r.degrade(Verdict.FAIL, f"fio job {job.name!r} ended with error {job.error} ({os.strerror(job.error)}): the I/O "
+                          "failed; check the target is mounted and writable and dmesg for device errors")
+    active = [d for d in ("read", "write") if getattr(job, d).active]
+    if not active and not job.error:
+        r.degrade(Verdict.INVALID, f"fio job {job.name!r} did no I/O (0 bytes read and written)")
+        return r
+    tgt = _target(job, ctx, r)
+    if tgt is None:
+        if not ctx.storage:
+            r.note("no storage expectation (no blueprint or instance type with local NVMe / FSx): figures recorded only")
+        return r
+    r.expected.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
+                       "derivation": tgt.derivation, "source": tgt.source,
+                       "warn_ratio": ctx.fio.warn_ratio, "fail_ratio": ctx.fio.fail_ratio})
+    if job.buffered and tgt.has_numbers:
+        how = "buffered=1" if (job.option("buffered") or "0").strip() not in ("0", "false") else (
+            "direct=0" if job.direct is False else "no direct=1 (fio's default is buffered I/O)")
+        got = "; ".join(f"{d} {getattr(job, d).bw_bytes_per_s / 1e6:.5g} MB/s" for d in active)
+        r.degrade(Verdict.INVALID, f"fio job {job.name!r} ran with {how}: it measured the page cache in RAM, not "
+                             f"{tgt.name} ({got}), so it says nothing about the {'device' if tgt.is_device else 'file system'}. "
+                             + by_id("fio-page-cache").hint())
+        _fio_bound(job, tgt, r, active)
+        return r
+    if _fio_bound(job, tgt, r, active):
+        return r
+    bs = job.block_size_effective
+    mixed = len(active) > 1 or job.rw_effective in ("rw", "readwrite", "randrw")
+    if mixed:
+        r.note("mixed read/write job: rates recorded, not judged (expectations are for pure reads or writes)")
+        return r
+    d = active[0]
+    io = getattr(job, d)
+    ratio = None
+    if not job.random_effective and bs >= SEQ_MIN_BS:
+        exp = getattr(tgt, f"{d}_mb_s")
+        if exp:
+            got = io.bw_bytes_per_s / 1e6
+            ratio = got / exp
+            r.expected[f"{d}_mb_s"] = round(exp, 3)
+            fig = (f"sequential {d} {got:.5g} MB/s with {fmt_bytes(bs)} blocks = {pct(ratio)} of the expected "
+                   f"{exp:.5g} MB/s for {tgt.name} ({tgt.derivation})")
+        else:
+            r.note(f"no sequential {d} expectation for {tgt.name}: {tgt.derivation}")
+    elif job.random_effective and bs == RAND_BS:
+        exp = getattr(tgt, f"{d}_iops_4k")
+        if exp:
+            ratio = io.iops / exp
+            r.expected[f"{d}_iops"] = round(exp, 1)
+            fig = (f"random {d} {io.iops:.5g} IOPS with 4 KiB blocks = {pct(ratio)} of the expected {exp:.5g} IOPS "
+                   f"for {tgt.name} ({tgt.derivation})")
+        else:
+            r.note(f"no 4 KiB random {d} IOPS expectation for {tgt.name}")
+    else:
+        r.note(f"{job.rw_effective} with {fmt_bytes(bs)} blocks: only sequential >= {fmt_bytes(SEQ_MIN_BS)} "
+               "and 4 KiB random jobs are judged")
+    if ratio is None:
+        return r
+    r.expected["ratio"] = round(ratio, 4)
+    cause = _fio_cause(tgt, job)
+    if ratio < ctx.fio.fail_ratio:
+        r.degrade(Verdict.FAIL, f"{fig}, below the fail ratio {ctx.fio.fail_ratio:g}. {cause}")
+    elif ratio < ctx.fio.warn_ratio:
+        r.degrade(Verdict.WARN, f"{fig}, below the warn ratio {ctx.fio.warn_ratio:g}. {cause}")
+    else:
+        r.note(fig)
+    return r
+
+
+def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: list[str]) -> bool:
+    """Degrade ``r`` to invalid when a direction's throughput (or 4 KiB IOPS) exceeds the target's physical
+    upper bound by more than FIO_BOUND_MARGIN; True when it did."""
+    hit = False
+    for d in active:
+        io = getattr(job, d)
+        up_mb = getattr(tgt, f"upper_{d}_mb_s")
+        if up_mb and io.bw_bytes_per_s / 1e6 > up_mb * FIO_BOUND_MARGIN:
+            r.expected[f"upper_{d}_mb_s"] = round(up_mb, 3)
+            r.degrade(Verdict.INVALID, f"{d} {io.bw_bytes_per_s / 1e6:.5g} MB/s is above what {tgt.name} can physically deliver "
+                                 f"({up_mb:.5g} MB/s: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): "
+                                 "the I/O was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
+            hit = True
+            continue
+        up_io = getattr(tgt, f"upper_{d}_iops_4k")
+        if up_io and job.block_size_effective <= RAND_BS and io.iops > up_io * FIO_BOUND_MARGIN:
+            r.expected[f"upper_{d}_iops"] = round(up_io, 1)
+            r.degrade(Verdict.INVALID, f"{d} {io.iops:.5g} IOPS is above what {tgt.name} can physically deliver ({up_io:.5g} "
+                                 f"IOPS: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): the I/O "
+                                 "was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
+            hit = True
+    return hit
+
+
+def _fio_cause(tgt: StorageExpectation, job: FioJob) -> str:
+    depth = f" (this job: numjobs={job.option('numjobs') or job.clones}, iodepth={job.option('iodepth') or '?'}, direct={job.option('direct') or '?'})"
+    ref = f" ({doc_ref('fio-below-device')})"
+    if tgt.kind in ("nvme-raid0", "nvme", "instance-store"):
+        return ("Likely cause: the RAID0 does not span every drive (`cat /proc/mdstat`, expect "
+                f"{tgt.drives or 'all'} members), too little parallelism{depth}, a drive at a degraded PCIe link "
+                "(`lspci -vv` LnkSta) or thermal throttling (`nvme smart-log`)" + ref)
+    if tgt.kind == "fsx-lustre":
+        return ("Likely cause: the expectation is this one client's share of the file system (its network and AWS's "
+                "per-client limit, at most the file system's total); below it: too few jobs, files striped over too few "
+                f"OSTs (`lfs setstripe -c -1`) or exhausted burst credits (CloudWatch){depth}" + ref)
+    return f"Likely cause: too little parallelism{depth} or a slow server/network path" + ref
+

@@ -1,0 +1,739 @@
+"""The NCCL suite: collective benchmarks (nccl-tests, or the built-in torch.distributed benchmark).
+
+Plan: one test per collective of ``validation.nccl.collectives`` (``nccl-[group-]<collective>``;
+``alltoall`` added for a mixture-of-experts workload) over the group's nodes x GPUs (a local run:
+this machine, gloo processes without a GPU, the largest message capped at :data:`CPU_MAX_BYTES`).
+Payloads: ``collectives.py`` (torch.distributed, prints the nccl-tests table) and ``nccl_tests.py``
+(finds and runs the nccl-tests binaries); the raw output is the table text (``raw/<id>.txt``).
+
+Judge, in order: duplicated rank 0 -> invalid; the log's GPU (device lines, JSON ``devices``) is not
+the declared one -> invalid ("not this hardware"); no table (crash lines -> fail quoting the error,
+else invalid); one rank -> invalid; ``#wrong`` > 0 or "Out of bounds ... FAILED" -> fail; error
+lines -> fail. Every crash or error is diagnosed from the whole log through the signature table
+(:mod:`validate.signatures`: NCCL WARN and INFO lines, CUDA errors, not only the last line; a
+single-node run never gets a network cause). The NCCL INFO channel lines (``NCCL_DEBUG=INFO
+NCCL_DEBUG_SUBSYS=INIT,NET``) say which transport and NIC every channel used: TCP sockets on an
+RDMA fabric -> fail; fewer NICs than declared, GPUDirect RDMA missing on a node, GPU peer-to-peer
+through host memory -> warn. Bandwidth: above the physical upper bound of the declared hardware
+(:data:`validate.expectations.BUSBW_BOUND_MARGIN`) -> invalid; a multi-node run without a declared
+NIC rate, or with an unknown node count -> warn, no bandwidth verdict; peak busbw / expected
+(:func:`validate.expectations.expected_busbw`, ring or tree as NCCL would pick) below
+``validation.nccl.thresholds.fail_ratio`` -> fail (at socket speed on an RDMA fabric: the fallback
+is named), below ``warn_ratio`` -> warn, with the causes the NCCL INFO lines single out, or every
+cause the numbers allow when the log has none; the size curve: a cliff (busbw collapsing at larger
+sizes and not recovering) -> warn (fail when it halves) naming the size where it starts, a
+recovered mid-size cliff -> warn, an isolated one-size dip -> note. CPU (gloo) runs have no GPU or
+fabric expectation: they pass with a note unless the data is wrong or the run crashed.
+
+Metrics (``JudgeResult.metrics``): ``collective``, ``ranks``, ``nodes``, ``peak_busbw_gbps`` and
+``avg_busbw_gbps`` (GB/s = 1e9 bytes/s), ``size_at_peak_bytes``, ``wrong`` (``None``: unchecked),
+``per_gpu_network_gbytes_s`` ...; series ``size``, ``busbw_oop``, ``busbw_ip`` (the report's plot).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from blueprints.catalog import catalog
+
+from ..expectations import (
+    BUSBW_BOUND_MARGIN,
+    FABRIC_NAMES,
+    IB_VERBS_FABRICS,
+    RDMA_FABRICS,
+    JudgeContext,
+    expected_busbw,
+)
+from ..parsers.nccl import NcclRun, NetUsage, iter_curve, net_usage, parse_nccl
+from ..plan import PlannedTest, TestParams
+from ..results import JudgeResult, Verdict, fmt_bytes, pct
+from ..signatures import by_id, diagnose, doc_ref
+from .base import GroupPlan, HtmlSection, RanksSuite, gpu_mismatch, nothing, part_label, png, resolve_gpu
+
+__all__ = ["CPU_MAX_BYTES", "NcclParams", "NcclSuite", "judge_nccl_run"]
+
+CPU_MAX_BYTES = 64 * 1024**2
+"""Largest collective message on a CPU-only (gloo) run: larger sizes only measure memory copies
+and take minutes, so the sweep is capped here (with a note)."""
+
+MAX_PLOTS = 60
+"""At most this many busbw plots in one HTML page (the rest are listed without a plot)."""
+
+
+@dataclass(frozen=True)
+class NcclParams(TestParams):
+    """What one collective test runs (``collectives.py`` / nccl-tests ``-b -e -f -n -w -c``).
+
+    ``collective``: ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``, ``sendrecv``,
+    ``broadcast`` or ``reduce``; ``min_bytes``/``max_bytes``: smallest and largest message, bytes;
+    ``step_factor``: size multiplier between steps; ``iters``/``warmup_iters``: timed and warm-up
+    iterations per size; ``check``: count wrong elements (``-c 1``).
+    """
+
+    raw_suffix: ClassVar[str] = ".txt"
+
+    collective: str
+    min_bytes: int
+    max_bytes: int
+    step_factor: int
+    iters: int
+    warmup_iters: int
+    check: bool
+
+
+class NcclSuite(RanksSuite):
+    """The NCCL suite (see the module docstring)."""
+
+    name = "nccl"
+    title = "NCCL collectives"
+    payloads = ("collectives.py", "nccl_tests.py")
+    params_type = NcclParams
+    max_result_plots = MAX_PLOTS
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
+        """One test per collective over ``gp.nodes`` x ``gp.ranks``; run note when ``alltoall`` is added."""
+        v = gp.bp.validation.nccl
+        notes: list[str] = []
+        colls = list(v.collectives)
+        if gp.bp.workload and gp.bp.workload.architecture == "moe" and "alltoall" not in colls:
+            colls.append("alltoall")
+            notes.append("workload is mixture-of-experts: alltoall added to the collectives")
+        max_bytes = v.max_bytes
+        cnotes: list[str] = []
+        if gp.device == "cpu" and max_bytes > CPU_MAX_BYTES:
+            max_bytes = CPU_MAX_BYTES
+            cnotes.append(f"CPU-only run: largest message capped at {CPU_MAX_BYTES // 2**20} MiB "
+                          f"(blueprint asks {v.max_bytes} bytes)")
+        min_bytes = min(v.min_bytes, max_bytes)
+        if gp.mismatch:
+            cnotes.append(gp.mismatch)
+        nodes, ranks, device = gp.nodes, gp.ranks, gp.device
+        if nodes * ranks < 2:
+            cnotes.append("one rank: busbw is 0 by definition, the collective test cannot say anything")
+        tests = [PlannedTest(
+            id=gp.test_id(self.name, c), kind=self.name, group=gp.group.name, nodes=nodes, ranks_per_node=ranks,
+            device=device,
+            params=NcclParams(collective=c, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=v.step_factor,
+                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check),
+            description=f"{c} over {nodes} node(s) x {ranks} {'GPU' if device == 'cuda' else 'CPU process'}"
+                        f"{'s' if ranks != 1 and device == 'cuda' else 'es' if ranks != 1 else ''}",
+            notes=tuple(cnotes)) for c in colls]
+        return tests, notes
+
+    # -- payload --------------------------------------------------------------------------------
+
+    def payload_args(self, test: PlannedTest) -> list[str]:
+        """Flags of ``collectives.py`` (nccl-tests-compatible ``-o -b -e -f -n -w -c``, plus ``--device``)."""
+        p = _params(test)
+        return ["-o", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
+                "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
+                "-c", "1" if p.check else "0", "--device", test.device]
+
+    def binary_name(self, test: PlannedTest) -> str:
+        """The collective (``nccl_tests.py --probe --collective X`` finds ``X_perf``)."""
+        return _params(test).collective
+
+    def binary_payload_args(self, test: PlannedTest) -> list[str]:
+        """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
+        p = _params(test)
+        return ["--collective", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
+                "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
+                "-c", "1" if p.check else "0"]
+
+    def binary_flags(self, test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
+        """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``)."""
+        p = _params(test)
+        return ["-b", str(p.min_bytes), "-e", str(p.max_bytes), "-f", str(p.step_factor),
+                "-n", str(p.iters), "-w", str(p.warmup_iters), "-c", "1" if p.check else "0",
+                "-g", str(gpus_per_process)]
+
+    def gpus(self, test: PlannedTest) -> int:
+        """GPUs per node: one per rank on a GPU run."""
+        return test.ranks_per_node if test.device == "cuda" else 0
+
+    # -- judging --------------------------------------------------------------------------------
+
+    def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
+        """A local GPU run uses as many GPUs per node as it has ranks."""
+        if local and test.device == "cuda":
+            import dataclasses
+
+            return dataclasses.replace(ctx, gpus_per_node=test.ranks_per_node)
+        return ctx
+
+    def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
+        """One result per nccl-tests run in ``text`` (see the module docstring)."""
+        return _judge_nccl_text(text, ctx, source, label)
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def summary(self, r: JudgeResult) -> str | None:
+        """``all_reduce, 16 ranks / 2 node(s): peak busbw 350 GB/s at 8 GiB = 92% of expected 380 GB/s``."""
+        m, e = r.metrics, r.expected
+        if m.get("peak_busbw_gbps") is None:
+            return None
+        s = (f"{m.get('collective') or 'collective'}, {m.get('ranks') or '?'} ranks / {m.get('nodes') or '?'} node(s):"
+             f" peak busbw {m['peak_busbw_gbps']:.4g} GB/s at {fmt_bytes(m.get('size_at_peak_bytes'))}")
+        if e.get("busbw_gbps"):
+            s += f" = {pct(m['peak_busbw_gbps'] / e['busbw_gbps'])} of expected {e['busbw_gbps']:.4g} GB/s"
+        return s
+
+    def compared(self, r: JudgeResult) -> bool:
+        """Compared when a busbw expectation (GB/s) or a ratio was recorded."""
+        return any(r.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
+
+    def expected_text(self, r: JudgeResult) -> str | None:
+        """``busbw 380 GB/s``."""
+        e = r.expected
+        return f"busbw {e['busbw_gbps']:.4g} GB/s" if e.get("busbw_gbps") else None
+
+    def result_plot(self, r: JudgeResult) -> str | None:
+        """busbw (GB/s) against message size, out-of-place and in-place, with the expected, warn and fail lines."""
+        s = r.series
+        sizes = s.get("size") or []
+        if len(sizes) < 2:
+            return None
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7.5, 3.6))
+        for key, name, style in (("busbw_oop", "out-of-place", "-o"), ("busbw_ip", "in-place", "-s")):
+            pts = [(x, y) for x, y in zip(sizes, s.get(key) or []) if y is not None and x > 0]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, markersize=3, linewidth=1.2, label=f"busbw {name}")
+        e = r.expected
+        if e.get("busbw_gbps"):
+            ax.axhline(e["busbw_gbps"], color="tab:green", linestyle="--", linewidth=1,
+                       label=f"expected {e['busbw_gbps']:.4g} GB/s ({e.get('basis', '')})")
+            if e.get("warn_ratio"):
+                ax.axhline(e["busbw_gbps"] * e["warn_ratio"], color="tab:orange", linestyle=":", linewidth=1,
+                           label=f"warn below {e['warn_ratio']:g}x")
+            if e.get("fail_ratio"):
+                ax.axhline(e["busbw_gbps"] * e["fail_ratio"], color="tab:red", linestyle=":", linewidth=1,
+                           label=f"fail below {e['fail_ratio']:g}x")
+        ax.set_xscale("log", base=2)
+        ticks = [x for x in sizes if x > 0]
+        if ticks:
+            step = max(1, len(ticks) // 10)
+            ax.set_xticks(ticks[::step])
+            ax.set_xticklabels([fmt_bytes(t) for t in ticks[::step]], rotation=45, fontsize=7)
+        ax.set_xlabel("message size")
+        ax.set_ylabel("busbw (GB/s)")
+        ax.set_title(f"{r.title} [{r.verdict}]", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+        return png(fig)
+
+    def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
+        """A note when more runs were judged than plotted (:data:`MAX_PLOTS`)."""
+        count = sum(r.kind == self.name for r in results)
+        if count <= plotted:
+            return None
+        return HtmlSection(heading="", note=f"busbw plots shown for the first {plotted} of {count} collective runs.")
+
+
+def _params(test: PlannedTest) -> NcclParams:
+    p = test.params
+    if not isinstance(p, NcclParams):
+        raise TypeError(f"test {test.id}: params are {type(p).__name__}, not NcclParams")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# judging
+# ---------------------------------------------------------------------------------------------
+
+DIP = 0.05
+"""A size whose busbw is more than 5% below the best smaller size is a dip (ignored below 10% of
+the peak, where latency dominates and noise is large)."""
+CLIFF = 0.25
+"""A dip spanning two or more sizes that recovers is a mid-size cliff (warn) when deeper than 25%."""
+COLLAPSE = 0.15
+"""busbw that stays more than 15% below its best up to the last size (two or more sizes) is a
+sustained collapse (warn); 50% or more is a fail."""
+ABOVE = 1.15
+"""Peak busbw above 115% of the ring-model expectation gets a note (NVLS/SHARP/tree). Above the physical
+upper bound (:data:`~validate.expectations.BUSBW_BOUND_MARGIN`) the result is ``invalid``."""
+SOCKET = 0.25
+"""On an RDMA fabric, multi-node busbw below 25% of the inter-node expectation is the socket-fallback
+signature (single-digit Gbit/s per NIC instead of hundreds; docs/troubleshooting.md#socket-on-rdma)."""
+
+
+
+def _first_errors(errors: list[str], limit: int = 2) -> list[str]:
+    """Distinct error messages with the host/pid prefix removed (``node-1: X`` and ``node-2: X`` are one)."""
+    out: list[str] = []
+    for e in errors:
+        core = re.sub(r"^\.\.\s*\S+ pid \d+:\s*", "", e)
+        core = re.sub(r"^[\w.\-]+:\s+(?=Test )", "", core)
+        if core not in out:
+            out.append(core)
+    return out[:limit]
+
+
+def _hosts_in(errors: list[str]) -> list[str]:
+    hosts: list[str] = []
+    for e in errors:
+        m = re.match(r"^(?:\.\.\s*)?([\w.\-]+)(?::| pid )", e)
+        if m and m.group(1) not in hosts and not m.group(1).startswith("Test"):
+            hosts.append(m.group(1))
+    return hosts
+
+
+def _diagnosis(run: NcclRun, multi: bool | None, fabric: str | None) -> str | None:
+    """``"Likely cause: ... Fix: ... (docs/...)"`` from the first log signature in the run's whole output
+    (errors, NCCL WARN/INFO lines, anything else it printed), plus the other signatures seen; ``None``
+    when no signature matches."""
+    found = diagnose([*run.errors, *run.warnings, *run.log_lines], multi=multi, fabric=fabric)
+    if not found:
+        return None
+    sig, line = found[0]
+    text = sig.text()
+    if line and line not in " ".join(run.errors[:2]):
+        text += f" [log: {line[:200]!r}]"
+    others = [s.title for s, _ in found[1:3]]
+    if others:
+        text += f". Also in the log: {'; '.join(others)}"
+    return text
+
+
+def _judge_nccl_text(text: str, ctx: JudgeContext, source: str, label: str | None) -> list[JudgeResult]:
+    name = Path(source).name
+    runs = parse_nccl(text, name)
+    if not runs:
+        r = JudgeResult(source=source, kind="nccl", label=label or name)
+        return [nothing(r, text, "no nccl-tests output: no header, result table or error line found")]
+    many = len(runs) > 1
+    out = []
+    for run in runs:
+        part = run.label + (f" #{run.index + 1}" if many else "")
+        out.append(judge_nccl_run(run, ctx, source=source, label=part_label(label, name, part, many)))
+    return out
+
+
+def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
+    """Judge one parsed nccl-tests (or torch benchmark) run; see the module docstring for the order."""
+    r = JudgeResult(source=source, kind="nccl", label=label)
+    m = r.metrics
+    coll = run.collective
+    m["collective"] = coll or (" or ".join(run.candidates) if run.candidates else None)
+    m["tool"] = run.tool
+    if run.backend:
+        m["backend"] = run.backend
+    m["device_name"] = run.device_name
+    # ---- who ran: flags > log > blueprint ----------------------------------------------------
+    log_nodes = run.nodes
+    nodes = ctx.nodes if ctx.is_explicit("nodes") and ctx.nodes else (log_nodes or ctx.nodes)
+    ranks = run.ranks or run.inferred_ranks()
+    if ranks is not None and not run.ranks:
+        r.note(f"no 'Using devices' lines: {ranks} ranks follow from the table (busbw / algbw or size / count)")
+    if ranks is None and nodes and ctx.gpus_per_node:
+        ranks = nodes * ctx.gpus_per_node
+        r.note(f"ranks not in the log: assumed {nodes} node(s) x {ctx.gpus_per_node} GPUs = {ranks}")
+    if not run.devices and not ctx.is_explicit("nodes") and ranks and ctx.gpus_per_node and ranks > ctx.gpus_per_node:
+        nodes = max(nodes or 1, -(-ranks // ctx.gpus_per_node))
+    log_gpu = resolve_gpu(run.device_name)
+    declared = ctx.gpu_model
+    mismatch = bool(run.device_name and declared and not run.is_cpu
+                    and gpu_mismatch(run.device_name, log_gpu, declared))
+    gpu_key = declared if (ctx.is_explicit("gpu_model") or mismatch) else (log_gpu or declared)
+    if run.device_name and not log_gpu and not run.is_cpu and not mismatch:
+        r.note(f"GPU {run.device_name!r} is not in the hardware catalog"
+               + (f"; using the declared {declared}" if declared else "; no NVLink expectation (pass --gpu)"))
+    if ctx.is_explicit("nodes") and log_nodes and ctx.nodes != log_nodes:
+        r.note(f"--nodes {ctx.nodes} overrides the {log_nodes} host(s) named in the log")
+    multi: bool | None = bool(nodes and nodes > 1) if nodes else None
+    m["ranks"] = ranks
+    m["nodes"] = nodes
+    m["gpu_model"] = gpu_key
+    m["rows"] = len(run.rows)
+    m["avg_busbw_gbps"] = run.avg_busbw_gbps
+    m["wrong"] = run.wrong_total
+    m["out_of_bounds"] = run.out_of_bounds
+    if run.rows:
+        m["min_size_bytes"] = run.rows[0].size_bytes
+        m["max_size_bytes"] = run.rows[-1].size_bytes
+        small = run.rows[0].out_of_place or run.rows[0].in_place
+        m["small_message_time_us"] = small.time_us if small else None
+    if run.networks:
+        m["networks"] = list(run.networks)
+    if run.net_provider:
+        m["net_provider"] = run.net_provider
+    usage = net_usage(run.log_lines)
+    if usage.channel_lines:
+        m["transports"] = dict(usage.transports)
+        m["nics_used"] = {h: sorted(v) for h, v in usage.nics_used.items()}
+    for note in run.format_notes:
+        r.note(f"format: {note}")
+    r.series = {
+        "size": [row.size_bytes for row in run.rows],
+        "busbw_oop": [row.out_of_place.busbw_gbps if row.out_of_place else None for row in run.rows],
+        "busbw_ip": [row.in_place.busbw_gbps if row.in_place else None for row in run.rows],
+    }
+    # ---- runs that cannot say anything ------------------------------------------------------
+    if run.duplicated_rank0:
+        k = run.duplicate_streams or 2
+        r.degrade(Verdict.INVALID, f"duplicated rank 0: {k} processes each printed their own 'Rank 0' and ran alone, so no "
+                             "collective crossed GPUs. Likely cause: nccl-tests built without MPI but launched with "
+                             "mpirun/srun; fix: rebuild with `make MPI=1 MPI_HOME=...` (or run one process with -g N)")
+        return r
+    if mismatch:
+        assert declared is not None and run.device_name is not None
+        if ctx.is_explicit("gpu_model"):
+            by = "--gpu"
+        elif ctx.is_explicit("instance_type"):
+            by = f"--instance-type {ctx.instance_type}"
+        else:
+            by = f"blueprint {ctx.blueprint}" if ctx.blueprint else "the context"
+        r.degrade(Verdict.INVALID, f"not this hardware: the log's GPUs are {run.device_name!r}"
+                             + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declares {declared}; its figures say "
+                             "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
+        # a crash or wrong data is still a failure on whatever hardware: those checks run, the bandwidth ones do not
+    if not run.rows:
+        if run.errors:
+            errs = _first_errors(run.errors)
+            hosts = _hosts_in(run.errors)
+            msg = f"crashed before printing a result: {errs[0]!r}"
+            if len(errs) > 1:
+                msg += f" (also {errs[1]!r})"
+            if hosts:
+                msg += f" on {', '.join(hosts)}"
+            cause = _diagnosis(run, multi, ctx.fabric)
+            r.degrade(Verdict.FAIL, msg + (f". {cause}" if cause else ". Rerun with NCCL_DEBUG=INFO to see why"))
+        else:
+            cause = _diagnosis(run, multi, ctx.fabric)
+            r.degrade(Verdict.INVALID, "no result table: the run printed a header but no sizes (interrupted before the "
+                                 "first size, or output cut); rerun and keep the whole output" + (f". {cause}" if cause else ""))
+        return r
+    if ranks == 1 and not mismatch:
+        r.degrade(Verdict.INVALID, "one rank: busbw is 0 by definition (bus factor (n-1)/n = 0), so this run says nothing "
+                             "about NVLink or the network. Fix: launch one process per GPU (mpirun -np N / srun -n N) "
+                             "or use -g N")
+        return r
+    peak = run.peak()
+    if peak is None or peak[0] <= 0:
+        if not mismatch:
+            r.degrade(Verdict.INVALID, "every busbw is 0: the run moved no data between ranks (one rank per communicator?)")
+        return r
+    peak_bw, peak_size, peak_where = peak
+    m["peak_busbw_gbps"] = peak_bw
+    m["size_at_peak_bytes"] = peak_size
+    m["peak_placement"] = peak_where
+    algbws = [p.algbw_gbps for row in run.rows for _, p in row.placements if p.algbw_gbps is not None]
+    m["peak_algbw_gbps"] = max(algbws) if algbws else None
+    # ---- correctness -------------------------------------------------------------------------
+    bad = [(row.size_bytes, name, p.wrong) for row in run.rows for name, p in row.placements if p.wrong]
+    if bad or (run.out_of_bounds or 0) > 0 or run.out_of_bounds_ok is False:
+        where = ", ".join(f"{fmt_bytes(s)} {n} ({w:g})" for s, n, w in bad[:4]) + (" ..." if len(bad) > 4 else "")
+        total = sum(w for _, _, w in bad)
+        msg = (f"wrong results: #wrong = {total:g} element(s)" + (f" at {where}" if bad else "")
+               + (f"; Out of bounds values: {run.out_of_bounds} FAILED" if run.out_of_bounds else ""))
+        r.degrade(Verdict.FAIL, msg + ". The collective returned corrupted data. Likely cause: a GPU, NVLink or NIC "
+                               "hardware fault or a NCCL/driver bug; check `nvidia-smi -q -d ECC` and dmesg for Xid "
+                               "errors on every node, then rerun pinning NCCL_ALGO/NCCL_PROTO to isolate the path")
+    elif run.checked is False:
+        r.note("correctness not checked (#wrong printed N/A: run with -c 1 to count wrong elements)")
+    if run.errors:
+        errs = _first_errors(run.errors)
+        hosts = _hosts_in(run.errors)
+        cause = _diagnosis(run, multi, ctx.fabric)
+        text = f"the run reported {errs[0]!r}" + (f" on {', '.join(hosts)}" if hosts else "")
+        if r.verdict == "fail":
+            r.note(text + " (nccl-tests exits non-zero after wrong results)")
+        else:
+            r.degrade(Verdict.FAIL, text + (f". {cause}" if cause else ""))
+    for w in run.warnings[:3]:
+        r.note(f"NCCL WARN {w}")
+    if run.avg_busbw_check == "FAILED":
+        r.degrade(Verdict.WARN, f"nccl-tests' own NCCL_TESTS_MIN_BW check FAILED (Avg bus bandwidth {run.avg_busbw_gbps:g} GB/s)")
+    maxb = run.config.get("maxBytes")
+    if maxb and run.rows[-1].size_bytes < maxb and run.out_of_bounds is None and not run.concluded:
+        r.degrade(Verdict.WARN, f"the run stopped at {fmt_bytes(run.rows[-1].size_bytes)} of {fmt_bytes(maxb)} without its "
+                          "footer: interrupted, hung or killed (use nccl-tests -T to time out hangs)")
+        # the peak is reached at the largest sizes, which are missing: comparing the partial curve with
+        # the expectation would blame the fabric for a truncated log
+        r.note(f"bandwidth not judged against the expectation: the sizes above {fmt_bytes(run.rows[-1].size_bytes)}, "
+               f"where busbw peaks, are missing; peak so far {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)}")
+        return r
+    if mismatch:
+        return r
+    # ---- CPU runs ----------------------------------------------------------------------------
+    if run.is_cpu:
+        r.note(f"CPU measurement ({run.backend or 'gloo'} over shared memory / TCP sockets): no GPU or fabric "
+               f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
+        _curve(run, r, peak_bw, cpu=True)
+        return r
+    # ---- transport and NICs (NCCL INFO lines) ------------------------------------------------
+    fabric = ctx.fabric
+    _transport(run, usage, ctx, r, bool(multi), gpu_key)
+    # ---- expectation -------------------------------------------------------------------------
+    if ranks is None:
+        r.note("number of ranks unknown (no 'Using devices' lines and the table does not pin it down): pass --nodes "
+               "and --gpus-per-node to judge the bandwidth")
+        _curve(run, r, peak_bw)
+        return r
+    nodes_eff = nodes or 1
+    exp = expected_busbw(ctx, collective=coll, ranks=ranks, nodes=nodes_eff, gpu_key=gpu_key,
+                         candidates=tuple(run.candidates))
+    if multi:
+        factor = (nodes_eff - 1) / (ranks - 1) if ranks > 1 else 0
+        m["per_gpu_network_gbytes_s"] = round(peak_bw * factor, 4)
+    if exp is not None and exp.upper_gbps and peak_bw > exp.upper_gbps * BUSBW_BOUND_MARGIN:
+        r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
+        r.degrade(Verdict.INVALID, f"not this hardware: peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} is above the "
+                             f"physical upper bound of the declared hardware, {exp.upper_gbps:.4g} GB/s "
+                             f"({exp.upper_derivation}; more than {BUSBW_BOUND_MARGIN - 1:.0%} over it): the log was not "
+                             "produced by the hardware it is judged against. " + by_id("not-this-hardware").hint())
+        return r
+    if nodes is None and ranks > 1 and ctx.nccl.min_busbw_gbps is None:
+        r.degrade(Verdict.WARN, f"no bandwidth verdict: the log does not say how many nodes its {ranks} ranks ran on (no "
+                          f"'Using devices' lines), so NVLink and the network cannot be told apart (peak busbw "
+                          f"{peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded). Fix: pass --nodes and --gpus-per-node "
+                          f"(or --blueprint) ({doc_ref('network-unknown')})")
+        _curve(run, r, peak_bw)
+        return r
+    if multi and ctx.nic_gbps is None and ctx.nccl.min_busbw_gbps is None:
+        r.degrade(Verdict.WARN, f"no bandwidth verdict: a run across {nodes_eff} nodes is limited by the network, and no NIC "
+                          f"rate is declared (peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded; the "
+                          "NVLink figure alone would pass a broken network). " + by_id("network-unknown").hint())
+        if exp is not None and exp.upper_gbps:
+            r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
+        _check_ranks(run, ctx, r, ranks)
+        _curve(run, r, peak_bw)
+        return r
+    if exp is None:
+        missing = []
+        if not gpu_key:
+            missing.append("the GPU model (--gpu)")
+        if multi and ctx.nic_gbps is None:
+            missing.append("the NIC rate (--nic-gbps, --nics-per-node)")
+        r.note("no expectation: " + (" and ".join(missing) or "not enough hardware facts") + " unknown; "
+               f"peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
+        _curve(run, r, peak_bw)
+        return r
+    ratio = peak_bw / exp.busbw_gbps
+    th = ctx.nccl
+    r.expected.update({
+        "busbw_gbps": round(exp.busbw_gbps, 3), "basis": exp.basis, "algorithm": exp.algorithm,
+        "derivation": exp.derivation, "source": exp.source,
+        "intra_node_gbps": round(exp.intra_gbps, 3) if exp.intra_gbps else None,
+        "inter_node_gbps": round(exp.inter_gbps, 3) if exp.inter_gbps else None,
+        "upper_gbps": round(exp.upper_gbps, 3) if exp.upper_gbps else None,
+        "warn_ratio": th.warn_ratio, "fail_ratio": th.fail_ratio, "ratio": round(ratio, 4),
+    })
+    for n in exp.notes:
+        r.note(n)
+    fig = (f"peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} ({peak_where}) = {pct(ratio)} of the expected "
+           f"{exp.busbw_gbps:.4g} GB/s ({exp.derivation})")
+    inter = exp.inter_gbps
+    explained = any("NET/Socket" in x or "TCP sockets" in x for x in r.reasons)
+    if ratio < th.fail_ratio:
+        if fabric in RDMA_FABRICS and multi and inter and peak_bw < SOCKET * inter:
+            assert fabric is not None
+            r.degrade(Verdict.FAIL, fig + f": socket speed on an RDMA fabric ({pct(peak_bw / inter)} of the "
+                                    f"inter-node rate {inter:.4g} GB/s). {_socket_cause(fabric)}")
+        else:
+            r.degrade(Verdict.FAIL, fig + f", below the fail ratio {th.fail_ratio:g}. "
+                      + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
+    elif ratio < th.warn_ratio:
+        r.degrade(Verdict.WARN, fig + f", below the warn ratio {th.warn_ratio:g}. "
+                  + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
+    else:
+        r.note(fig)
+        if ratio > ABOVE and exp.basis != "threshold":
+            nvls = _nvlink_gen(gpu_key) >= 4
+            r.note("above the ring-model expectation: "
+                   + ("NVLS (NVSwitch SHARP) or tree algorithms move" if nvls else "tree algorithms move")
+                   + " less data than busbw's point-to-point ring formula assumes (nccl-tests issue #153)")
+    _check_ranks(run, ctx, r, ranks)
+    _curve(run, r, peak_bw)
+    return r
+
+
+def _transport(run: NcclRun, u: NetUsage, ctx: JudgeContext, r: JudgeResult, multi: bool, gpu_key: str | None) -> None:
+    """Judge what the NCCL INFO lines say: socket transport on an RDMA fabric (fail), fewer NICs used than
+    declared, GPUDirect RDMA missing on some node, GPU peer-to-peer through host memory (warn); log
+    signatures that explain a run that finished (GPUDirect RDMA disabled) likewise."""
+    fabric = ctx.fabric
+    if fabric in RDMA_FABRICS and multi:
+        fname = FABRIC_NAMES[fabric]
+        via_socket = u.transports.get("NET/Socket", 0)
+        socket = bool(via_socket) or "Socket" in run.networks or (run.net_provider in ("tcp", "sockets"))
+        if run.net_plugin_missing and fabric == "efa" and not any(t != "NET/Socket" for t in u.net_transports):
+            socket = True
+        if socket:
+            if via_socket:
+                how = f"{via_socket} channel(s) 'via NET/Socket'"
+            elif run.net_plugin_missing and fabric == "efa":
+                how = "'NET/Plugin' found no plugin"
+            else:
+                how = "network 'Socket' in the NCCL INFO lines"
+            r.degrade(Verdict.FAIL, f"NCCL used TCP sockets on an {fname} cluster ({how}). {_socket_cause(fabric)}")
+        declared = ctx.nics_per_node
+        if u.nics_used and declared:
+            used = {h: len(v) for h, v in u.nics_used.items()}
+            fewest_host = min(used, key=used.__getitem__)
+            fewest = used[fewest_host]
+            pool = u.nics_listed if (u.nics_listed and fabric != "efa") else None
+            avail = min(declared, pool) if pool else (declared if fabric != "efa" else None)
+            if pool and pool < declared:
+                names = ", ".join(u.nic_names.get(i, str(i)) for i in sorted(u.nic_names))
+                r.degrade(Verdict.WARN, f"NCCL saw {pool} of the {declared} declared NICs ({names}), so inter-node bandwidth "
+                                  f"is capped at {pool}/{declared} of the NIC rate. {by_id('nics-unused').text()}")
+            elif avail and fewest < avail:
+                names = ", ".join(u.nic_names.get(i, f"#{i}") for i in sorted(u.nics_used[fewest_host]))
+                r.degrade(Verdict.WARN, f"{fewest} of {avail} NICs used on {fewest_host} (inter-node channels via {names}). "
+                                  + by_id("nics-unused").text())
+        if fabric == "efa" and u.nics_found is not None and declared and u.nics_found < declared:
+            r.degrade(Verdict.WARN, f"the OFI plugin found {u.nics_found} of the {declared} declared EFA interfaces. "
+                              + by_id("nics-unused").text())
+        if fabric in IB_VERBS_FABRICS and u.gdr:
+            without = [h for h, (w, wo) in u.gdr.items() if w == 0 and wo > 0]
+            with_gdr = [h for h, (w, _) in u.gdr.items() if w > 0]
+            if without and (with_gdr or "GPU Direct RDMA Disabled" in " ".join(run.log_lines)):
+                r.degrade(Verdict.WARN, f"GPUDirect RDMA not used on {', '.join(sorted(without))} (its inter-node channels "
+                                  "lack /GDRDMA). " + by_id("gdr-disabled").text())
+        for sig, line in diagnose(run.log_lines, multi=True, fabric=fabric):
+            if sig.id == "gdr-disabled" and not any("GPUDirect RDMA" in x for x in r.reasons):
+                r.degrade(Verdict.WARN, f"the log says {line[line.find('GPU Direct'):][:80]!r}. " + sig.text())
+    shm = u.transports.get("SHM", 0)
+    if shm and not u.transports.get("P2P") and (_nvlink_gen(gpu_key) or multi is False):
+        r.degrade(Verdict.WARN, f"{shm} intra-node channel(s) 'via SHM': GPUs of one node exchanged data through host "
+                          "memory. " + by_id("p2p-through-host").text())
+
+
+def _nvlink_gen(gpu_key: str | None) -> int:
+    """NVLink generation of a catalog GPU (0 when unknown or PCIe-only); NVLS needs generation 4+."""
+    if not gpu_key:
+        return 0
+    try:
+        return int(catalog().gpu(gpu_key).nvlink_gen or 0)
+    except KeyError:
+        return 0
+
+
+def _socket_cause(fabric: str) -> str:
+    if fabric == "efa":
+        return ("Likely cause: NCCL is not using the EFA provider: check the OFI plugin path (the aws-ofi-nccl "
+                "directory, /opt/amazon/ofi-nccl/lib, and libfabric, /opt/amazon/efa/lib, must be on LD_LIBRARY_PATH "
+                "inside the job); with NCCL_DEBUG=INFO the log must say 'Selected Provider is efa' "
+                f"({doc_ref('socket-on-rdma')})")
+    return ("Likely cause: NCCL fell back to TCP sockets instead of IB verbs: the job cannot open the HCAs. Pass the "
+            "RDMA devices (/dev/infiniband), IPC_LOCK and memlock unlimited into the container, check NCCL_IB_HCA"
+            + (" and NCCL_IB_GID_INDEX (RoCEv2)" if fabric == "roce" else "") + f" ({doc_ref('socket-on-rdma')})")
+
+
+def _network_cause(fabric: str | None) -> str:
+    extra = {
+        "efa": "every EFA interface attached and up (`fi_info -p efa`), all nodes in one cluster placement group",
+        "infiniband": "every HCA listed in NCCL_IB_HCA and at full link rate (`ibstat`), the subnet manager healthy",
+        "roce": "every NIC in NCCL_IB_HCA at full rate, PFC/ECN on the RoCE priority (drops collapse RoCE)",
+    }.get(fabric or "", "the NICs' link rate")
+    return ("inter-node traffic below the NIC rate: check GPUDirect RDMA on every node (nvidia-peermem or DMA-BUF) "
+            f"and {extra}")
+
+
+def _low_cause(basis: str, fabric: str | None, multi: bool, usage: NetUsage | None = None,
+               explained: bool = False) -> str:
+    """The likely causes of low busbw. A single-node run gets only node-local causes; a multi-node run
+    without NCCL INFO channel lines gets every cause the numbers allow, and the advice to rerun with them."""
+    if basis == "threshold":
+        return "Below the blueprint's validation.nccl.thresholds.min_busbw_gbps"
+    local = by_id("nvlink-below-rate")
+    if basis == "pcie":
+        local_text = ("PCIe peer-to-peer goes through the CPU: check PCIe ACS and IOMMU translation on bare metal "
+                      f"(iommu=pt) and `nvidia-smi topo -m` ({doc_ref(local.id)})")
+    else:
+        local_text = f"{local.cause}; {local.fix} ({doc_ref(local.id)})"
+    if not multi:
+        return f"Likely cause: {local_text}"
+    net = by_id("network-below-rate")
+    if explained:
+        return "Likely cause: the transport named above"
+    if usage is not None and usage.channel_lines:
+        return (f"Likely cause: {_network_cause(fabric)} ({doc_ref(net.id)}); the NCCL INFO lines show "
+                f"{', '.join(f'{k} x{v}' for k, v in usage.transports.items())}; if one node alone is slow too, "
+                f"{local_text}")
+    return (f"Possible causes (the log has no NCCL INFO channel lines to tell them apart): {net.cause}; or, if one "
+            f"node alone is slow too, {local_text}. Fix: {net.fix} ({doc_ref(net.id)})")
+
+
+def _check_ranks(run: NcclRun, ctx: JudgeContext, r: JudgeResult, ranks: int) -> None:
+    if not run.devices or not ctx.gpus_per_node:
+        return
+    per_host: dict[str, int] = {}
+    for d in run.devices:
+        per_host[d.host] = per_host.get(d.host, 0) + 1
+    most = max(per_host.values())
+    if most > ctx.gpus_per_node:
+        r.degrade(Verdict.WARN, f"{most} ranks on one node but the nodes have {ctx.gpus_per_node} GPUs: ranks share GPUs "
+                          "(check the launcher's processes per node)")
+    elif most < ctx.gpus_per_node:
+        r.note(f"the run used {most} of {ctx.gpus_per_node} GPUs per node")
+    if ctx.nodes and len(per_host) < ctx.nodes and not ctx.is_explicit("nodes"):
+        r.note(f"the run used {len(per_host)} of the blueprint's {ctx.nodes} nodes")
+
+
+def _curve(run: NcclRun, r: JudgeResult, peak: float, cpu: bool = False) -> None:
+    """Shape of the size curve per placement: isolated dips (note), cliffs (warn), collapse (warn/fail).
+
+    For CPU (gloo) runs the anomalies are counted into one note: processes sharing a few cores
+    make those curves irregular, and the GPU/fabric causes do not apply.
+    """
+    if cpu:
+        probe = JudgeResult(source=r.source, kind=r.kind)
+        _curve(run, probe, peak)
+        n = len(probe.reasons) + sum("dips" in x for x in probe.notes)
+        if n:
+            r.note(f"the CPU curve is irregular ({n} dip(s) or drop(s) between sizes): expected for gloo processes "
+                   "sharing a machine's cores; not judged")
+        return
+    floor = 0.10 * peak
+    for placement in ("out-of-place", "in-place"):
+        pts = list(iter_curve(run, placement))
+        if len(pts) < 3:
+            continue
+        best = 0.0
+        best_at = 0
+        low: list[tuple[int, float, float, int]] = []  # (index, depth, best before, size of best)
+        for i, (size, bw) in enumerate(pts):
+            if best >= floor and best > 0 and bw < best * (1 - DIP):
+                low.append((i, 1 - bw / best, best, best_at))
+            if bw > best:
+                best, best_at = bw, size
+        segs: list[list[tuple[int, float, float, int]]] = []
+        for item in low:
+            if segs and segs[-1][-1][0] == item[0] - 1:
+                segs[-1].append(item)
+            else:
+                segs.append([item])
+        for seg in segs:
+            first, last = seg[0][0], seg[-1][0]
+            depth = max(x[1] for x in seg)
+            ref_bw, ref_size = seg[0][2], seg[0][3]
+            lo_size = pts[first][0]
+            end_size, end_bw = pts[last]
+            recovered = last < len(pts) - 1
+            if not recovered and ((len(seg) >= 2 and depth >= COLLAPSE) or depth >= 0.5):
+                cliff = by_id("busbw-cliff")
+                msg = (f"{placement} busbw cliff from {fmt_bytes(lo_size)}: busbw collapses from {ref_bw:.4g} GB/s at "
+                       f"{fmt_bytes(ref_size)} to {end_bw:.4g} GB/s at {fmt_bytes(end_size)} (-{pct(depth)}) and does "
+                       f"not recover. {cliff.text()}")
+                r.metrics.setdefault("cliff_start_bytes", lo_size)
+                r.degrade(Verdict.FAIL if depth >= 0.5 and len(seg) >= 2 else Verdict.WARN, msg)
+            elif recovered and len(seg) >= 2 and depth >= CLIFF:
+                msg = (f"{placement} mid-size cliff: busbw drops from {ref_bw:.4g} GB/s ({fmt_bytes(ref_size)}) to "
+                       f"{min(pts[i][1] for i, *_ in seg):.4g} GB/s between {fmt_bytes(lo_size)} and {fmt_bytes(end_size)} "
+                       f"(-{pct(depth)}) and recovers at {fmt_bytes(pts[last + 1][0])}. Likely cause: a poor "
+                       "algorithm/protocol switch point (try NCCL_ALGO/NCCL_PROTO) or contention during the run")
+                r.degrade(Verdict.WARN, msg)
+            else:
+                where = (f"at {fmt_bytes(lo_size)}" if first == last else f"from {fmt_bytes(lo_size)} to {fmt_bytes(end_size)}")
+                tail = f", recovers at {fmt_bytes(pts[last + 1][0])}" if recovered else " (last size)"
+                r.note(f"{placement} busbw dips {where}: {min(pts[i][1] for i, *_ in seg):.4g} GB/s vs {ref_bw:.4g} GB/s at "
+                       f"{fmt_bytes(ref_size)} (-{depth * 100:.1f}%){tail}; isolated, noted only")
+
