@@ -32,9 +32,20 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "blueprints" / "examples"
 
 
+def _recorded_driver(bp):
+    """The example as deployed on the recorded nodes (``tests/fixtures/node``): driver 550.90.07 with
+    ``nvidia-peermem``, the release the recording was made with."""
+    sw = bp.software.model_copy(update={"driver_branch": "550", "driver_version": "550.90.07"})
+    net = bp.network
+    if hasattr(net, "gpudirect_rdma") and net.gpudirect_rdma.enabled:
+        gdr = net.gpudirect_rdma.model_copy(update={"method": "nvidia-peermem"})
+        net = net.model_copy(update={"gpudirect_rdma": gdr})
+    return bp.model_copy(update={"software": sw, "network": net})
+
+
 @pytest.fixture(scope="module")
 def dgx_bp():
-    return load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint
+    return _recorded_driver(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint)
 
 
 def _roce_with_gid_index(index: int | str):
