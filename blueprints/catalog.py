@@ -13,11 +13,9 @@ MB/s (1e6 bytes/s) per TiB of storage.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
-
-import yaml
 
 __all__ = [
     "Catalog",
@@ -179,6 +177,11 @@ def _vkey(text: str) -> tuple[int, ...]:
 
 
 def _load_yaml(name: str) -> dict[str, Any]:
+    # imported here, not at the top: `import blueprints` (every CLI start) must not pay for them
+    from importlib import resources
+
+    import yaml
+
     text = resources.files("blueprints").joinpath("data", name).read_text(encoding="utf-8")
     # libyaml's safe loader: ~15x faster than a pure-Python parser; the catalog uses no YAML 1.1-only forms
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -437,11 +440,53 @@ def catalog() -> Catalog:
 @functools.cache
 def ec2_instance_type_names() -> frozenset[str]:
     """Every EC2 instance type name the installed ``pulumi_aws`` provider knows
-    (``pulumi_aws.ec2.InstanceType``, generated from the EC2 API model), e.g. ``m6i.2xlarge``."""
+    (``pulumi_aws.ec2.InstanceType``, generated from the EC2 API model), e.g. ``m6i.2xlarge``.
+
+    The names are read from the enum's generated source (``pulumi_aws/ec2/_enums.py``) without
+    importing the provider SDK, which costs about a second of ``clusterforge check``; when that file
+    is missing or not in the generated shape the enum itself is imported. Raises ``ImportError``
+    when ``pulumi_aws`` is not installed.
+    """
+    names = _instance_type_names_from_source()
+    if names:
+        return names
     import warnings
 
     with warnings.catch_warnings():  # the SDK warns about its own deprecated resources on import
         warnings.simplefilter("ignore", DeprecationWarning)
-        from pulumi_aws.ec2 import InstanceType  # imported on first use: the provider SDK is large
+        from pulumi_aws.ec2 import InstanceType  # the provider SDK is large: only as a fallback
 
     return frozenset(str(m.value) for m in InstanceType)
+
+
+_ENUM_MEMBER = re.compile(r'^    [A-Z][A-Z0-9_]* = "([^"\\]+)"$')
+
+
+def _instance_type_names_from_source() -> frozenset[str]:
+    """The string values of ``class InstanceType`` in ``pulumi_aws/ec2/_enums.py``, read as text
+    (``    P5_48_X_LARGE = "p5.48xlarge"`` lines up to the next top-level statement); empty when the
+    package or the file is missing or the class has no such member lines."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("pulumi_aws")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    for root in spec.submodule_search_locations:
+        path = Path(root) / "ec2" / "_enums.py"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        start = text.find("\nclass InstanceType(")
+        if start < 0:
+            continue
+        names: set[str] = set()
+        for line in text[start + 1:].splitlines()[1:]:
+            if line and not line[0].isspace():
+                break  # the next top-level statement ends the class body
+            m = _ENUM_MEMBER.match(line)
+            if m:
+                names.add(m.group(1))
+        return frozenset(names)
+    return frozenset()

@@ -172,6 +172,16 @@ class SandboxSettings(_Frozen):
     """GPUs in each guest (the Fabric Manager partition size in ``shared-nvswitch`` mode)."""
     pcie_root_ports: int | None = None
     """PCIe root ports a Kata guest needs: one per passed GPU and NVSwitch."""
+    kata_version: str
+    """Kata Containers release installed on Kata hosts (``software.kata``)."""
+    gvisor_release: str
+    """gVisor release of runsc (``software.gvisor``: ``YYYYMMDD.N`` or ``latest``)."""
+    kata_tarball: str | None
+    """Kata static release file of ``software.kata`` (``.tar.zst`` from 3.21.0 on) for Kata groups."""
+    kata_release_url: str
+    """Base URL of Kata's GitHub releases (``<url>/<version>/<kata_tarball>``; catalog ``bare_metal.kata``)."""
+    gvisor_release_url: str
+    """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
 
 
 class NodeSettings(_Frozen):
@@ -236,6 +246,10 @@ class NodeSettings(_Frozen):
     efa_installer: str | None
     aws_ofi_nccl: str | None
     opensm: bool
+    opensm_priority: int | None
+    """Subnet-manager priority of this group's opensm (0-15; ``None`` where the group runs no opensm)."""
+    doca_ofed: str | None
+    """DOCA-OFED release for the RDMA stack (``software.doca_ofed``); ``None``: inbox rdma-core."""
     ipoib: bool
     ipoib_mode: str | None
     ipoib_netdev: str | None
@@ -250,14 +264,6 @@ class NodeSettings(_Frozen):
     container_shm_size: str
     container_default_runtime: str
     sandbox: SandboxSettings
-    kata_tarball: str | None
-    """Kata static release file of ``software.kata`` (``.tar.zst`` from 3.21.0 on) for Kata groups."""
-    kata_release_url: str
-    """Base URL of Kata's GitHub releases (``<url>/<version>/<kata_tarball>``; catalog ``bare_metal.kata``)."""
-    gvisor_release: str
-    """runsc release (``software.gvisor``)."""
-    gvisor_release_url: str
-    """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
     container_toolkit_repo_url: str
     """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
     lustre_client_packages: list[str]
@@ -353,10 +359,10 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     elif training:
         # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
         cmdline += ["iommu=pt"]
-    rdma = isinstance(net, (EfaNetwork, InfinibandNetwork, RoceNetwork))
+    rdma = net.rdma
     rdma_devices = _rdma_devices(bp, g)
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
-    if rdma and net.gpudirect_rdma.on_for(passthrough) and gpu_count and not isinstance(net, EfaNetwork):
+    if net.ib_verbs and net.gpudirect_rdma.on_for(passthrough) and gpu_count:
         gdr = net.gpudirect_rdma.effective_method(bp.software.driver_open_kernel_modules)
     roce = None
     if isinstance(net, RoceNetwork) and g.hardware:
@@ -438,6 +444,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
             fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda,
             fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default")
+    opensm = (isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
+              and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts))
     return NodeSettings(
         blueprint=bp.name,
         group=g.name,
@@ -490,8 +498,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         nccl_env=_nccl_env(bp, g, rdma_devices, gpu_count),
         efa_installer=sw.efa_installer if efa_group(bp, g) else None,
         aws_ofi_nccl=sw.aws_ofi_nccl if efa_group(bp, g) and gpu_count else None,
-        opensm=isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
-        and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts),
+        opensm=opensm,
+        opensm_priority=net.infiniband.subnet_manager.priority if opensm and isinstance(net, InfinibandNetwork) else None,
+        doca_ofed=sw.doca_ofed,
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
         ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,
         ipoib_netdev=ipoib_netdev,
@@ -512,11 +521,12 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             nvswitch_passthrough=plan == "full-passthrough",
             gpus_per_guest=guest_gpus,
             pcie_root_ports=root_ports,
+            kata_version=sw.kata,
+            gvisor_release=sw.gvisor,
+            kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
+            kata_release_url=bare_metal()["kata"]["release_url"],
+            gvisor_release_url=bare_metal()["gvisor"]["release_url"],
         ),
-        kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
-        kata_release_url=bare_metal()["kata"]["release_url"],
-        gvisor_release=sw.gvisor,
-        gvisor_release_url=bare_metal()["gvisor"]["release_url"],
         container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
         lustre_client_packages=list(bare_metal()["lustre_client"]["packages"]),
     )

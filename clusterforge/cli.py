@@ -19,18 +19,21 @@ import typer
 
 from blueprints.findings import BlueprintInvalid
 
-from . import __version__
-from .console import err_console, fail
 from .errors import ClusterforgeError
+
+# Only typer and the error classes are imported here: each verb imports what it needs when it runs,
+# so `clusterforge --help` and `check` start fast (bench/bench_cli_startup.py;
+# tests/architecture/test_cli_imports.py keeps heavy modules out of this import).
 
 COMMAND_MODULES = ["check", "schema", "rules", "plan", "render", "up", "validate", "judge", "report"]
 """Modules under clusterforge.commands that register verbs (missing ones are skipped)."""
 
 def _click_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """ClickException / Abort classes of the click that typer uses (typer may vendor its own)."""
+    """ClickException / Abort classes of the click that typer uses: its vendored copy
+    (``typer._click`` in recent releases) or else the ``click`` package."""
     errors: list[type] = []
     aborts: list[type] = []
-    for modname in ("click.exceptions", "typer._click.exceptions"):
+    for modname in ("typer._click.exceptions", "click.exceptions"):
         try:
             mod = import_module(modname)
         except ImportError:
@@ -38,6 +41,7 @@ def _click_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
         errors.append(mod.ClickException)
         if hasattr(mod, "Abort"):
             aborts.append(mod.Abort)
+        break  # typer uses one of them; importing the other click would only cost start-up time
     aborts.append(typer.Abort)
     aborts.append(EOFError)
     return tuple(errors), tuple(aborts)
@@ -57,6 +61,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from blueprints.version import __version__
+
         print(f"clusterforge {__version__}")
         raise typer.Exit(0)
 
@@ -97,6 +103,13 @@ def _plain_help_types(cmd: Any) -> Any:
     return cmd
 
 
+def fail(msg: str) -> None:
+    """:func:`clusterforge.console.fail`, imported when there is an error to print (rich is not free)."""
+    from .console import fail as _fail
+
+    _fail(msg)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -117,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except _CLICK_ERRORS as e:
         if type(e).__name__.startswith("NoArgsIsHelp"):
+            from .console import err_console
+
             err_console.print(e.format_message(), markup=False)
             return 2
         hint = ""

@@ -10,8 +10,8 @@ are answered by :class:`PlanMocks` with deterministic stand-ins, so plans are st
 compared with golden files. Outputs computed by AWS (ids, IPs, the FSx DNS name) are mock values
 too: ``plan`` shows *what* would be created and *how it is wired*, not values AWS assigns.
 
-For on-prem blueprints the plan is the Ansible run instead:
-:func:`clusterforge.ansible.render.plan_ansible` (hosts, roles, variables).
+This is the AWS target's planner (:class:`clusterforge.targets.aws.AwsTarget`); every target's plan,
+typed, comes from :func:`clusterforge.targets.plan`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ __all__ = [
     "PlanResult",
     "PlannedResource",
     "natural_key",
-    "plan",
     "plan_aws",
     "run_program",
 ]
@@ -367,12 +366,3 @@ def plan_aws(loaded: LoadedBlueprint) -> PlanResult:
     cfg = {f"{PROJECT}:blueprint": str(Path(loaded.file).resolve())}
     return run_program(_stacks_program, stack=bp.name, config=cfg, region=region)
 
-
-def plan(loaded: LoadedBlueprint) -> PlanResult | dict[str, Any]:
-    """Plan ``loaded``: a :class:`PlanResult` for AWS, the Ansible plan dict for on-prem."""
-    if loaded.blueprint.is_aws:
-        return plan_aws(loaded)
-    from clusterforge.ansible.render import plan_ansible  # written by the on-prem path; imported lazily
-
-    result: dict[str, Any] = plan_ansible(loaded)
-    return result

@@ -114,7 +114,6 @@ for g in bp.node_groups:
         lustre={k: (fs.dns_name, fs.mount_name) for k, fs in filesystems.items()},
         eks=EksAttachment(cluster_name=cluster.cluster_name, version=orchestrator.version)
         if cluster is not None and orchestrator is not None else None,
-        kata_version=bp.software.kata, gvisor_version=bp.software.gvisor,
     ), aws_opts)
 
 if cluster is not None and orchestrator is not None:

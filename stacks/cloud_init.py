@@ -1,13 +1,18 @@
 """Cloud-init user data for AWS nodes, rendered from :class:`blueprints.settings.NodeSettings`.
 
 The Ansible roles render the very same settings into group_vars; nothing here re-derives a
-setting from the blueprint. What a node gets at first boot:
+setting from the blueprint. A file both paths write is defined once, by its role: the role's
+template task gives path, mode and template, rendered here with the same variables
+(:func:`blueprints.role_vars.node_role_vars`, :func:`blueprints.role_templates.role_file`) and
+written through ``write_files`` (:func:`role_files`). What a node gets at first boot:
 
 * ``/etc/clusterforge/node-settings.json`` — the settings themselves (read by validation probes);
-* sysctls, locked-memory limit ``unlimited`` for PAM sessions and systemd services;
-* ``/etc/nccl.conf`` (``NCCL_*``), ``/etc/profile.d/clusterforge-nccl.sh`` (every variable) and,
-  on EFA, the OFI plugin and libfabric directories in ``/etc/ld.so.conf.d`` — NCCL silently
-  falls back to TCP sockets when it cannot ``dlopen`` the plugin;
+* from the ``host_tuning`` role: sysctls, locked-memory limit ``unlimited`` for PAM sessions and
+  systemd services, the GRUB drop-in with the kernel command line;
+* from the ``rdma`` role: ``/etc/nccl.conf``; then ``/etc/profile.d/clusterforge-nccl.sh``
+  (every variable) and, on EFA, the OFI plugin and libfabric directories in
+  ``/etc/ld.so.conf.d`` — NCCL silently falls back to TCP sockets when it cannot ``dlopen`` the
+  plugin;
 * on EFA node groups only: the EFA software when the AMI has none (the installer's record and the
   ``efa`` kernel module tell; what the AMI ships is never replaced), and a check that the OFI
   plugin is in one of the catalog's plugin directories;
@@ -17,11 +22,12 @@ setting from the blueprint. What a node gets at first boot:
   sysfs — what ``nvme id-ctrl`` reports), never by device name, builds RAID0 with
   ``mdadm`` and mounts it; it runs at every boot because the instance store is blank after a
   stop/start;
-* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023) and an
-  ``/etc/fstab`` mount of ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options, then
-  the declared ``lfs setstripe`` layouts;
-* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc`` with
-  ``nvproxy``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
+* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then
+  the ``lustre_client`` role's mount script: an ``/etc/fstab`` mount of
+  ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options and the declared
+  ``lfs setstripe`` layouts;
+* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc``; ``nvproxy`` from the
+  ``sandbox`` role's ``runsc.toml``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
   ``vfio-pci`` and reboot once into the IOMMU kernel command line.
 
 Two platforms: ``ubuntu`` (the AWS Deep Learning Base AMI, EC2 instances: Docker is configured)
@@ -40,6 +46,7 @@ cloud-init https://cloudinit.readthedocs.io/en/latest/reference/modules.html .
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import shlex
 from collections.abc import Mapping
@@ -50,18 +57,24 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from blueprints.catalog import catalog
+from blueprints.role_templates import OsFamily, RoleFile, role_file
+from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
 
 __all__ = [
+    "COMPRESS_OVER_BYTES",
     "INSTANCE_STORE_MODEL",
+    "SHARED_TEMPLATES",
     "USER_DATA_LIMIT_BYTES",
     "LustreEndpoint",
     "Platform",
+    "cloud_role_vars",
     "encode_user_data",
     "lustre_source",
     "placeholder_endpoints",
     "render_cloud_config",
     "render_user_data",
+    "role_files",
     "runtime_handler",
     "scratch_script",
 ]
@@ -74,6 +87,10 @@ INSTANCE_STORE_MODEL = "Amazon EC2 NVMe Instance Storage"
 USER_DATA_LIMIT_BYTES = 16 * 1024
 """EC2 user data limit: 16 KB of raw data before base64
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
+
+COMPRESS_OVER_BYTES = 512
+"""Files larger than this travel compressed when user data must shrink (``write_files`` ``gz+b64``,
+https://cloudinit.readthedocs.io/en/latest/reference/modules.html#write-files)."""
 
 MIME_BOUNDARY = "==CLUSTERFORGE=="
 NODECONFIG_CONTENT_TYPE = "application/node.eks.aws"
@@ -195,11 +212,10 @@ log "$target mounted on $MOUNT"
 """
 
 
-def _lustre_script(settings: NodeSettings, endpoints: Mapping[str, LustreEndpoint]) -> str:
-    q = shlex.quote
+def _lustre_script() -> str:
     lines = [
         "#!/bin/bash",
-        "# clusterforge: Lustre client and mounts (rendered from NodeSettings.lustre).",
+        "# clusterforge: Lustre client, then the mounts (rendered from NodeSettings.lustre).",
         "set -euo pipefail",
         _PKG.rstrip("\n"),
         "if ! modinfo lustre >/dev/null 2>&1; then",
@@ -212,19 +228,9 @@ def _lustre_script(settings: NodeSettings, endpoints: Mapping[str, LustreEndpoin
         '    apt-get update -q && pkg_install "lustre-client-modules-$(uname -r)"',
         "  else pkg_install lustre-client; fi",
         "fi",
-        "mount_lustre() {  # MOUNT SOURCE OPTIONS",
-        '  mkdir -p "$1"',
-        '  grep -qs " $1 lustre " /etc/fstab || echo "$2 $1 lustre $3 0 0" >> /etc/fstab',
-        '  for _ in 1 2 3 4 5 6 7 8 9 10; do mountpoint -q "$1" && return 0; mount "$1" || sleep 15; done',
-        '  mountpoint -q "$1"',
-        "}",
+        "# fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)",
+        "/usr/local/sbin/clusterforge-lustre-mounts",
     ]
-    for m in settings.lustre:
-        opts = ",".join(m.options) or "defaults"
-        lines.append(f"mount_lustre {q(m.mount)} {q(lustre_source(m, endpoints))} {q(opts)}")
-        for st in m.stripes:
-            d = f"{m.mount.rstrip('/')}/{str(st['path']).lstrip('/')}"
-            lines.append(f"mkdir -p {q(d)} && lfs setstripe -c {st['count']} -S {st['size']} {q(d)}")
     return "\n".join(lines) + "\n"
 
 
@@ -280,7 +286,7 @@ _VFIO = """bind_gpus_vfio() {
 """
 
 
-def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: str, gvisor_version: str) -> str | None:
+def _sandbox_script(settings: NodeSettings, platform: Platform) -> str | None:
     sb = settings.sandbox
     docker = platform == "ubuntu"
     body: list[str] = []
@@ -293,18 +299,17 @@ def _sandbox_script(settings: NodeSettings, platform: Platform, kata_version: st
         ]
     elif sb.runtime == "gvisor":
         body += [
-            f"URL=https://storage.googleapis.com/gvisor/releases/release/{gvisor_version}/$(uname -m)",
+            f"URL=https://storage.googleapis.com/gvisor/releases/release/{sb.gvisor_release}/$(uname -m)",
             "for f in runsc containerd-shim-runsc-v1; do",
             '  curl -fsSLo "/usr/local/bin/$f" "$URL/$f" && curl -fsSLo "/tmp/$f.sha512" "$URL/$f.sha512"',
             '  (cd /usr/local/bin && sha512sum -c "/tmp/$f.sha512") && chmod 0755 "/usr/local/bin/$f"',
             "done",
-            "printf '[runsc_config]\\n  nvproxy = \"true\"\\n' > /etc/containerd/runsc.toml",
         ]
         if docker:
             body.append("runsc install --runtime runsc -- --nvproxy=true && systemctl restart docker")
     elif sb.runtime == "kata":
         body += [
-            f"V={kata_version}; A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
+            f"V={sb.kata_version}; A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
             "B=https://github.com/kata-containers/kata-containers/releases/download/$V",
             'if [ ! -x /opt/kata/bin/containerd-shim-kata-v2 ]; then',
             '  for ext in tar.zst tar.xz; do curl -fsSLo /tmp/kata.$ext "$B/kata-static-$V-$A.$ext" && break; done',
@@ -348,9 +353,8 @@ def _cmdline_script(settings: NodeSettings) -> str:
 # clusterforge: kernel command line {args} (NodeSettings.kernel_cmdline).
 set -euo pipefail
 ARGS={shlex.quote(args)}
-if command -v update-grub >/dev/null 2>&1; then
-  printf 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT %s"\\n' "$ARGS" > /etc/default/grub.d/90-clusterforge.cfg
-  update-grub
+# GRUB reads the host_tuning role's drop-in (written by cloud-init); grubby (AL2023) takes the arguments.
+if command -v update-grub >/dev/null 2>&1; then update-grub
 else grubby --update-kernel=ALL --args="$ARGS"; fi
 {tail}"""
 
@@ -363,37 +367,82 @@ def _file(path: str, content: str, mode: str = "0644") -> dict[str, Any]:
     return {"path": path, "permissions": mode, "owner": "root:root", "content": LiteralScalarString(content)}
 
 
+_OS_FAMILY: dict[str, OsFamily] = {"ubuntu": "Debian", "al2023": "RedHat"}
+
+
+_ALL: tuple[Platform, ...] = ("ubuntu", "al2023")
+
+SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
+    ("host_tuning", "sysctl.conf.j2", _ALL),
+    ("host_tuning", "memlock.conf.j2", _ALL),
+    ("host_tuning", "systemd-limits.conf.j2", _ALL),
+    ("host_tuning", "grub-cmdline.cfg.j2", ("ubuntu",)),  # AL2023: grubby takes the arguments
+    ("rdma", "nccl.conf.j2", _ALL),
+    ("lustre_client", "lustre-mounts.sh.j2", _ALL),
+    ("sandbox", "runsc.toml.j2", _ALL),
+)
+"""The role templates a cloud node gets, as ``(role, template, platforms)``: sysctls and
+hugepages, memlock limits for PAM sessions and systemd services, the GRUB kernel command line
+(Ubuntu's GRUB reads drop-ins; AL2023 boots through BLS entries that ``grubby`` edits),
+``/etc/nccl.conf``, the Lustre mount script (fstab entries, mounts, stripe layouts) and gVisor's
+``runsc.toml``."""
+
+
+def cloud_role_vars(settings: NodeSettings, role: str, lustre: Mapping[str, LustreEndpoint]) -> dict[str, Any]:
+    """:func:`blueprints.role_vars.node_role_vars` of a cloud node: the FSx mounts get their
+    deploy-time sources from ``lustre`` (:func:`lustre_source`). Raises ``KeyError`` when an FSx
+    mount has no endpoint."""
+    sources = {m.name: lustre_source(m, lustre) for m in settings.lustre} if role == "lustre_client" else None
+    return node_role_vars(settings, role, lustre_sources=sources)
+
+
+def role_files(settings: NodeSettings, platform: Platform = "ubuntu",
+               lustre: Mapping[str, LustreEndpoint] | None = None) -> list[RoleFile]:
+    """The files a cloud node with ``settings`` gets from the Ansible roles' own templates.
+
+    Each is what the role's template task writes on bare metal for the same settings: same path,
+    mode and bytes, under the same ``when`` (:func:`blueprints.role_templates.role_file`), with
+    the variables of :func:`cloud_role_vars` (``lustre``: the FSx endpoints, default
+    :func:`placeholder_endpoints`). ``platform`` picks the role's OS-family vars (``ubuntu``:
+    Debian, ``al2023``: RedHat, where grubby, not a GRUB drop-in, takes the kernel command line).
+    Raises :class:`blueprints.role_templates.RoleTemplateError` when a role no longer has the task,
+    ``KeyError`` when an FSx mount has no endpoint.
+    """
+    fam = _OS_FAMILY[platform]
+    endpoints = placeholder_endpoints(settings) if lustre is None else lustre
+    out = []
+    for role, template, platforms in SHARED_TEMPLATES:
+        if platform not in platforms:
+            continue
+        f = role_file(role, template, cloud_role_vars(settings, role, endpoints), fam)
+        if f is not None:
+            out.append(f)
+    return out
+
+
 def render_cloud_config(
     settings: NodeSettings,
     lustre: Mapping[str, LustreEndpoint],
     *,
     platform: Platform = "ubuntu",
-    kata_version: str = "3.23.0",
-    gvisor_version: str = "latest",
+    compress_files: bool = False,
 ) -> str:
     """The ``#cloud-config`` document for one node group.
 
     ``lustre`` maps each FSx-backed storage name to its endpoint (from the deployed file system,
-    or :func:`placeholder_endpoints`). Returns YAML text starting with ``#cloud-config``.
+    or :func:`placeholder_endpoints`). ``compress_files``: every file over
+    :data:`COMPRESS_OVER_BYTES` travels gzip'd and base64-encoded (``encoding: gz+b64``, which
+    cloud-init's ``write_files`` unpacks), for user data that must stay text (EKS).
+    Returns YAML text starting with ``#cloud-config``.
     Raises ``KeyError`` when an FSx mount has no endpoint.
     """
     files: list[dict[str, Any]] = [
         _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None) + "\n"),
-        _file("/etc/sysctl.d/90-clusterforge.conf",
-              "".join(f"{k} = {v}\n" for k, v in sorted(settings.sysctls.items()))
-              + (f"vm.nr_hugepages = {settings.hugepages_2m}\n" if settings.hugepages_2m else "")),
     ]
-    runcmd: list[str] = ["sysctl --system"]
-    if settings.memlock_unlimited:
-        files.append(_file("/etc/security/limits.d/90-clusterforge-memlock.conf",
-                           "* soft memlock unlimited\n* hard memlock unlimited\n"))
-        files.append(_file("/etc/systemd/system.conf.d/90-clusterforge-memlock.conf",
-                           "[Manager]\nDefaultLimitMEMLOCK=infinity\n"))
-        runcmd.append("systemctl daemon-reexec")
+    files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform, lustre)]
+    runcmd: list[str] = ["sysctl --system", "systemctl daemon-reexec"]
     env = settings.nccl_env
     if env:
-        nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
-        files.append(_file("/etc/nccl.conf", "".join(f"{k}={v}\n" for k, v in sorted(nccl.items())) or "\n"))
         exports = "".join(
             f"export {k}={shlex.quote(v)}\n" if k != "LD_LIBRARY_PATH" else f"export {k}={shlex.quote(v)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
             for k, v in sorted(env.items())
@@ -412,9 +461,9 @@ def render_cloud_config(
         files.append(_file("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
                            scratch_script(settings.scratch), "0755"))
     if settings.lustre:
-        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(settings, lustre), "0755"))
+        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(), "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-lustre.sh")
-    sandbox = _sandbox_script(settings, platform, kata_version, gvisor_version)
+    sandbox = _sandbox_script(settings, platform)
     if sandbox:
         files.append(_file("/usr/local/sbin/clusterforge-sandbox.sh", sandbox, "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-sandbox.sh")
@@ -426,6 +475,12 @@ def render_cloud_config(
             doc["power_state"] = {"mode": "reboot", "message": "clusterforge: reboot into the IOMMU kernel command line",
                                   "condition": "test -f /run/clusterforge-reboot-required"}
     doc["runcmd"] = runcmd
+    if compress_files:
+        for f in files:
+            raw = str(f["content"]).encode("utf-8")
+            if len(raw) > COMPRESS_OVER_BYTES:
+                f["encoding"] = "gz+b64"
+                f["content"] = LiteralScalarString(base64.encodebytes(gzip.compress(raw, 9, mtime=0)).decode("ascii"))
     yaml = YAML()
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
@@ -459,20 +514,25 @@ def render_user_data(
     lustre: Mapping[str, LustreEndpoint],
     *,
     eks: bool = False,
-    kata_version: str = "3.23.0",
-    gvisor_version: str = "latest",
 ) -> str:
     """User data text for a launch template (not yet base64).
 
     EC2 instances (``eks=False``): the ``#cloud-config`` document for the Ubuntu DLAMI.
     EKS managed node groups (``eks=True``): a MIME multipart document (EKS merges it with its
-    own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config.
+    own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config; EKS merges it
+    as text, so when it would exceed :data:`USER_DATA_LIMIT_BYTES` the cloud-config's larger
+    files travel ``gz+b64``-encoded instead (an EC2 cloud-config is compressed as a whole by
+    :func:`encode_user_data`).
     """
     if not eks:
-        return render_cloud_config(settings, lustre, platform="ubuntu", kata_version=kata_version,
-                                   gvisor_version=gvisor_version)
-    cc = render_cloud_config(settings, lustre, platform="al2023", kata_version=kata_version,
-                             gvisor_version=gvisor_version)
+        return render_cloud_config(settings, lustre, platform="ubuntu")
+    text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023"))
+    if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
+        text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True))
+    return text
+
+
+def _mime(settings: NodeSettings, cc: str) -> str:
     parts: list[tuple[str, str]] = []
     nc = _nodeconfig(settings)
     if nc:
@@ -488,11 +548,17 @@ def render_user_data(
 def encode_user_data(text: str) -> str:
     """Base64 of ``text`` (UTF-8), as launch templates want it.
 
-    Raises ``ValueError`` when the raw text exceeds :data:`USER_DATA_LIMIT_BYTES`.
+    A ``#cloud-config`` document (EC2 instances) larger than :data:`USER_DATA_LIMIT_BYTES` is
+    gzip-compressed first (fixed timestamp, so the plan stays stable); cloud-init detects and
+    unpacks gzip'd user data
+    (https://cloudinit.readthedocs.io/en/latest/explanation/format.html). EKS MIME documents are
+    never compressed: the EKS node group merges them with its own bootstrap part as text.
+    Raises ``ValueError`` when the data (compressed where allowed) still exceeds the limit.
     """
     raw = text.encode("utf-8")
+    if len(raw) > USER_DATA_LIMIT_BYTES and text.startswith("#cloud-config"):
+        raw = gzip.compress(raw, compresslevel=9, mtime=0)
     if len(raw) > USER_DATA_LIMIT_BYTES:
         raise ValueError(f"user data is {len(raw)} bytes; EC2 allows {USER_DATA_LIMIT_BYTES} — "
                          "drop stripe settings or sandbox features from this node group")
     return base64.b64encode(raw).decode("ascii")
-

@@ -103,8 +103,7 @@ def render_stack_config(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     ci_dir.mkdir(exist_ok=True)
     for g in bp.node_groups:
         settings = node_settings(bp, g)
-        text = render_user_data(settings, placeholder_endpoints(settings), eks=eks,
-                                kata_version=bp.software.kata, gvisor_version=bp.software.gvisor)
+        text = render_user_data(settings, placeholder_endpoints(settings), eks=eks)
         path = ci_dir / f"{g.name}.{'mime' if eks else 'yaml'}"
         path.write_text(text, encoding="utf-8")
         written.append(path)

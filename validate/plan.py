@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 __all__ = ["Device", "PlannedTest", "TestParams"]
 
@@ -47,6 +47,9 @@ class TestParams:
             raise ValueError(f"{cls.__name__}: {e}") from None
 
 
+P = TypeVar("P", bound="TestParams")
+
+
 @dataclass(frozen=True)
 class PlannedTest:
     """One validation test.
@@ -71,6 +74,13 @@ class PlannedTest:
     params: TestParams
     description: str
     notes: tuple[str, ...] = ()
+
+    def params_as(self, kind: type[P]) -> P:
+        """``params`` as the suite's own type ``kind``. Raises ``TypeError`` when the test was planned
+        with another suite's parameters (a test handed to the wrong suite)."""
+        if not isinstance(self.params, kind):
+            raise TypeError(f"test {self.id}: params are {type(self.params).__name__}, not {kind.__name__}")
+        return self.params
 
     @property
     def raw_suffix(self) -> str:

@@ -6,10 +6,6 @@ import json
 from pathlib import Path
 
 import typer
-from rich.text import Text
-
-from ..blueprint_io import findings_for
-from ..console import console, ok
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +22,11 @@ def register(app: typer.Typer) -> None:
         Findings and the summary go to stdout (`check FILE | less` shows them, like other
         linters); only errors of the tool itself go to stderr.
         """
+        from rich.text import Text
+
+        from ..blueprint_io import findings_for
+        from ..console import console, ok
+
         loaded, findings = findings_for(blueprint)
         n_err = sum(1 for f in findings if f.severity == "error")
         n_warn = len(findings) - n_err

@@ -14,9 +14,6 @@ from pathlib import Path
 
 import typer
 
-from ..blueprint_io import load_checked
-from ..console import console, fail
-
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "invalid": "magenta"}
 _MARK = {"pass": "✓", "warn": "!", "fail": "✗", "invalid": "?"}
 
@@ -26,6 +23,8 @@ def print_results(results: list, header: str | None = None) -> None:
     from rich.markup import escape
 
     from validate.suites import summary as result_summary
+
+    from ..console import console
 
     if header:
         console.print(escape(header), style="dim")
@@ -68,6 +67,8 @@ def register(app: typer.Typer) -> None:
         from validate.expectations import context_from_flags
         from validate.judge import exit_code_for, file_kinds, judge_file, worst
 
+        from ..blueprint_io import load_checked
+        from ..console import console, fail
         from ..errors import UsageError
 
         if kind is not None and kind not in file_kinds():

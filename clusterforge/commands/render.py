@@ -1,39 +1,35 @@
 """``clusterforge render BLUEPRINT -o DIR``: the artefacts a user can run by hand.
 
-Writes, for the blueprint's target:
+Writes, for the blueprint's target (:mod:`clusterforge.targets`, by ``target.provider``):
 
 * ``DIR/ansible/``: inventory.yml, group_vars/, site.yml (on-prem; ``ansible-playbook -i inventory.yml site.yml``);
-* ``DIR/pulumi/``: the stack config ``Pulumi.<name>.yaml`` and each node group's cloud-init (AWS);
-* ``DIR/validation/``: Slurm batch scripts and Kubernetes manifests for the validation suites.
+* ``DIR/pulumi/``: the Pulumi project, the stack config ``Pulumi.<name>.yaml`` and each node group's cloud-init (AWS);
+
+and for every blueprint ``DIR/validation/``: Slurm batch scripts and Kubernetes manifests for the
+validation suites.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from blueprints import LoadedBlueprint
-
-from ..blueprint_io import load_checked
-from ..console import console, ok
-from ..errors import UsageError
-
-RENDERERS: list[tuple[str, str, str]] = [
-    ("ansible", "clusterforge.ansible.render", "render_ansible"),
-    ("pulumi", "stacks.render", "render_stack_config"),
-    ("validation", "validate.launchers", "render_artifacts"),
-]
-"""(sub-directory, module, function): each function is ``f(loaded, out_dir) -> list[Path]``."""
+if TYPE_CHECKING:
+    from blueprints import LoadedBlueprint
 
 
 def render_all(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
-    """Run every renderer into ``out/<sub-directory>``; returns the files written per renderer."""
+    """Run the target's renderer into ``out/<its render_dir>`` and the validation renderer into
+    ``out/validation``; returns the files written per sub-directory (empty ones left out)."""
+    from validate.launchers import render_artifacts
+
+    from ..targets import target_for
+
+    target = target_for(loaded.blueprint.target.provider)
     written: dict[str, list[Path]] = {}
-    for sub, module, func in RENDERERS:
-        fn: Callable[[LoadedBlueprint, Path], list[Path]] = getattr(import_module(module), func)
+    for sub, fn in ((target.render_dir, target.render), ("validation", render_artifacts)):
         files = fn(loaded, out / sub)
         if files:
             written[sub] = files
@@ -49,6 +45,10 @@ def register(app: typer.Typer) -> None:
         output: Path = typer.Option(..., "-o", "--output", help="Directory to write the artefacts to."),
     ) -> None:
         """Write the Ansible inventory/group_vars/site.yml, Pulumi stack config, Slurm and Kubernetes artefacts."""
+        from ..blueprint_io import load_checked
+        from ..console import console, ok
+        from ..errors import UsageError
+
         if output.exists() and not output.is_dir():
             raise UsageError(f"{output}: exists and is not a directory — pass a directory for -o")
         loaded = load_checked(blueprint)

@@ -12,9 +12,6 @@ from pathlib import Path
 
 import typer
 
-from ..console import console, ok
-from ..errors import UsageError
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` verb to ``app``."""
@@ -30,6 +27,9 @@ def register(app: typer.Typer) -> None:
 
         from validate.judge import worst
         from validate.report import load_results, write_reports
+
+        from ..console import console, ok
+        from ..errors import UsageError
 
         results = load_results(results_dir)
         if not results:

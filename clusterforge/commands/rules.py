@@ -6,8 +6,6 @@ import json
 
 import typer
 
-from blueprints import all_rules
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``rules`` verb to ``app``."""
@@ -15,6 +13,8 @@ def register(app: typer.Typer) -> None:
     @app.command("rules")
     def rules_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
         """List every pre-deploy rule with its id, severity, fix and source."""
+        from blueprints import all_rules
+
         rules = all_rules()
         if as_json:
             print(json.dumps({"rules": [r.to_json() for r in rules]}, indent=2))

@@ -6,10 +6,6 @@ from pathlib import Path
 
 import typer
 
-from blueprints.schema import schema_json
-
-from ..console import ok
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``schema`` verb to ``app``."""
@@ -19,6 +15,10 @@ def register(app: typer.Typer) -> None:
         output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE instead of stdout."),
     ) -> None:
         """Print (or write) the JSON Schema of the blueprint, for editor completion."""
+        from blueprints.schema import schema_json
+
+        from ..console import ok
+
         text = schema_json()
         if output is None:
             print(text, end="")

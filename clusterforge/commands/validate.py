@@ -15,17 +15,15 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
-from ..blueprint_io import load_checked
-from ..console import console, fail, ok, warn
-from ..errors import UsageError
 from .judge import VERDICT_STYLE
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.table import Table
 
 
 class _Progress:
@@ -40,6 +38,9 @@ class _Progress:
 
     # -- rendering ----------------------------------------------------------------------------
     def table(self) -> Table:
+        from rich.table import Table
+        from rich.text import Text
+
         t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         t.add_column("test")
         t.add_column("status")
@@ -61,6 +62,10 @@ class _Progress:
 
     # -- events ------------------------------------------------------------------------------
     def planned(self, tests: list[Any], done: set[str], notes: list[str]) -> None:
+        from rich.live import Live
+
+        from ..console import console, warn
+
         for n in notes:
             warn(n)
         for t in tests:
@@ -75,13 +80,19 @@ class _Progress:
             self.live.start()
 
     def started(self, test: Any) -> None:
+        from ..console import console
+
         self.t_start[test.id] = time.monotonic()
         self.rows[test.id]["status"] = "running"
         if self.live is None:
             console.print(f"▶ {test.id}: {test.description}", markup=False)
 
     def finished(self, test: Any, verdicts: list[str], launch: Any, seconds: float) -> None:
+        from rich.text import Text
+
         from validate.judge import worst
+
+        from ..console import console
 
         v = worst(verdicts)
         row = self.rows[test.id]
@@ -124,9 +135,15 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(None, "--timeout", help="Seconds one test may run before it is stopped."),
     ) -> None:
         """Run the validation suites (node checks, NCCL, fio, AMP), judge every result and write the reports."""
+        from rich.text import Text
+
         from validate.launchers import LAUNCHERS, make_launcher
         from validate.runner import MISMATCH, plan_tests, run_validation
         from validate.suites import summary as result_summary
+
+        from ..blueprint_io import load_checked
+        from ..console import console, fail, ok, warn
+        from ..errors import UsageError
 
         if launcher not in LAUNCHERS:
             raise UsageError(f"--launcher {launcher}: choose from {', '.join(LAUNCHERS)}")

@@ -156,8 +156,6 @@ class NodeGroupArgs:
     key_name: str | None = None
     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = field(default_factory=dict)
     eks: EksAttachment | None = None
-    kata_version: str = "3.23.0"
-    gvisor_version: str = "latest"
 
 
 class NodeGroupComponent(pulumi.ComponentResource):
@@ -245,8 +243,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
 
         def render(values: list[str]) -> str:
             endpoints = {k: cloud_init.LustreEndpoint(values[2 * i], values[2 * i + 1]) for i, k in enumerate(names)}
-            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None,
-                                               kata_version=args.kata_version, gvisor_version=args.gvisor_version)
+            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None)
             return cloud_init.encode_user_data(text)
 
         user_data = pulumi.Output.all(*endpoint_outputs).apply(lambda xs: render([str(x) for x in xs]))

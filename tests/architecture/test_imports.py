@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("blueprints", "stacks", "validate", "clusterforge")
-# What each package may import of the others (DESIGN.md "Layout", and the floors above).
+# What each package may import of the others (docs/architecture.md "Floors").
 ALLOWED = {
     "blueprints": set(),
     "stacks": {"blueprints"},

@@ -58,6 +58,19 @@ def test_every_ec2_type_is_accepted_for_a_login_group(tmp_path: Path) -> None:
         assert ("instance-type-accelerator-not-nvidia" in ids) == bool(accelerator_family(name)), name
 
 
+def test_ec2_names_read_from_the_provider_source_equal_its_enum() -> None:
+    """`check` reads the EC2 names from pulumi_aws's generated enum source instead of importing the
+    SDK (a second of start-up); the text read must give exactly the enum the SDK defines."""
+    import warnings
+
+    from blueprints.catalog import _instance_type_names_from_source
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pulumi_aws.ec2 import InstanceType
+    assert _instance_type_names_from_source() == frozenset(str(m.value) for m in InstanceType)
+
+
 @pytest.mark.parametrize(("typed", "suggested"), [("M6i.2XLarge", "m6i.2xlarge"), ("C7I.LARGE", "c7i.large"),
                                                   ("m6i.2xlarg", "m6i.2xlarge"), ("q9x.8xlarge", None)])
 def test_invented_or_mis_cased_types_are_refused_with_a_suggestion(typed: str, suggested: str | None,

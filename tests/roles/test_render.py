@@ -20,9 +20,9 @@ from blueprints.settings import node_settings
 from clusterforge.ansible.render import (
     ROLE_ORDER,
     ROLES_DIR,
+    node_role_vars,
     plan_ansible,
     render_ansible,
-    role_vars,
     roles_for,
 )
 from clusterforge.errors import ClusterforgeError, UsageError
@@ -85,7 +85,7 @@ def test_group_vars_are_the_settings_model_mapped_onto_role_variables(example, t
             assert name.startswith(("clusterforge_", *[f"{r}_" for r in ROLE_ORDER])), f"unprefixed variable {name}"
         for role in roles_for(bp, s):
             defaults = yaml.safe_load((ROLES_DIR / role / "defaults/main.yml").read_text())
-            assert set(role_vars(bp, s, role)) <= set(defaults), f"{role}: group_vars set variables the role lacks"
+            assert set(node_role_vars(s, role)) <= set(defaults), f"{role}: group_vars set variables the role lacks"
 
 
 def test_inventory_groups_hosts_and_connection(tmp_path):

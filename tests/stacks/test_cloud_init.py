@@ -3,7 +3,9 @@ scripts that parse, instance-store discovery by model, and the EC2 size limit.""
 
 from __future__ import annotations
 
+import base64
 import email
+import gzip
 import json
 import re
 import shlex
@@ -33,8 +35,13 @@ BASH = shutil.which("bash")
 
 
 def cloud_config(text: str) -> dict:
+    """The cloud-config as data, with ``gz+b64``-encoded files decoded the way cloud-init does."""
     assert text.startswith("#cloud-config\n")
-    return YAML(typ="safe", pure=True).load(text)
+    doc = YAML(typ="safe", pure=True).load(text)
+    for f in doc.get("write_files", []):
+        if f.get("encoding") == "gz+b64":
+            f["content"] = gzip.decompress(base64.b64decode(f.pop("encoding") and f["content"])).decode()
+    return doc
 
 
 def settings_of(example: str, group: str):
@@ -63,7 +70,7 @@ def test_user_data_is_the_shared_node_settings(example: str, group: str) -> None
     nccl = files.get("/etc/nccl.conf", {}).get("content", "")
     exports = files.get("/etc/profile.d/clusterforge-nccl.sh", {}).get("content", "")
     for k, v in s.nccl_env.items():
-        if k.startswith("NCCL_"):
+        if k != "LD_LIBRARY_PATH":  # the linker reads it at process start only: environment, not nccl.conf
             assert f"{k}={v}\n" in nccl
         assert f"export {k}={shlex.quote(v)}" in exports, f"{k} not in the node environment"
     assert ("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh" in files) == (s.scratch is not None)
@@ -142,7 +149,10 @@ def test_eks_user_data_is_mime_multipart_with_cloud_config_and_nodeconfig(tmp_pa
     assert nodeconfig["kind"] == "NodeConfig" and "io.containerd.runsc.v1" in nodeconfig["spec"]["containerd"]["config"]
     doc = cloud_config(parts["text/cloud-config"])
     lustre = next(f for f in doc["write_files"] if f["path"].endswith("clusterforge-lustre.sh"))["content"]
-    assert "mount_lustre /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in lustre
+    assert lustre.rstrip().endswith("/usr/local/sbin/clusterforge-lustre-mounts"), "the client install runs the mounts"
+    mounts = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-lustre-mounts")
+    assert mounts["permissions"] == "0755"
+    assert "lustre_mount /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in mounts["content"]
 
 
 def test_container_runtime_on_ec2_sets_nvidia_default_runtime() -> None:
@@ -164,6 +174,29 @@ def test_user_data_limit_is_enforced() -> None:
         encode_user_data("x" * (USER_DATA_LIMIT_BYTES + 1))
 
 
+@pytest.mark.parametrize("stripes", [40, 120, 300])
+def test_a_cloud_config_over_the_limit_travels_gzipped(stripes: int) -> None:
+    """Many declared stripe layouts push the EC2 cloud-config past 16 KiB: it is sent gzip'd (cloud-init
+    unpacks it) and decodes to the very text; the EKS MIME document is never compressed and is refused."""
+    s = settings_of("aws-p5-efa-lustre", "gpu")
+    m = s.lustre[0]
+    many = m.model_copy(update={"stripes": [{"path": f"ckpt/run-{i:04d}", "count": 1 + i % 16, "size": "4M"}
+                                            for i in range(stripes)]})
+    s = s.model_copy(update={"lustre": [many]})
+    text = render_user_data(s, placeholder_endpoints(s))
+    raw = base64.b64decode(encode_user_data(text))
+    if len(text.encode()) <= USER_DATA_LIMIT_BYTES:
+        assert raw == text.encode()
+    else:
+        assert raw[:2] == b"\x1f\x8b" and len(raw) <= USER_DATA_LIMIT_BYTES
+        assert gzip.decompress(raw) == text.encode()
+    mime = render_user_data(s, placeholder_endpoints(s), eks=True)
+    if len(mime.encode()) > USER_DATA_LIMIT_BYTES:
+        with pytest.raises(ValueError, match="16384"):
+            encode_user_data(mime)
+    assert stripes < 120 or len(text.encode()) > USER_DATA_LIMIT_BYTES, "the case must exceed the limit"
+
+
 @pytest.mark.parametrize("runtime", ["container", "gvisor", "kata", "vm"])
 @pytest.mark.parametrize("eks", [False, True])
 def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: str, eks: bool, tmp_path: Path) -> None:
@@ -173,9 +206,14 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
          "local_nvme": {"mount": "/scratch"}, "sandbox": runtime}]}))
     s = node_settings(load_blueprint(path).blueprint, "gpu")
     text = render_user_data(s, placeholder_endpoints(s), eks=eks)
-    assert len(text.encode()) <= USER_DATA_LIMIT_BYTES, f"{runtime}: {len(text.encode())} bytes"
+    sent = base64.b64decode(encode_user_data(text))  # raises over the limit
+    assert len(sent) <= USER_DATA_LIMIT_BYTES, f"{runtime}: {len(sent)} bytes"
+    if eks:
+        assert sent == text.encode(), "EKS user data stays MIME text"
     body = email.message_from_string(text).get_payload()[-1].get_payload() if eks else text
     doc = cloud_config(body)
+    plain = cloud_config(render_cloud_config(s, placeholder_endpoints(s), platform="al2023" if eks else "ubuntu"))
+    assert doc["write_files"] == plain["write_files"], "compressed files decode to the same files"
     for f in doc["write_files"]:
         if f["content"].startswith("#!/bin/bash"):
             script = tmp_path / Path(f["path"]).name
@@ -188,3 +226,5 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
         assert doc["power_state"]["condition"] == "test -f /run/clusterforge-reboot-required"
     if runtime == "gvisor":
         assert "sha512sum -c" in sandbox, "runsc must be verified against its published checksum"
+        runsc = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/containerd/runsc.toml")
+        assert 'nvproxy = "true"' in runsc

@@ -225,12 +225,12 @@ def test_user_data_builds_raid_mounts_lustre_and_writes_nccl_env(example: str) -
             fs = fsx[f"{b.name}-{s.name}"]
             # the mock engine's DNS and mount names of that very file system
             mock = plan.outputs["fsx"][s.name]
-            assert f"mount_lustre {s.mount} {mock['dnsName']}@tcp:/{mock['mountName']} " in text, (
+            assert f"lustre_mount {s.mount} {mock['dnsName']}@tcp:/{mock['mountName']} " in text, (
                 f"{lt.urn}: no Lustre mount of {fs.urn}")
         if g.role == "compute":
             assert "/etc/nccl.conf" in text and "NCCL_NET_PLUGIN=ofi" in text, f"{lt.urn}: NCCL settings missing"
             assert "/opt/amazon/ofi-nccl/lib" in text, f"{lt.urn}: OFI plugin not on the linker path"
-            assert "* hard memlock unlimited" in text
+            assert re.search(r"^ *\*\s+hard\s+memlock\s+unlimited$", text, re.MULTILINE), f"{lt.urn}: memlock not unlimited"
 
 
 @pytest.mark.parametrize("example", AWS_EXAMPLES)

@@ -115,6 +115,12 @@ def test_each_suite_plans_typed_params_that_record_as_before() -> None:
         assert t.raw_suffix == (".txt" if t.kind == "nccl" else ".json")
     with pytest.raises(ValueError, match="unknown field"):
         type(tests[1].params).from_json({**tests[1].params.to_json(), "bogus": 1})
+    # a test handed to another suite is refused, naming both parameter types
+    by_kind = {t.kind: t for t in tests}
+    for kind, other in (("nccl", "fio"), ("fio", "amp"), ("amp", "nccl")):
+        with pytest.raises(TypeError, match=f"params are {type(by_kind[other].params).__name__}, not "
+                                            f"{get_suite(kind).params_type.__name__}"):
+            get_suite(kind).payload_args(by_kind[other])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ class AmpSuite(Suite):
 
     def payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``amp_bench.py``."""
-        p = _params(test)
+        p = test.params_as(AmpParams)
         args = ["--layers", str(p.layers), "--hidden", str(p.hidden), "--heads", str(p.heads),
                 "--seq-len", str(p.seq_len), "--vocab", str(p.vocab), "--batch-size", str(p.batch_size),
                 "--steps", str(p.steps), "--warmup-steps", str(p.warmup_steps),
@@ -135,7 +135,7 @@ class AmpSuite(Suite):
 
     def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
         """A local GPU run is judged against the GPU detected here (planned as ``gpu_model``)."""
-        detected = _params(test).gpu_model
+        detected = test.params_as(AmpParams).gpu_model
         if local and test.device == "cuda" and detected and detected != ctx.gpu_model:
             return apply_overrides(ctx, gpu_model=detected)
         return ctx
@@ -196,12 +196,6 @@ class AmpSuite(Suite):
         fig.tight_layout()
         return HtmlSection(heading="Training (AMP)", png=png(fig), alt="AMP throughput against fp32 and training loss")
 
-
-def _params(test: PlannedTest) -> AmpParams:
-    p = test.params
-    if not isinstance(p, AmpParams):
-        raise TypeError(f"test {test.id}: params are {type(p).__name__}, not AmpParams")
-    return p
 
 
 # ---------------------------------------------------------------------------------------------

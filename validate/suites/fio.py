@@ -108,7 +108,7 @@ class FioSuite(Suite):
 
     def payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``fio_bench.py``."""
-        p = _params(test)
+        p = test.params_as(FioParams)
         return ["--target", p.target, "--kind", p.target_kind, "--size", str(p.size),
                 "--runtime", str(p.runtime_s), "--numjobs", str(p.numjobs), "--iodepth", str(p.iodepth)]
 
@@ -118,13 +118,13 @@ class FioSuite(Suite):
 
     def mounts(self, test: PlannedTest) -> tuple[str, ...]:
         """The target directory."""
-        return (_params(test).target,)
+        return (test.params_as(FioParams).target,)
 
     # -- judging --------------------------------------------------------------------------------
 
     def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
         """Jobs are judged against the tested directory's storage."""
-        return apply_overrides(ctx, fio_target=_params(test).target)
+        return apply_overrides(ctx, fio_target=test.params_as(FioParams).target)
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per fio job (plus one for verify failures or errors no job owns)."""
@@ -190,12 +190,6 @@ class FioSuite(Suite):
         ax.legend(fontsize=7)
         return HtmlSection(heading="Storage (fio)", png=png(fig), alt="fio throughput against expectation")
 
-
-def _params(test: PlannedTest) -> FioParams:
-    p = test.params
-    if not isinstance(p, FioParams):
-        raise TypeError(f"test {test.id}: params are {type(p).__name__}, not FioParams")
-    return p
 
 
 def _slug(text: str) -> str:

@@ -129,25 +129,25 @@ class NcclSuite(RanksSuite):
 
     def payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``collectives.py`` (nccl-tests-compatible ``-o -b -e -f -n -w -c``, plus ``--device``)."""
-        p = _params(test)
+        p = test.params_as(NcclParams)
         return ["-o", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
                 "-c", "1" if p.check else "0", "--device", test.device]
 
     def binary_name(self, test: PlannedTest) -> str:
         """The collective (``nccl_tests.py --probe --collective X`` finds ``X_perf``)."""
-        return _params(test).collective
+        return test.params_as(NcclParams).collective
 
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
-        p = _params(test)
+        p = test.params_as(NcclParams)
         return ["--collective", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
                 "-c", "1" if p.check else "0"]
 
     def binary_flags(self, test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
         """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``)."""
-        p = _params(test)
+        p = test.params_as(NcclParams)
         return ["-b", str(p.min_bytes), "-e", str(p.max_bytes), "-f", str(p.step_factor),
                 "-n", str(p.iters), "-w", str(p.warmup_iters), "-c", "1" if p.check else "0",
                 "-g", str(gpus_per_process)]
@@ -235,12 +235,6 @@ class NcclSuite(RanksSuite):
             return None
         return HtmlSection(heading="", note=f"busbw plots shown for the first {plotted} of {count} collective runs.")
 
-
-def _params(test: PlannedTest) -> NcclParams:
-    p = test.params
-    if not isinstance(p, NcclParams):
-        raise TypeError(f"test {test.id}: params are {type(p).__name__}, not NcclParams")
-    return p
 
 
 # ---------------------------------------------------------------------------------------------

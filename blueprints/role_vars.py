@@ -1,0 +1,217 @@
+"""The node settings mapped onto the Ansible roles' variables: one mapping for every path that
+configures a node.
+
+Bare metal puts these variables into the rendered ``group_vars`` (``clusterforge render``); the
+cloud path renders the roles' own templates with the very same variables into user data
+(:mod:`blueprints.role_templates`). Nothing here re-derives a setting from the blueprint: each
+variable is a field of :class:`blueprints.settings.NodeSettings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .models import Blueprint
+from .settings import NodeSettings
+
+__all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
+
+ROLE_ORDER = (
+    "host_tuning",
+    "rdma",
+    "nvidia_driver",
+    "nvme_scratch",
+    "lustre_client",
+    "nfs_client",
+    "container_runtime",
+    "sandbox",
+    "validation_tools",
+    "kernel_updates",
+)
+"""Every role in ``roles/``, in the order ``site.yml`` runs them. ``rdma`` runs before ``nvidia_driver``:
+with DOCA-OFED the driver's modules (nvidia-peermem) must be built against OFED's ``ib_core``, not the
+inbox one (https://docs.nvidia.com/networking/display/mlnxofedv24010331/gpudirect+rdma).
+``kernel_updates`` runs last, after every role that installs kernel packages or modules."""
+
+
+def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
+    """The Ansible roles a node group with settings ``s`` gets, in :data:`ROLE_ORDER`.
+
+    host_tuning: every host. nvidia_driver: GPU hosts whose GPUs are not passed through.
+    rdma: RDMA fabrics, the opensm host, and compute groups with NCCL settings (``/etc/nccl.conf``).
+    nvme_scratch / lustre_client / nfs_client: when declared. container_runtime: GPU hosts, Kata / gVisor
+    sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
+    validation_tools: compute groups. kernel_updates: hosts with out-of-tree modules or a kernel hold.
+    """
+    wanted = {
+        "host_tuning": True,
+        "nvidia_driver": s.install_gpu_driver,
+        "rdma": s.rdma or s.opensm or (bool(s.nccl_env) and s.role == "compute"),
+        "nvme_scratch": s.scratch is not None,
+        "lustre_client": any(m.source for m in s.lustre),
+        "nfs_client": bool(s.nfs),
+        "container_runtime": s.gpu_count > 0 or s.sandbox.runtime in ("kata", "gvisor")
+        or bp.orchestrator.kind == "kubernetes",
+        "sandbox": s.sandbox.runtime != "container" or s.sandbox.gpu_passthrough,
+        "validation_tools": s.role == "compute",
+        "kernel_updates": bool(s.out_of_tree_modules or s.kernel_hold_packages),
+    }
+    return [r for r in ROLE_ORDER if wanted[r]]
+
+
+def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The prefixed variables of ``role`` that come from the settings ``s`` alone.
+
+    This is what both paths share: the rendered ``group_vars`` and the
+    cloud user data, which renders the roles' templates with it. Returns ``{variable: value}`` with
+    plain YAML types (str, int, bool, list, dict). Units follow the settings model: ``*_kib`` KiB,
+    ``*_gib`` GiB, ``*_mtu`` bytes. ``lustre_sources`` maps an FSx mount's name to its source
+    (``<dns>@tcp:/<mount_name>``, known at deploy time); without one an FSx mount is left out of
+    ``lustre_client_mounts``. Raises ``KeyError`` for an unknown role.
+    """
+    if role == "kernel_updates":
+        return {
+            "kernel_updates_mode": s.kernel_updates or "",
+            "kernel_updates_hold_packages": list(s.kernel_hold_packages),
+            "kernel_updates_unattended_blacklist": list(s.kernel_hold_blacklist),
+            "kernel_updates_modules": list(s.out_of_tree_modules),
+        }
+    if role == "host_tuning":
+        return {
+            "host_tuning_memlock_unlimited": s.memlock_unlimited,
+            "host_tuning_sysctls": dict(s.sysctls),
+            "host_tuning_hugepages_2m": s.hugepages_2m,
+            "host_tuning_cpu_governor": s.cpu_governor,
+            "host_tuning_kernel_cmdline": list(s.kernel_cmdline),
+            "host_tuning_disable_acs": s.disable_acs,
+        }
+    if role == "nvidia_driver":
+        v = {
+            "nvidia_driver_branch": s.driver_branch,
+            "nvidia_driver_version": s.driver_version or "",
+            "nvidia_driver_open_kernel_modules": s.driver_open_kernel_modules,
+            "nvidia_driver_fabric_manager": s.fabric_manager,
+            "nvidia_driver_dcgm": s.dcgm,
+        }
+        p = s.gpu_packages
+        if p is not None:
+            v.update({
+                "nvidia_driver_cuda_repo_base_url": p.repo_base_url,
+                "nvidia_driver_cuda_repo_dist": p.repo_dist,
+                "nvidia_driver_cuda_repo_arch": dict(p.repo_arch),
+                "nvidia_driver_cuda_repo_key_file": p.repo_key_file,
+                "nvidia_driver_packages": list(p.packages),
+                "nvidia_driver_hold": list(p.hold),
+                "nvidia_driver_apt_pin_packages": list(p.apt_pin_packages),
+                "nvidia_driver_secure_boot_packages": list(p.secure_boot_packages),
+                "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
+                "nvidia_driver_services": list(p.services),
+                "nvidia_driver_fabricmanager_config": p.fabricmanager_config or "",
+                "nvidia_driver_fabricmanager_settings": {p.fabric_mode[0]: p.fabric_mode[1]} if p.fabric_mode else {},
+            })
+        return v
+    if role == "rdma":
+        v: dict[str, Any] = {
+            "rdma_fabric": s.fabric,
+            "rdma_devices": list(s.rdma_devices),
+            "rdma_nccl_env": dict(s.nccl_env),
+            "rdma_gpudirect": s.gpudirect_rdma or "none",
+            "rdma_opensm": s.opensm,
+            "rdma_ipoib": s.ipoib,
+        }
+        if s.opensm_priority is not None:
+            v["rdma_opensm_priority"] = s.opensm_priority
+        if s.ipoib and s.ipoib_mode:
+            v["rdma_ipoib_mode"] = s.ipoib_mode
+        if s.roce is not None:
+            v.update({
+                "rdma_roce_interfaces": list(s.roce.interfaces),
+                "rdma_roce_trust": s.roce.trust,
+                "rdma_roce_flow_control": s.roce.flow_control or "none",
+                "rdma_roce_pfc_priority": s.roce.pfc_priority,
+                "rdma_roce_pfc_vector": s.roce.pfc_vector,
+                "rdma_roce_dscp": s.roce.dscp,
+                "rdma_roce_ecn": s.roce.ecn,
+                "rdma_roce_mtu": s.roce.mtu or 0,
+                "rdma_roce_gid_index": "discover" if s.roce.gid_index == "discover" else "",
+            })
+        if s.doca_ofed:
+            v["rdma_doca_ofed_version"] = s.doca_ofed
+        return v
+    if role == "nvme_scratch":
+        sc = s.scratch
+        if sc is None:
+            return {}
+        return {
+            "nvme_scratch_mount": sc.mount,
+            "nvme_scratch_filesystem": sc.filesystem,
+            "nvme_scratch_raid": sc.raid,
+            "nvme_scratch_chunk_kib": sc.chunk_kib,
+            "nvme_scratch_mount_options": list(sc.mount_options),
+            "nvme_scratch_md_device": sc.md_device,
+            "nvme_scratch_md_name": Path(sc.md_device).name,
+            "nvme_scratch_devices": list(sc.by_id),
+            "nvme_scratch_expected_drives": sc.expected_drives or 0,
+            "nvme_scratch_discovery": sc.discovery,
+            "nvme_scratch_wipe_signatures": sc.wipe_signatures,
+        }
+    if role == "lustre_client":
+        sources = {m.name: m.source for m in s.lustre if m.source} | dict(lustre_sources or {})
+        mounts = [m for m in s.lustre if m.name in sources]  # FSx: the source is known at deploy time only
+        return {
+            "lustre_client_mounts": [
+                {"name": m.name, "mount": m.mount, "source": sources[m.name], "options": list(m.options),
+                 "stripes": [dict(st) for st in m.stripes]}
+                for m in mounts
+            ],
+            "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
+            "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
+            "lustre_client_packages": list(s.lustre_client_packages),
+        }
+    if role == "nfs_client":
+        return {
+            "nfs_client_mounts": [
+                {"name": m.name, "mount": m.mount, "source": m.source, "version": m.version, "options": list(m.options)}
+                for m in s.nfs
+            ],
+        }
+    if role == "container_runtime":
+        sb = s.sandbox
+        return {
+            "container_runtime_default_runtime": s.container_default_runtime,
+            "container_runtime_nvidia_runtime": s.container_default_runtime == "nvidia",
+            "container_runtime_nvidia_toolkit_version": s.container_toolkit,
+            "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
+            "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
+            "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
+            "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
+        }
+    if role == "sandbox":
+        sb = s.sandbox
+        v = {
+            "sandbox_runtime": sb.runtime,
+            "sandbox_gpu_passthrough": sb.gpu_passthrough,
+            "sandbox_runtime_class": sb.runtime_class or "",
+            "sandbox_gpu_count": s.gpu_count,
+            "sandbox_kata_version": sb.kata_version,
+            "sandbox_kata_release_url": sb.kata_release_url,
+            "sandbox_gvisor_release": sb.gvisor_release,
+            "sandbox_gvisor_release_url": sb.gvisor_release_url,
+            "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
+            "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
+        }
+        if sb.kata_tarball:
+            v["sandbox_kata_tarball"] = sb.kata_tarball
+        if sb.vm_vcpus is not None:
+            v["sandbox_vm_vcpus"] = sb.vm_vcpus
+        if sb.vm_memory_gib is not None:
+            v["sandbox_vm_memory_gib"] = sb.vm_memory_gib
+        if sb.vm_gpus_per_vm is not None:
+            v["sandbox_vm_gpus_per_vm"] = sb.vm_gpus_per_vm
+        return v
+    if role == "validation_tools":
+        return {"validation_tools_payload_src": "{{ playbook_dir }}/files/validate"}
+    raise KeyError(role)
+

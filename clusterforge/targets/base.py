@@ -1,0 +1,95 @@
+"""The interface every deploy target implements, and the one plan type they return.
+
+A target is where a blueprint's cluster runs (``target.provider`` of the blueprint: ``aws``,
+``onprem``). The CLI verbs ``plan``, ``render``, ``up`` and ``down`` look the target up in
+:data:`clusterforge.targets.TARGETS` and call it; they never branch on the provider themselves.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from blueprints import LoadedBlueprint
+
+__all__ = ["DeployOptions", "Plan", "Target"]
+
+
+class Plan(ABC):
+    """What ``up`` would do for one blueprint, computed offline (no credentials, no network).
+
+    ``provider``: the target that made it; ``blueprint``: the blueprint's name. Subclasses hold the
+    target's own detail (cloud resources, or hosts with their roles and variables).
+    """
+
+    provider: str
+    blueprint: str
+
+    @abstractmethod
+    def to_json(self) -> dict[str, Any]:
+        """The plan as plain JSON data (``clusterforge plan --json``); secrets are masked."""
+
+    @abstractmethod
+    def show(self, console: Console, *, show_all: bool = False) -> None:
+        """Print the plan for a person on ``console``: long runs collapsed and long lines cut with
+        a marker unless ``show_all``."""
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    """Options of ``clusterforge up`` / ``down``; each target uses the ones that apply to it and
+    refuses the ones that do not (:class:`~clusterforge.errors.UsageError`).
+
+    ``state_dir``: Pulumi's local state backend directory (cloud); ``preview``: only show what would
+    change (cloud); ``output``: where the rendered Ansible files go (``None``: the target's default);
+    ``check``: Ansible check mode; ``tags``: only these Ansible tags; ``limit``: only these hosts or
+    groups; ``yes``: configure this machine without asking (hosts with ``connection: local``).
+    """
+
+    state_dir: Path = Path(".clusterforge/state")
+    preview: bool = False
+    output: Path | None = None
+    check: bool = False
+    tags: tuple[str, ...] = ()
+    limit: str | None = None
+    yes: bool = False
+
+
+class Target(ABC):
+    """One deploy target. Implementations live one per module in :mod:`clusterforge.targets` and
+    are registered by provider name in :data:`clusterforge.targets.TARGETS`.
+
+    Every method takes a blueprint that passed ``check`` (:class:`~blueprints.LoadedBlueprint`) of
+    this target's provider. Errors a user can cause are :class:`~clusterforge.errors.ClusterforgeError`
+    subclasses (one line, no traceback).
+    """
+
+    provider: ClassVar[str]
+    """The ``target.provider`` value this target serves (``aws``)."""
+
+    render_dir: ClassVar[str]
+    """Sub-directory of ``clusterforge render -o DIR`` this target writes its files to."""
+
+    @abstractmethod
+    def plan(self, loaded: LoadedBlueprint) -> Plan:
+        """What :meth:`up` would create or configure, computed offline."""
+
+    @abstractmethod
+    def render(self, loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
+        """Write the files a user can deploy with by hand into ``out_dir``; returns the files written.
+        Raises ``OSError`` when ``out_dir`` cannot be written."""
+
+    @abstractmethod
+    def up(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
+        """Deploy (or preview / check) the cluster, streaming progress; prints one ✓ line when done.
+        Raises :class:`~clusterforge.errors.ProvisionError` when the deploy tool fails."""
+
+    @abstractmethod
+    def down(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
+        """Destroy what :meth:`up` created; raises :class:`~clusterforge.errors.UsageError` where the
+        target has nothing to destroy."""
