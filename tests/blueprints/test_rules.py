@@ -390,7 +390,7 @@ CASES: list[Case] = [
     Case("roce-gid-index", "roce", [S("network.roce.gid_index", 2)], "network.roce.gid_index",
          good=[S("network.roce.gid_index", 3)]),
     Case("roce-lossy-no-ecn", "roce", [S("network.roce.flow_control", "none"), S("network.roce.ecn", False)], "network.roce.ecn",
-         good=[S("network.roce.flow_control", "none")]),
+         good=[S("network.roce.flow_control", "none"), S("network.roce.ecn", True)]),
     Case("roce-netdev-declared", "roce", [D("node_groups.0.hardware.nics.0.netdev")], "node_groups.0.hardware.nics.0"),
     Case("roce-traffic-class", "roce", [S("network.roce.traffic_class", 96)], "network.roce.traffic_class",
          "set `traffic_class: 104` or remove it", good=[S("network.roce.traffic_class", 106)]),

@@ -26,30 +26,19 @@ from validate.parsers.node import (
 from validate.payloads import PAYLOAD_DIR
 from validate.runner import mark_explained
 
-from .node_fixtures import RecordedNode
+from .node_fixtures import RecordedNode, as_recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "blueprints" / "examples"
 
 
-def _recorded_driver(bp):
-    """The example as deployed on the recorded nodes (``tests/fixtures/node``): driver 550.90.07 with
-    ``nvidia-peermem``, the release the recording was made with."""
-    sw = bp.software.model_copy(update={"driver_branch": "550", "driver_version": "550.90.07"})
-    net = bp.network
-    if hasattr(net, "gpudirect_rdma") and net.gpudirect_rdma.enabled:
-        gdr = net.gpudirect_rdma.model_copy(update={"method": "nvidia-peermem"})
-        net = net.model_copy(update={"gpudirect_rdma": gdr})
-    return bp.model_copy(update={"software": sw, "network": net})
-
-
 @pytest.fixture(scope="module")
 def dgx_bp():
-    return _recorded_driver(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint)
+    return as_recorded(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint, gpudirect="nvidia-peermem")
 
 
 def _roce_with_gid_index(index: int | str):
-    bp = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    bp = as_recorded(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)
     net = bp.network.model_copy(update={"roce": bp.network.roce.model_copy(update={"gid_index": index})})
     return bp.model_copy(update={"network": net})
 
@@ -62,7 +51,7 @@ def roce_bp():
 
 @pytest.fixture(scope="module")
 def roce_discover_bp():
-    bp = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    bp = as_recorded(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)
     assert bp.network.roce.gid_index == "discover"
     return bp
 
