@@ -55,13 +55,17 @@ CONVERGES = [
     ("onprem-l40s-roce", "ubuntu-24.04"),
     ("onprem-sandbox-kata", "ubuntu-24.04"),
     ("onprem-dgx-h100-ib", "debian-12"),
-    ("onprem-sandbox-kata", "debian-12"),
     ("local-workstation", "debian-12"),
 ]
-"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release, the DGX and
-Kata examples also on Debian 12 (the blueprint's ``target.os`` rewritten; the L40S example's roles are the
-DGX example's plus RoCE, whose tasks do not differ between the two), and the workstation on Debian 12.
-Ordered so round-robin over workers balances time."""
+"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release, the DGX
+example also on Debian 12 (the blueprint's ``target.os`` rewritten), and the workstation on Debian 12.
+
+Only ``nvidia_driver`` has Ubuntu-specific tasks and variables (``vars/Ubuntu.yml``: the CUDA repository's
+distribution, Canonical's signed modules); every other role runs the same ``install-Debian.yml`` and
+``vars/Debian.yml`` on both. So the DGX example, the one with the full driver stack (Fabric Manager, NSCQ,
+DCGM), runs on both families; the L40S example (the DGX example's roles plus RoCE) and the Kata example
+(no driver on its passthrough host) run once, on their Ubuntu release. Ordered so round-robin over
+workers balances time."""
 
 UBUNTU = {
     "ubuntu-22.04": ("22.04", "jammy", "Ubuntu 22.04.5 LTS"),

@@ -165,7 +165,7 @@ def test_nccl_conf_and_rdma_files_match_the_blueprint(converges, example, os_nam
             assert conf["NCCL_IB_HCA"] == "=" + ",".join(f"{n.device}:{n.port}" for n in bp.group(gname).hardware.nics)
             qos = _keyvals((root / "etc/clusterforge/roce-qos.conf").read_text())
             assert qos["PFC_VECTOR"] == s.roce.pfc_vector == "0,0,0,1,0,0,0,0" and qos["DSCP"] == "26" and qos["TRUST"] == "dscp"
-            assert qos["MTU"] == str(net.mtu) and qos["ECN"] == "1"
+            assert qos["MTU"] == str(net.mtu) and qos["ECN"] == ("1" if net.roce.ecn else "0")
             assert qos["INTERFACES"] == '"' + " ".join(n.netdev for n in bp.group(gname).hardware.nics) + '"'
             assert _enabled(root, "clusterforge-roce-qos.service")
         if isinstance(net, InfinibandNetwork):
