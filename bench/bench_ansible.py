@@ -3,13 +3,16 @@
 1. Render: the ``onprem-dgx-h100-ib`` example grown to N DGX hosts (default 1000, plus the mgmt host):
    wall seconds for load + rules, ``render_ansible`` (inventory, group_vars, roles copy) and
    ``plan_ansible``, and the size of the rendered inventory.
-2. Converge (needs root and debootstrap): each on-prem example converged with ``run_site`` against
-   Debian 12 root filesystems through the chroot connection (one per node group, vendor packages off
-   as in the tests): first converge wall time, idempotent rerun wall time, task results, changed tasks.
-   The first converge includes the apt installs (downloads come from the shared .deb cache after
-   the first machine-wide run).
+2. Converge (needs root and debootstrap): each (example, OS) pair of the converge tests run with ``run_site``
+   against root filesystems through the chroot connection (one per node group; Ubuntu releases are Debian
+   roots whose os-release says Ubuntu), with the vendor installs on against the stand-in vendor repositories
+   of the tests (NVIDIA driver stack, container toolkit, Kata) served on 127.0.0.1: first converge wall
+   time, idempotent rerun wall time, task results, changed tasks. The first converge includes the apt
+   installs (Debian downloads come from the shared .deb cache after the first machine-wide run).
+   Target: the DGX example's rerun under 30 s.
 
-Figures are printed, never asserted. Run: ``.venv/bin/python bench/bench_ansible.py [--hosts N] [--no-converge]``
+Figures are printed, never asserted.
+Run: ``.venv/bin/python bench/bench_ansible.py [--hosts N] [--no-converge] [EXAMPLE@OS ...]``
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ sys.path.insert(0, str(REPO))
 from blueprints import load_blueprint
 from clusterforge.ansible.render import plan_ansible, render_ansible
 from clusterforge.blueprint_io import load_checked
+from tests.roles.conftest import CONVERGES
 
 EXAMPLES = REPO / "blueprints" / "examples"
-ON_PREM = ["local-workstation", "onprem-l40s-roce", "onprem-dgx-h100-ib", "onprem-sandbox-kata"]
 
 
 def big_blueprint(hosts: int, directory: Path) -> Path:
@@ -79,43 +82,62 @@ def bench_converge(examples: list[str]) -> None:
     from rich.console import Console
 
     from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
-    from tests.roles.conftest import VENDOR_OFF, build_rootfs, copy_rootfs, harvest_debs
+    from tests.roles.conftest import (
+        VENDOR_OFF,
+        blueprint_for,
+        build_rootfs,
+        copy_rootfs,
+        harvest_debs,
+        shape_as,
+        vendor_mirror,
+    )
 
     t0 = time.perf_counter()
     build_rootfs()
     print(f"rootfs: ready in {time.perf_counter() - t0:.1f} s (cached after the first build)")
+    mirror = vendor_mirror()
+    extravars = {**mirror.extravars(), **VENDOR_OFF}
     quiet = Console(file=io.StringIO())
-    with tempfile.TemporaryDirectory(dir=REPO / ".cache") as tmp:
-        for example in examples:
-            loaded = load_blueprint(EXAMPLES / f"{example}.yaml")
-            hosts = [g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts]
-            roots = {h: copy_rootfs(Path(tmp) / example / h) for h in hosts}
-            out = Path(tmp) / example / "out"
-            override = chroot_connection(roots)
-            t0 = time.perf_counter()
-            rc1 = run_site(loaded, out, extravars=VENDOR_OFF, connection_override=override, console=quiet)
-            t1 = time.perf_counter() - t0
-            first = load_summary(out)
-            for r in roots.values():
-                harvest_debs(r)
-            t0 = time.perf_counter()
-            rc2 = run_site(loaded, out, extravars=VENDOR_OFF, connection_override=override, console=quiet)
-            t2 = time.perf_counter() - t0
-            second = load_summary(out)
-            ran = [r for r in second["results"] if r["status"] != "skipped"]
-            changed = sum(1 for r in first["results"] if r["status"] == "changed")
-            rechanged = sum(1 for r in second["results"] if r["status"] == "changed")
-            print(f"converge {example} ({len(hosts)} chroot host(s)): first {t1:.1f} s (rc {rc1}, {changed} changed), "
-                  f"rerun {t2:.1f} s (rc {rc2}, {rechanged} changed); {len(second['results'])} task results, "
-                  f"{len(ran)} not skipped, {len(ran) / max(t2, 1e-9):.1f} tasks/s on rerun")
-            shutil.rmtree(Path(tmp) / example, ignore_errors=True)
+    try:
+        with tempfile.TemporaryDirectory(dir=REPO / ".cache") as tmp:
+            for pair in examples:
+                example, _, os_name = pair.partition("@")
+                work = Path(tmp) / pair
+                loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint"))
+                hosts = [g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts]
+                roots = {h: copy_rootfs(work / h) for h in hosts}
+                for r in roots.values():
+                    shape_as(r, os_name)
+                out = work / "out"
+                override = chroot_connection(roots)
+                t0 = time.perf_counter()
+                rc1 = run_site(loaded, out, extravars=extravars, connection_override=override, console=quiet)
+                t1 = time.perf_counter() - t0
+                first = load_summary(out)
+                for r in roots.values():
+                    harvest_debs(r)
+                t0 = time.perf_counter()
+                rc2 = run_site(loaded, out, extravars=extravars, connection_override=override, console=quiet)
+                t2 = time.perf_counter() - t0
+                second = load_summary(out)
+                ran = [r for r in second["results"] if r["status"] != "skipped"]
+                changed = sum(1 for r in first["results"] if r["status"] == "changed")
+                rechanged = sum(1 for r in second["results"] if r["status"] == "changed")
+                print(f"converge {pair} ({len(hosts)} chroot host(s), vendor installs on): first {t1:.1f} s "
+                      f"(rc {rc1}, {changed} changed), rerun {t2:.1f} s (rc {rc2}, {rechanged} changed); "
+                      f"{len(second['results'])} task results, {len(ran)} not skipped, "
+                      f"{len(ran) / max(t2, 1e-9):.1f} tasks/s on rerun", flush=True)
+                shutil.rmtree(work, ignore_errors=True)
+    finally:
+        mirror.stop()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=1000, help="DGX hosts in the render benchmark (default 1000)")
     ap.add_argument("--no-converge", action="store_true", help="only the render benchmark")
-    ap.add_argument("examples", nargs="*", default=ON_PREM, help="on-prem examples to converge")
+    ap.add_argument("examples", nargs="*", default=[f"{e}@{o}" for e, o in CONVERGES],
+                    help="EXAMPLE@OS pairs to converge (default: the converge tests' pairs)")
     args = ap.parse_args()
     bench_render(args.hosts)
     if not args.no_converge:

@@ -193,7 +193,8 @@ class SshSettings(StrictModel):
     become: Annotated[bool, Field(description="Use sudo for privileged tasks.")] = True
 
 
-OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04", "rhel-9", "rocky-9"]
+OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
+"""Operating systems the Ansible roles converge in the test suite (RHEL-family hosts are not supported yet)."""
 
 
 class OnpremTarget(StrictModel):
@@ -321,6 +322,11 @@ class LocalNvme(StrictModel):
     mount: Annotated[str, Field(description="Mount point.", pattern=ABS_PATH)] = "/scratch"
     mount_options: Annotated[list[str], Field(description="Mount options.")] = ["defaults", "noatime", "nofail"]
     chunk_kib: Annotated[int, Field(description="RAID chunk size in KiB.", ge=4, le=65536)] = 512
+    wipe_signatures: Annotated[
+        bool,
+        Field(description="Destroy existing signatures (filesystem, LVM PV, md superblock, partition table, LUKS) on "
+                          "the data drives. Default false: a drive holding any of them is refused and left untouched."),
+    ] = False
 
 
 SandboxRuntime = Literal["container", "kata", "gvisor", "vm"]
@@ -447,6 +453,12 @@ class GpuDirectRdma(StrictModel):
         Field(description="Peer-memory path: `nvidia-peermem` module or DMA-BUF (open kernel modules, kernel >= 5.12)."),
     ] = None
 
+    def effective_method(self, open_kernel_modules: bool) -> Literal["nvidia-peermem", "dmabuf"]:
+        """The peer-memory path in use: ``method`` when written, else DMA-BUF with the open GPU kernel
+        modules (no peer-memory API needed) and ``nvidia-peermem`` with the proprietary ones.
+        Source: https://docs.nvidia.com/cuda/gpudirect-rdma/index.html#linux-kernel-dma-buf-support"""
+        return self.method or ("dmabuf" if open_kernel_modules else "nvidia-peermem")
+
     def on_for(self, passthrough: bool) -> bool:
         """Whether GPUDirect RDMA is on for a node group: ``enabled`` when written, else on unless the
         group passes its GPUs into sandbox guests (``passthrough``)."""
@@ -554,7 +566,9 @@ class RoceSettings(StrictModel):
     trust: Annotated[Literal["dscp", "pcp"], Field(description="QoS trust mode on the NIC.")] = "dscp"
     pfc_priority: Annotated[int, Field(description="802.1p priority that carries RoCE and has PFC on.", ge=0, le=7)] = 3
     dscp: Annotated[int, Field(description="DSCP value of RoCE traffic.", ge=0, le=63)] = 26
-    ecn: Annotated[bool, Field(description="ECN / DCQCN congestion control.")] = True
+    ecn: Annotated[bool, Field(description="Set ECN / DCQCN per priority on the hosts (bare metal: needs DOCA-OFED, "
+                                           "whose sysfs tree has the per-priority switches). `false` leaves the NIC "
+                                           "firmware's default congestion control as it is.")] = True
     gid_index: Annotated[
         Union[Annotated[int, Field(ge=0, le=255)], Literal["discover"]],
         Field(description="RoCEv2 GID index (`NCCL_IB_GID_INDEX`). `discover` (default): each node looks up the "
@@ -730,14 +744,24 @@ Storage = Annotated[Union[LustreStorage, NfsStorage], Field(discriminator="kind"
 # ---------------------------------------------------------------------------------------------
 
 
+def _bare_metal() -> dict[str, Any]:
+    """The catalog's ``bare_metal`` section (software defaults live there with their sources)."""
+    from .catalog import catalog
+
+    return catalog().extras["bare_metal"]
+
+
 class Software(StrictModel):
     """Pinned software versions."""
 
-    driver_branch: Annotated[str, Field(description="NVIDIA driver branch, e.g. `550`.", pattern=r"^\d{3}(\.\d+)*$")] = "550"
+    driver_branch: Annotated[
+        str, Field(description="NVIDIA driver branch, e.g. `580` (default: the current Long Term Support Branch).",
+                   pattern=r"^\d{3}(\.\d+)*$")
+    ] = Field(default_factory=lambda: _bare_metal()["nvidia_driver"]["default_branch"])
     driver_version: Annotated[
         str | None,
-        Field(description="Exact NVIDIA driver release, e.g. `550.90.12`; unset = the catalog's known release of "
-                          "`driver_branch`. gVisor and Kata GPU support list exact releases.",
+        Field(description="Exact NVIDIA driver version, e.g. `580.105.08`; driver, Fabric Manager and NSCQ are "
+                          "installed and held at it. Unset: the catalog's release of `driver_branch` (LTS default).",
               pattern=r"^\d{3}\.\d+(\.\d+)?$"),
     ] = None
     kernel_updates: Annotated[
@@ -751,12 +775,15 @@ class Software(StrictModel):
     nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.23.4"
     container_toolkit: Annotated[
         str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
-    ] = "1.16.2"
+    ] = Field(default_factory=lambda: _bare_metal()["container_toolkit"]["default_version"])
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
     aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
     doca_ofed: Annotated[str | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
     kata: Annotated[str, Field(description="Kata Containers version.")] = "3.32.0"
-    gvisor: Annotated[str, Field(description="gVisor release (`latest` or a date).")] = "latest"
+    gvisor: Annotated[
+        str, Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version. `latest` "
+                               "floats (check warns).")
+    ] = Field(default_factory=lambda: _bare_metal()["gvisor"]["default_release"])
 
 
 class NoOrchestrator(StrictModel):

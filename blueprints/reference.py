@@ -54,6 +54,8 @@ def _default(field: Any) -> str:
     if field.is_required():
         return "**required**"
     d = field.default
+    if d is PydanticUndefined and field.default_factory is not None:
+        d = field.default_factory()  # catalog-backed defaults (e.g. the driver's Long Term Support branch)
     if d is PydanticUndefined:
         return ""
     if isinstance(d, BaseModel):

@@ -20,16 +20,20 @@ __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
 ROLE_ORDER = (
     "host_tuning",
-    "nvidia_driver",
     "rdma",
+    "nvidia_driver",
     "nvme_scratch",
     "lustre_client",
     "nfs_client",
     "container_runtime",
     "sandbox",
     "validation_tools",
+    "kernel_updates",
 )
-"""Every role in ``roles/``, in the order ``site.yml`` runs them."""
+"""Every role in ``roles/``, in the order ``site.yml`` runs them. ``rdma`` runs before ``nvidia_driver``:
+with DOCA-OFED the driver's modules (nvidia-peermem) must be built against OFED's ``ib_core``, not the
+inbox one (https://docs.nvidia.com/networking/display/mlnxofedv24010331/gpudirect+rdma).
+``kernel_updates`` runs last, after every role that installs kernel packages or modules."""
 
 
 def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
@@ -39,7 +43,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
     rdma: RDMA fabrics, the opensm host, and compute groups with NCCL settings (``/etc/nccl.conf``).
     nvme_scratch / lustre_client / nfs_client: when declared. container_runtime: GPU hosts, Kata / gVisor
     sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
-    validation_tools: compute groups.
+    validation_tools: compute groups. kernel_updates: hosts with out-of-tree modules or a kernel hold.
     """
     wanted = {
         "host_tuning": True,
@@ -52,6 +56,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
         or bp.orchestrator.kind == "kubernetes",
         "sandbox": s.sandbox.runtime != "container" or s.sandbox.gpu_passthrough,
         "validation_tools": s.role == "compute",
+        "kernel_updates": bool(s.out_of_tree_modules or s.kernel_hold_packages),
     }
     return [r for r in ROLE_ORDER if wanted[r]]
 
@@ -66,6 +71,13 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
     (``<dns>@tcp:/<mount_name>``, known at deploy time); without one an FSx mount is left out of
     ``lustre_client_mounts``. Raises ``KeyError`` for an unknown role.
     """
+    if role == "kernel_updates":
+        return {
+            "kernel_updates_mode": s.kernel_updates or "",
+            "kernel_updates_hold_packages": list(s.kernel_hold_packages),
+            "kernel_updates_unattended_blacklist": list(s.kernel_hold_blacklist),
+            "kernel_updates_modules": list(s.out_of_tree_modules),
+        }
     if role == "host_tuning":
         return {
             "host_tuning_memlock_unlimited": s.memlock_unlimited,
@@ -76,12 +88,30 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "host_tuning_disable_acs": s.disable_acs,
         }
     if role == "nvidia_driver":
-        return {
+        v = {
             "nvidia_driver_branch": s.driver_branch,
+            "nvidia_driver_version": s.driver_version or "",
             "nvidia_driver_open_kernel_modules": s.driver_open_kernel_modules,
             "nvidia_driver_fabric_manager": s.fabric_manager,
             "nvidia_driver_dcgm": s.dcgm,
         }
+        p = s.gpu_packages
+        if p is not None:
+            v.update({
+                "nvidia_driver_cuda_repo_base_url": p.repo_base_url,
+                "nvidia_driver_cuda_repo_dist": p.repo_dist,
+                "nvidia_driver_cuda_repo_arch": dict(p.repo_arch),
+                "nvidia_driver_cuda_repo_key_file": p.repo_key_file,
+                "nvidia_driver_packages": list(p.packages),
+                "nvidia_driver_hold": list(p.hold),
+                "nvidia_driver_apt_pin_packages": list(p.apt_pin_packages),
+                "nvidia_driver_secure_boot_packages": list(p.secure_boot_packages),
+                "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
+                "nvidia_driver_services": list(p.services),
+                "nvidia_driver_fabricmanager_config": p.fabricmanager_config or "",
+                "nvidia_driver_fabricmanager_settings": {p.fabric_mode[0]: p.fabric_mode[1]} if p.fabric_mode else {},
+            })
+        return v
     if role == "rdma":
         v: dict[str, Any] = {
             "rdma_fabric": s.fabric,
@@ -125,6 +155,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "nvme_scratch_devices": list(sc.by_id),
             "nvme_scratch_expected_drives": sc.expected_drives or 0,
             "nvme_scratch_discovery": sc.discovery,
+            "nvme_scratch_wipe_signatures": sc.wipe_signatures,
         }
     if role == "lustre_client":
         sources = {m.name: m.source for m in s.lustre if m.source} | dict(lustre_sources or {})
@@ -137,6 +168,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             ],
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
+            "lustre_client_packages": list(s.lustre_client_packages),
         }
     if role == "nfs_client":
         return {
@@ -151,6 +183,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "container_runtime_default_runtime": s.container_default_runtime,
             "container_runtime_nvidia_runtime": s.container_default_runtime == "nvidia",
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
+            "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
+            "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
         }
@@ -162,11 +196,14 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "sandbox_runtime_class": sb.runtime_class or "",
             "sandbox_gpu_count": s.gpu_count,
             "sandbox_kata_version": sb.kata_version,
-            # the role's apt suite of the newest release is `release`
-            "sandbox_gvisor_release": "release" if sb.gvisor_release == "latest" else sb.gvisor_release,
+            "sandbox_kata_release_url": sb.kata_release_url,
+            "sandbox_gvisor_release": sb.gvisor_release,
+            "sandbox_gvisor_release_url": sb.gvisor_release_url,
             "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
             "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
+        if sb.kata_tarball:
+            v["sandbox_kata_tarball"] = sb.kata_tarball
         if sb.vm_vcpus is not None:
             v["sandbox_vm_vcpus"] = sb.vm_vcpus
         if sb.vm_memory_gib is not None:

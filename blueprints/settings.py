@@ -28,6 +28,13 @@ from .models import (
     NodeGroup,
     RoceNetwork,
 )
+from .vendor import (
+    DriverPackages,
+    bare_metal,
+    container_toolkit_packages,
+    driver_packages,
+    kata_tarball,
+)
 from .versions import version
 
 __all__ = [
@@ -94,6 +101,7 @@ class ScratchSettings(_Frozen):
     expected_drives: int | None
     by_id: list[str]
     discovery: Literal["instance-store", "nvme-data"]
+    wipe_signatures: bool = False
     """``instance-store``: AWS "Amazon EC2 NVMe Instance Storage" model; ``nvme-data``: every NVMe
     namespace without partitions, filesystem or mount that is not the root disk."""
 
@@ -165,6 +173,12 @@ class SandboxSettings(_Frozen):
     """Kata Containers release installed on Kata hosts (``software.kata``)."""
     gvisor_release: str
     """gVisor release of runsc (``software.gvisor``: ``YYYYMMDD.N`` or ``latest``)."""
+    kata_tarball: str | None
+    """Kata static release file of ``software.kata`` (``.tar.zst`` from 3.21.0 on) for Kata groups."""
+    kata_release_url: str
+    """Base URL of Kata's GitHub releases (``<url>/<version>/<kata_tarball>``; catalog ``bare_metal.kata``)."""
+    gvisor_release_url: str
+    """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
 
 
 class NodeSettings(_Frozen):
@@ -199,7 +213,17 @@ class NodeSettings(_Frozen):
     ``None`` when the catalog knows no release of the branch (the branch's newest package)."""
     kernel_updates: Literal["hold", "dkms-verify"] | None
     """How the node keeps its kernel and out-of-tree modules together (``software.kernel_updates``)."""
+    kernel_hold_packages: list[str]
+    """``hold`` on a bare-metal host: package-name patterns whose installed packages are apt-mark held
+    (catalog ``bare_metal.kernel_hold``); empty otherwise."""
+    kernel_hold_blacklist: list[str]
+    """The same packages as unattended-upgrades ``Package-Blacklist`` expressions; empty unless ``hold``."""
+    out_of_tree_modules: list[str]
+    """Kernel modules built outside the kernel that this bare-metal host loads (``nvidia`` with a driver
+    install, ``lustre`` with a Lustre mount): checked against the running kernel at every boot."""
     driver_open_kernel_modules: bool
+    gpu_packages: DriverPackages | None
+    """On-prem GPU hosts with a driver install: the pinned NVIDIA packages (see :mod:`blueprints.vendor`)."""
     fabric_manager: bool
     fabric_manager_mode: Literal["default", "shared-nvswitch"] | None
     """Fabric Manager mode on this host: ``default`` (bare-metal NVSwitch system),
@@ -209,6 +233,7 @@ class NodeSettings(_Frozen):
     cuda: str
     nccl_version: str
     container_toolkit: str
+    container_toolkit_packages: list[str]
     # fabric
     fabric: Literal["efa", "infiniband", "roce", "ethernet"]
     rdma: bool
@@ -236,6 +261,10 @@ class NodeSettings(_Frozen):
     container_shm_size: str
     container_default_runtime: str
     sandbox: SandboxSettings
+    container_toolkit_repo_url: str
+    """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
+    lustre_client_packages: list[str]
+    """Lustre client packages installed from the site's repository (catalog ``bare_metal.lustre_client``)."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -322,7 +351,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     cmdline: list[str] = []
     if passthrough:
         # VFIO passthrough needs the IOMMU on; pt keeps host DMA fast.
-        cmdline += (["amd_iommu=on"] if cpu == "amd" else ["intel_iommu=on"]) + ["iommu=pt"]
+        # The AMD IOMMU is on by default (`amd_iommu=on` is not a valid value); Intel's needs intel_iommu=on.
+        cmdline += (["intel_iommu=on"] if cpu != "amd" else []) + ["iommu=pt"]
     elif training:
         # IOMMU translation redirects GPU peer-to-peer through the root complex: passthrough mode.
         cmdline += ["iommu=pt"]
@@ -330,7 +360,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     rdma_devices = _rdma_devices(bp, g)
     gdr: Literal["nvidia-peermem", "dmabuf"] | None = None
     if net.ib_verbs and net.gpudirect_rdma.on_for(passthrough) and gpu_count:
-        gdr = net.gpudirect_rdma.method or "nvidia-peermem"
+        gdr = net.gpudirect_rdma.effective_method(bp.software.driver_open_kernel_modules)
     roce = None
     if isinstance(net, RoceNetwork) and g.hardware:
         r = net.roce
@@ -357,6 +387,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             expected_drives=hw.nvme_drives,
             by_id=list(g.hardware.nvme.by_id) if g.hardware and g.hardware.nvme else [],
             discovery="instance-store" if bp.is_aws else "nvme-data",
+            wipe_signatures=n.wipe_signatures,
         )
     ipoib_netdev = None
     if isinstance(net, InfinibandNetwork):
@@ -391,6 +422,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                                 options=list(s.mount_options)))
     sw = bp.software
     cat = catalog()
+    onprem_os = bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04"
+    driver_version = sw.driver_version or cat.driver_release(sw.driver_branch)
     plan = g.sandbox.nvswitch.mode if (passthrough and nvswitch and g.sandbox.nvswitch) else None
     guest_gpus = root_ports = None
     if passthrough:
@@ -399,6 +432,15 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                       or (g.sandbox.vm.gpus_per_vm if g.sandbox.vm else None) or gpu_count)
         switches = nvswitch_count(hw.gpu, cat) if plan == "full-passthrough" else 0
         root_ports = guest_gpus + switches
+    install_driver = gpu_count > 0 and (not passthrough or plan == "shared-nvswitch")
+    fabric_manager = nvswitch and (not passthrough or plan == "shared-nvswitch")
+    gpu_packages = None
+    if install_driver and bp.target.provider == "onprem" and driver_version:
+        gpu_packages = driver_packages(
+            os=onprem_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
+            open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
+            fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda,
+            fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default")
     opensm = (isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
               and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts))
     return NodeSettings(
@@ -406,7 +448,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         group=g.name,
         role=g.role,
         provider=bp.target.provider,
-        os=bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04",
+        os=onprem_os,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
         nvswitch=nvswitch,
@@ -426,18 +468,26 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         cpu_governor="performance",
         kernel_cmdline=cmdline,
         disable_acs=training,
-        install_gpu_driver=gpu_count > 0 and (not passthrough or plan == "shared-nvswitch"),
+        install_gpu_driver=install_driver,
         driver_branch=sw.driver_branch,
-        driver_version=sw.driver_version or cat.driver_release(sw.driver_branch),
+        driver_version=driver_version,
         kernel_updates=sw.kernel_updates,
+        out_of_tree_modules=([] if bp.target.provider != "onprem" else
+                             (["nvidia"] if install_driver else []) + (["lustre"] if any(m.source for m in lustre) else [])),
+        kernel_hold_packages=(list(bare_metal()["kernel_hold"]["packages"])
+                              if sw.kernel_updates == "hold" and bp.target.provider == "onprem" else []),
+        kernel_hold_blacklist=(list(bare_metal()["kernel_hold"]["unattended_upgrades_blacklist"])
+                               if sw.kernel_updates == "hold" and bp.target.provider == "onprem" else []),
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
-        fabric_manager=nvswitch and (not passthrough or plan == "shared-nvswitch"),
+        gpu_packages=gpu_packages,
+        fabric_manager=fabric_manager,
         fabric_manager_mode=(None if not nvswitch else "default" if not passthrough
                              else "shared-nvswitch" if plan == "shared-nvswitch" else None),
         dcgm=gpu_count > 0 and not passthrough,
         cuda=sw.cuda,
         nccl_version=sw.nccl,
         container_toolkit=sw.container_toolkit,
+        container_toolkit_packages=container_toolkit_packages(sw.container_toolkit),
         fabric=net.fabric,
         rdma=rdma,
         gpudirect_rdma=gdr,
@@ -470,7 +520,12 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             pcie_root_ports=root_ports,
             kata_version=sw.kata,
             gvisor_release=sw.gvisor,
+            kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
+            kata_release_url=bare_metal()["kata"]["release_url"],
+            gvisor_release_url=bare_metal()["gvisor"]["release_url"],
         ),
+        container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
+        lustre_client_packages=list(bare_metal()["lustre_client"]["packages"]),
     )
 
 

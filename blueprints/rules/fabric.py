@@ -294,7 +294,7 @@ def gpudirect_peermem_driver(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
     if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not _gdr_used(ctx):
         return
-    if (net.gpudirect_rdma.method or "nvidia-peermem") != "nvidia-peermem":
+    if net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules) != "nvidia-peermem":
         return
     branch = version(ctx.bp.software.driver_branch)
     if branch and branch[0] < 470:
@@ -537,6 +537,40 @@ def ethernet_multi_node_training(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="gpudirect-peermem-needs-ofed",
+    severity="error",
+    summary="`nvidia-peermem` needs the peer-memory API that only MLNX_OFED / DOCA-OFED kernels provide; on a "
+            "distribution kernel (inbox rdma-core) its init fails and the module never loads. DMA-BUF works without it.",
+    fix="use DMA-BUF (`network.gpudirect_rdma.method: dmabuf`, open kernel modules), or set `software.doca_ofed`",
+    source="https://docs.nvidia.com/cuda/gpudirect-rdma/index.html",
+)
+def gpudirect_peermem_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
+    net = ctx.bp.network
+    if not isinstance(net, (InfinibandNetwork, RoceNetwork)) or not net.gpudirect_rdma.enabled:
+        return
+    method = net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules)
+    if method == "nvidia-peermem" and not ctx.bp.software.doca_ofed:
+        where = ("network", "gpudirect_rdma", "method") if net.gpudirect_rdma.method else ("software", "driver_open_kernel_modules")
+        yield Hit(where, "`network.gpudirect_rdma` uses `nvidia-peermem` but `software.doca_ofed` is unset (inbox "
+                  "rdma-core has no peer-memory API)")
+
+
+@rule(
+    id="roce-ecn-needs-ofed",
+    severity="warning",
+    summary="Per-priority ECN (DCQCN) switches exist only in the MLNX_OFED / DOCA-OFED sysfs tree; with the inbox "
+            "driver the firmware default stays and the QoS unit reports ECN as not applied (the play stops).",
+    fix="set `software.doca_ofed`, or accept the firmware's ECN default and set `network.roce.ecn: false`",
+    source=NVIDIA_QOS,
+)
+def roce_ecn_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
+    net = _roce(ctx)
+    if net is not None and net.roce.ecn and not ctx.bp.software.doca_ofed and ctx.bp.target.provider == "onprem":
+        yield Hit(("network", "roce", "ecn"), "`network.roce.ecn` is true but `software.doca_ofed` is unset (inbox "
+                  "mlx5 has no per-priority ECN switch)")
+
+
+@rule(
     id="nccl-gpudirect-method",
     severity="error",
     summary="The NCCL release must recognise the declared GPUDirect RDMA method: NCCL before 2.23.4 does not detect "
@@ -551,7 +585,7 @@ def nccl_gpudirect_method(ctx: RuleContext) -> Iterator[Hit]:
         return
     if not training_groups(ctx.bp, ctx.catalog):
         return
-    method = net.gpudirect_rdma.method or "nvidia-peermem"
+    method = net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules)
     fact = ctx.catalog.extras["nccl_gpudirect"].get(method)
     need, have = version(fact["min_nccl"]) if fact else None, version(ctx.bp.software.nccl)
     if need is None or have is None or have >= need:

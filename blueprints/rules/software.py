@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,6 +149,34 @@ def driver_branch_gpu(ctx: RuleContext) -> Iterator[Hit]:
                       f"set `software.driver_version` to {rng.min_driver} or newer")
 
 
+def _bare_metal(ctx: RuleContext) -> dict[str, Any]:
+    return ctx.catalog.extras["bare_metal"]
+
+
+@rule(
+    id="driver-branch-supported",
+    severity="warning",
+    summary="The NVIDIA driver branch should be a Long Term Support or Production branch still in NVIDIA's support "
+            "table; other branches get no security fixes.",
+    fix="use the Long Term Support branch (`software.driver_branch`, default)",
+    source="https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html",
+)
+def driver_branch_supported(ctx: RuleContext) -> Iterator[Hit]:
+    nd = _bare_metal(ctx)["nvidia_driver"]
+    branch = ctx.bp.software.driver_branch.split(".")[0]
+    row = nd["branches"].get(branch)
+    this_month = datetime.date.today().strftime("%Y-%m")
+    current = [f"{b} ({v['designation']} until {v['end_of_life']})" for b, v in nd["branches"].items()
+               if str(v["end_of_life"]) >= this_month]
+    fix = f"set `software.driver_branch: \"{nd['default_branch']}\"` (Long Term Support)"
+    if row is None:
+        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {branch} is not in NVIDIA's support table "
+                  f"(supported: {', '.join(current)})", fix)
+    elif str(row["end_of_life"]) < this_month:
+        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {branch} reached its end of life in "
+                  f"{row['end_of_life']} (supported: {', '.join(current)})", fix)
+
+
 @rule(
     id="driver-version-branch",
     severity="error",
@@ -161,6 +190,27 @@ def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
         yield Hit(("software", "driver_version"), f"`software.driver_version` {sw.driver_version} is not a release of "
                   f"`software.driver_branch` {sw.driver_branch}",
                   f"set `software.driver_branch: \"{sw.driver_version.split('.')[0]}\"` or a {sw.driver_branch}.x release")
+    elif (not sw.driver_version and ctx.bp.target.provider == "onprem" and ctx.catalog.driver_release(sw.driver_branch) is None
+          and any(group_hardware(ctx.bp, g, ctx.catalog).nvidia_gpus for g in ctx.bp.node_groups)):
+        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} has no catalogued release "
+                  "to pin the driver, Fabric Manager and NSCQ to", "set `software.driver_version` to an exact release")
+
+
+@rule(
+    id="container-toolkit-cve",
+    severity="error",
+    summary="NVIDIA Container Toolkit before 1.17.8 is affected by CVE-2025-23266 (container escape through the "
+            "createContainer hook).",
+    fix="set `software.container_toolkit` to 1.17.8 or newer (the default)",
+    source="https://nvidia.custhelp.com/app/answers/detail/a_id/5659",
+)
+def container_toolkit_cve(ctx: RuleContext) -> Iterator[Hit]:
+    ct = _bare_metal(ctx)["container_toolkit"]
+    have, need = version(ctx.bp.software.container_toolkit), version(ct["minimum_version"])
+    if have is not None and need is not None and have < need:
+        yield Hit(("software", "container_toolkit"), f"`software.container_toolkit` {ctx.bp.software.container_toolkit} "
+                  f"is older than {ct['minimum_version']}, the first release fixing CVE-2025-23266")
+
 
 
 def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:

@@ -409,18 +409,33 @@ def test_every_catalogued_branch_has_a_default_release_among_its_releases() -> N
         assert all(r.split(".")[0] == branch for r in row["releases"])
 
 
+@pytest.mark.parametrize("branch", ["600", "615", "710"])
+def test_a_branch_without_a_catalogued_release_needs_an_exact_version_on_gpu_hosts(branch: str) -> None:
+    """Driver, Fabric Manager and NSCQ are installed at one exact version: a branch the catalog knows
+    no release of cannot be pinned until the blueprint names the release."""
+    doc = _onprem("h100-sxm:8", 2, fabric="infiniband")
+    doc["software"]["driver_branch"] = branch
+    assert "driver-version-branch" in _ids(doc)
+    doc["software"]["driver_version"] = f"{branch}.12.01"
+    assert "driver-version-branch" not in _ids(doc)
+
+
 # --- kind 4: NCCL release against the GPUDirect method -----------------------------------------------
 
-@pytest.mark.parametrize("method,nccl,trips", [
-    (None, "2.18.3", True), (None, "2.22.3", True), (None, "2.23.4", False), ("nvidia-peermem", "2.21.5", True),
-    ("nvidia-peermem", "2.27.7", False), ("dmabuf", "2.12.12", True), ("dmabuf", "2.13.4", False),
-    ("dmabuf", "2.21.5", False),
+@pytest.mark.parametrize("method,open_modules,nccl,trips", [
+    # unset method: DMA-BUF with the open kernel modules, nvidia-peermem with the proprietary ones
+    (None, True, "2.12.12", True), (None, True, "2.13.4", False), (None, True, "2.22.3", False),
+    (None, False, "2.18.3", True), (None, False, "2.22.3", True), (None, False, "2.23.4", False),
+    ("nvidia-peermem", True, "2.21.5", True), ("nvidia-peermem", True, "2.27.7", False),
+    ("dmabuf", True, "2.12.12", True), ("dmabuf", True, "2.13.4", False), ("dmabuf", True, "2.21.5", False),
 ])
 @pytest.mark.parametrize("fabric", ["infiniband", "roce"])
-def test_nccl_release_against_gpudirect_method(method: str | None, nccl: str, trips: bool, fabric: str) -> None:
+def test_nccl_release_against_gpudirect_method(method: str | None, open_modules: bool, nccl: str, trips: bool,
+                                               fabric: str) -> None:
     doc = _onprem("h100-sxm:8", 4, fabric=fabric)
     doc["network"]["gpudirect_rdma"] = {"enabled": True, **({"method": method} if method else {})}
     doc["software"]["nccl"] = nccl
+    doc["software"]["driver_open_kernel_modules"] = open_modules
     assert ("nccl-gpudirect-method" in _ids(doc)) == trips
     doc["network"]["gpudirect_rdma"]["enabled"] = False
     assert "nccl-gpudirect-method" not in _ids(doc)
@@ -534,7 +549,16 @@ def test_rendered_settings_follow_the_plan(gpu: str, switches: int, tmp_path: Pa
     s = node_settings(parse_blueprint(text, "v.yaml").blueprint, "gpu")
     assert s.fabric_manager and s.fabric_manager_mode == "shared-nvswitch" and s.install_gpu_driver
     assert not s.sandbox.nvswitch_passthrough and s.sandbox.gpus_per_guest == 2
-    assert "sandbox_vfio_nvswitches: false" in _rendered_text(shared, tmp_path / "shared")
+    shared_text = _rendered_text(shared, tmp_path / "shared")
+    assert "sandbox_vfio_nvswitches: false" in shared_text
+    # the host's Fabric Manager runs in Shared NVSwitch mode (FABRIC_MODE=1); bare metal keeps mode 0
+    assert s.gpu_packages is not None and s.gpu_packages.fabric_mode == ("FABRIC_MODE", 1)
+    assert "nvidia_driver_fabricmanager_settings:\n  FABRIC_MODE: 1\n" in shared_text
+    bare = _onprem(f"{gpu}:8", 2, fabric="infiniband")
+    text, _ = emit(bare)
+    b = node_settings(parse_blueprint(text, "v.yaml").blueprint, bare["node_groups"][0]["name"])
+    assert b.fabric_manager_mode == "default" and b.gpu_packages is not None
+    assert b.gpu_packages.fabric_mode == ("FABRIC_MODE", 0)
 
 
 # --- kind 8: fio expectations that vanish ------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_gpu_suggestions_still_find_the_nvidia_model(tmp_path: Path, name: str, 
 # ---- defaults follow the group: no finding from a value the user never wrote ---------------------
 
 def _passthrough_ib(fabric: str, runtime: str, gdr_line: str) -> str:
-    text = DGX.replace("  gpudirect_rdma: {enabled: true, method: nvidia-peermem}\n", gdr_line)
+    text = DGX.replace("  gpudirect_rdma: {enabled: true}   # DMA-BUF (open kernel modules); nvidia-peermem needs DOCA-OFED\n", gdr_line)
     sandbox = ("    sandbox: {runtime: kata, gpu_passthrough: true}\n" if runtime == "kata"
                else "    sandbox: {runtime: vm, vm: {vcpus: 32, memory_gib: 256, gpus_per_vm: 2}}\n")
     text = text.replace("    local_nvme: {raid: raid0", sandbox + "    local_nvme: {raid: raid0")
@@ -174,9 +174,10 @@ def test_passthrough_groups_get_no_gpudirect_warning_from_the_default(tmp_path: 
 
 def test_gpudirect_stays_on_by_default_for_training_groups(tmp_path: Path) -> None:
     out = tmp_path / "render"
-    text = DGX.replace("  gpudirect_rdma: {enabled: true, method: nvidia-peermem}\n", "")
+    text = DGX.replace("  gpudirect_rdma: {enabled: true}   # DMA-BUF (open kernel modules); nvidia-peermem needs DOCA-OFED\n", "")
     assert cf("render", str(write(tmp_path, text)), "-o", str(out)).returncode == 0
-    assert "rdma_gpudirect: nvidia-peermem" in (out / "ansible" / "group_vars" / "dgx.yml").read_text()
+    # on, through DMA-BUF: the open kernel modules are the default and need no peer-memory module
+    assert "rdma_gpudirect: dmabuf" in (out / "ansible" / "group_vars" / "dgx.yml").read_text()
 
 
 # ---- on-prem plan: identical hosts once, --all, marked cuts ---------------------------------------

@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -34,36 +35,88 @@ import pytest
 
 from tests.conftest import EXAMPLES, REPO
 
+from .vendor_repo import VendorMirror, build_mirror
+
 SUITE = "bookworm"
 MIRROR = os.environ.get("CLUSTERFORGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 INCLUDE = ("python3", "python3-apt", "systemd", "systemd-sysv", "ca-certificates")
 RECIPE_VERSION = "1"
 CACHE = Path(os.environ.get("CLUSTERFORGE_ROOTFS_CACHE", REPO / ".cache" / "rootfs"))
 
-VENDOR_OFF = {
-    "nvidia_driver_install_packages": False,
-    "container_runtime_install_nvidia_toolkit": False,
-    "lustre_client_install_packages": False,
-    "sandbox_install_vendor_packages": False,
+VENDOR_OFF: dict[str, object] = {}
+"""Extra vars of the real converge: vendor installs that have no stand-in repository (none left: DOCA-OFED
+is not declared by any example)."""
+
+GPU_EXAMPLES = ["onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata"]
+"""Examples whose NVIDIA driver, container toolkit and sandbox installs run for real against the stand-ins."""
+
+CONVERGES = [
+    ("onprem-dgx-h100-ib", "ubuntu-22.04"),
+    ("onprem-l40s-roce", "ubuntu-24.04"),
+    ("onprem-sandbox-kata", "ubuntu-24.04"),
+    ("onprem-dgx-h100-ib", "debian-12"),
+    ("local-workstation", "debian-12"),
+]
+"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release, the DGX
+example also on Debian 12 (the blueprint's ``target.os`` rewritten), and the workstation on Debian 12.
+
+Only ``nvidia_driver`` has Ubuntu-specific tasks and variables (``vars/Ubuntu.yml``: the CUDA repository's
+distribution, Canonical's signed modules); every other role runs the same ``install-Debian.yml`` and
+``vars/Debian.yml`` on both. So the DGX example, the one with the full driver stack (Fabric Manager, NSCQ,
+DCGM), runs on both families; the L40S example (the DGX example's roles plus RoCE) and the Kata example
+(no driver on its passthrough host) run once, on their Ubuntu release. Ordered so round-robin over
+workers balances time."""
+
+UBUNTU = {
+    "ubuntu-22.04": ("22.04", "jammy", "Ubuntu 22.04.5 LTS"),
+    "ubuntu-24.04": ("24.04", "noble", "Ubuntu 24.04.3 LTS"),
 }
-"""Extra vars of the real converge: packages that are not in Debian's archive are not installed
-(NVIDIA driver / container toolkit, Lustre client, Kata / gVisor); their steps run in check mode."""
+"""Ubuntu releases the roles claim: VERSION_ID, codename, PRETTY_NAME written into the Ubuntu-shaped roots."""
 
-CONVERGE_ORDER = ["onprem-dgx-h100-ib", "onprem-sandbox-kata", "local-workstation", "onprem-l40s-roce"]
-"""The on-prem examples, ordered so that round-robin over two workers balances the converge time."""
 
-CHECK_MODE_EXAMPLES = {"onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata"}
-"""Examples with vendor install steps (exercised in check mode)."""
+def converge_id(example: str, os_name: str) -> str:
+    """Cache and test id of one converge, e.g. ``onprem-dgx-h100-ib@ubuntu-22.04``."""
+    return f"{example}@{os_name}"
 
-VENDOR_INSTALL_TAGS = ["nvidia_driver_install", "container_runtime_install", "lustre_client_install", "sandbox_install",
-                       "rdma_install"]
-VENDOR_CHECK_VARS = {
-    # DOCA-OFED instead of the inbox rdma-core (no example declares it; exercised here)
-    "rdma_doca_ofed_version": "2.9.1",
-    # a site mirror the check-mode run points the Lustre role at (Debian has no Lustre client)
-    "lustre_client_apt_repo_url": "https://lustre-mirror.example.internal/debian12/client",
-    "lustre_client_apt_repo_key_url": "https://lustre-mirror.example.internal/debian12/client/KEY.asc",
-}
+
+def shape_as(root: Path, os_name: str) -> None:
+    """Make the Debian root filesystem ``root`` report ``os_name`` to Ansible's facts.
+
+    For Ubuntu releases ``/etc/os-release``, ``/usr/lib/os-release`` and ``/etc/lsb-release`` say Ubuntu, so the
+    roles select their Ubuntu task files and variables; apt still reads Debian's archive plus the stand-ins (which
+    carry the Ubuntu-only packages the roles install). ``debian-12`` leaves the root as it is.
+    """
+    if os_name not in UBUNTU:
+        return
+    version, codename, pretty = UBUNTU[os_name]
+    os_release = (f'PRETTY_NAME="{pretty}"\nNAME="Ubuntu"\nVERSION_ID="{version}"\nVERSION="{pretty[7:]}"\n'
+                  f"VERSION_CODENAME={codename}\nID=ubuntu\nID_LIKE=debian\nUBUNTU_CODENAME={codename}\n")
+    for rel in ("etc/os-release", "usr/lib/os-release"):
+        p = root / rel
+        if p.is_symlink():
+            p.unlink()
+        p.write_text(os_release)
+    (root / "etc/lsb-release").write_text(f"DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE={version}\nDISTRIB_CODENAME={codename}\n"
+                                          f'DISTRIB_DESCRIPTION="{pretty}"\n')
+    (root / "etc/debian_version").write_text("bookworm/sid\n")
+
+
+def blueprint_for(example: str, os_name: str, work: Path) -> Path:
+    """The example blueprint with ``target.os`` set to ``os_name`` (a copy under ``work`` when it differs)."""
+    src = EXAMPLES / f"{example}.yaml"
+    text = src.read_text()
+    m = re.search(r"^  os: (\S+)$", text, re.MULTILINE)
+    declared = m.group(1) if m else "ubuntu-22.04"
+    if declared == os_name:
+        return src
+    if m:
+        text = text[:m.start()] + f"  os: {os_name}" + text[m.end():]
+    else:
+        text = text.replace("  provider: onprem\n", f"  provider: onprem\n  os: {os_name}\n", 1)
+    dest = work / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text)
+    return dest
 
 
 @contextmanager
@@ -167,8 +220,7 @@ class Converged:
     rerun_rc: int
     rerun: dict[str, Any]
     seconds: dict[str, float] = field(default_factory=dict)
-    check: dict[str, Any] | None = None
-    check_rc: int | None = None
+    os_name: str = "debian-12"
 
     def root(self, group: str) -> Path:
         """Root filesystem of the representative host of node group ``group``."""
@@ -197,72 +249,76 @@ def _run_uid() -> str:
 
 
 class ConvergeCache:
-    """Converges each example once per pytest run, shared by all xdist workers through files and locks.
+    """Converges each (example, OS) pair once per pytest run, shared by all xdist workers through files and locks.
 
-    The first worker that needs an example converges it while holding ``<example>.lock`` and stores the
-    result as JSON; other workers wait on the lock and reuse it. Copies live under
-    ``.cache/rootfs/converge/<run uid>``; copies of earlier runs are removed when a run starts.
+    The first worker that needs a converge runs it while holding ``<id>.lock`` and stores the result as JSON;
+    other workers wait on the lock and reuse it. Copies live under ``.cache/rootfs/converge/<run uid>``;
+    copies of earlier runs are removed when a run starts. Vendor packages come from the stand-in mirror
+    (:mod:`tests.roles.vendor_repo`) that this worker serves on 127.0.0.1.
     """
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, mirror: VendorMirror):
         self.base = base
+        self.mirror = mirror
 
-    def get(self, example: str) -> Converged:
-        result = self.base / example / "result.json"
-        with _locked(self.base / f"{example}.lock"):
+    def get(self, example: str, os_name: str | None = None) -> Converged:
+        os_name = os_name or next(o for e, o in CONVERGES if e == example)
+        cid = converge_id(example, os_name)
+        result = self.base / cid / "result.json"
+        with _locked(self.base / f"{cid}.lock"):
             if result.exists():
                 return Converged.from_json(result.read_text())
-            c = self._converge(example)
+            c = self._converge(example, os_name)
             result.write_text(c.to_json())
             return c
 
-    def _converge(self, example: str) -> Converged:
+    def extravars(self) -> dict[str, Any]:
+        """Extra vars of every converge: the stand-in mirror URLs, vendor installs without a stand-in off."""
+        return {**self.mirror.extravars(), **VENDOR_OFF}
+
+    def _converge(self, example: str, os_name: str) -> Converged:
         from blueprints import load_blueprint
         from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 
-        loaded = load_blueprint(EXAMPLES / f"{example}.yaml")
-        work = self.base / example
+        work = self.base / converge_id(example, os_name)
         work.mkdir(parents=True, exist_ok=True)
+        loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint"))
         groups = {g.name: g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts}
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
         roots = {host: copy_rootfs(work / f"root-{host}") for host in groups.values()}
+        for r in roots.values():
+            shape_as(r, os_name)
         seconds["copy"] = time.perf_counter() - t0
         out = work / "ansible"
         override = chroot_connection(roots)
         t0 = time.perf_counter()
-        rc = run_site(loaded, out, extravars=VENDOR_OFF, connection_override=override)
+        rc = run_site(loaded, out, extravars=self.extravars(), connection_override=override)
         seconds["converge"] = time.perf_counter() - t0
         first = load_summary(out)
         for r in roots.values():
             harvest_debs(r)
         t0 = time.perf_counter()
-        rerun_rc = run_site(loaded, out, extravars=VENDOR_OFF, connection_override=override)
+        rerun_rc = run_site(loaded, out, extravars=self.extravars(), connection_override=override)
         seconds["rerun"] = time.perf_counter() - t0
-        return Converged(example, out, roots, groups, rc, first, rerun_rc, load_summary(out), seconds)
+        c = Converged(example, out, roots, groups, rc, first, rerun_rc, load_summary(out), seconds)
+        c.os_name = os_name
+        return c
 
-    def check_vendor_steps(self, example: str) -> Converged:
-        """Run the install phases with the vendor packages enabled, in check mode (once per run)."""
-        c = self.get(example)
-        result = self.base / example / "check.json"
-        with _locked(self.base / f"{example}.lock"):
-            if result.exists():
-                return Converged.from_json(result.read_text())
-            from blueprints import load_blueprint
-            from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 
-            loaded = load_blueprint(EXAMPLES / f"{example}.yaml")
-            t0 = time.perf_counter()
-            c.check_rc = run_site(loaded, c.out, check=True, tags=VENDOR_INSTALL_TAGS, extravars=VENDOR_CHECK_VARS,
-                                  connection_override=chroot_connection(c.roots))
-            c.seconds["check"] = time.perf_counter() - t0
-            c.check = load_summary(c.out)
-            result.write_text(c.to_json())
-            return c
+def vendor_mirror() -> VendorMirror:
+    """The stand-in vendor mirror (built once per machine under the cache lock), served by this process."""
+    src = (Path(__file__).parent / "vendor_repo.py").read_bytes() + (REPO / "blueprints/data/catalog-extras.yaml").read_bytes()
+    # the examples choose which driver releases the mirror carries
+    src += b"".join(p.read_bytes() for p in sorted((REPO / "blueprints/examples").glob("onprem-*.yaml")))
+    root = CACHE / f"vendor-mirror-{hashlib.sha256(src).hexdigest()[:12]}"
+    with _locked(CACHE / "vendor-mirror.lock"):
+        mirror = build_mirror(root)
+    return mirror.start()
 
 
 @pytest.fixture(scope="session")
-def converges() -> ConvergeCache:
+def converges() -> Iterator[ConvergeCache]:
     """Cross-worker cache of converged examples (needs root for chroot)."""
     if os.geteuid() != 0:
         pytest.skip("the chroot connection needs root (CI runs as root)")
@@ -275,16 +331,16 @@ def converges() -> ConvergeCache:
                 shutil.rmtree(old, ignore_errors=True)
         base = runs / uid
         base.mkdir(parents=True, exist_ok=True)
-    cache = ConvergeCache(base)
+    mirror = vendor_mirror()
+    cache = ConvergeCache(base, mirror)
     # Share the work across xdist workers up front (pytest-xdist's loadgroup does not group tests under
-    # pytest 9): worker i converges the examples i, i+n, ... first, then uses the others' results.
+    # pytest 9): worker i converges the pairs i, i+n, ... first, then uses the others' results.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     if worker.startswith("gw") and count > 1:
         index = int(worker[2:])
-        for i, example in enumerate(CONVERGE_ORDER):
+        for i, (example, os_name) in enumerate(CONVERGES):
             if i % count == index:
-                cache.get(example)
-                if example in CHECK_MODE_EXAMPLES:
-                    cache.check_vendor_steps(example)
-    return cache
+                cache.get(example, os_name)
+    yield cache
+    mirror.stop()

@@ -162,10 +162,11 @@ def test_plan_lists_every_host_with_groups_roles_and_vars():
     assert set(hosts) == {"kata-01", "kata-02", "vm-host-01"}
     kata = hosts["kata-01"]
     assert kata["address"] == "10.2.0.31"
-    assert kata["roles"] == ["host_tuning", "rdma", "nvme_scratch", "container_runtime", "sandbox", "validation_tools"]
+    assert kata["roles"] == ["host_tuning", "rdma", "nvme_scratch", "container_runtime", "sandbox", "validation_tools",
+                             "kernel_updates"]  # software.kernel_updates: hold
     assert "nvidia_driver" not in kata["roles"]  # GPUs are passed through, the host runs no driver
     assert {"kata", "role_compute", "with_sandbox"} <= set(kata["groups"])
-    assert kata["vars"]["sandbox_runtime"] == "kata" and kata["vars"]["host_tuning_kernel_cmdline"] == ["amd_iommu=on", "iommu=pt"]
+    assert kata["vars"]["sandbox_runtime"] == "kata" and kata["vars"]["host_tuning_kernel_cmdline"] == ["iommu=pt"]
     assert hosts["vm-host-01"]["vars"]["sandbox_vm_gpus_per_vm"] == 2
     assert kata["vars"]["ansible_user"] == "ubuntu"
 

@@ -15,6 +15,50 @@ from typing import Any
 
 from validate.payloads.node_health import MODULES, SERVICES
 
+RECORDED_DRIVER = ("550", "550.90.07")
+"""Driver branch and release of the recorded nodes (``proc-driver-nvidia-version.txt``): the examples
+default to a newer branch, so a test judges a recording against the example as it was deployed there."""
+
+RECORDED_OFED = "2.9.1"
+"""The recorded nodes run an OFED stack (they load ``nvidia-peermem``, have ``mlnx_qos`` and the per-priority
+ECN knobs, which inbox rdma-core lacks); which DOCA release was not recorded, so this names a DOCA-Host
+release of that time (https://docs.nvidia.com/doca/sdk/doca-host+installation+and+upgrade/index.html)."""
+
+
+def as_recorded(bp: Any, *, gpudirect: str | None = None) -> Any:
+    """``bp`` as deployed on the recorded nodes: their driver (:data:`RECORDED_DRIVER`), their OFED stack
+    (:data:`RECORDED_OFED`; a RoCE network gets the ECN it had) and, when given, the GPUDirect RDMA method
+    they ran (the DGX recording loads ``nvidia-peermem``)."""
+    branch, release = RECORDED_DRIVER
+    update: dict[str, Any] = {"software": bp.software.model_copy(update={
+        "driver_branch": branch, "driver_version": release, "doca_ofed": RECORDED_OFED})}
+    net_update: dict[str, Any] = {}
+    if gpudirect is not None:
+        net_update["gpudirect_rdma"] = bp.network.gpudirect_rdma.model_copy(update={"method": gpudirect})
+    if getattr(bp.network, "roce", None) is not None:
+        net_update["roce"] = bp.network.roce.model_copy(update={"ecn": True})
+    if net_update:
+        update["network"] = bp.network.model_copy(update=net_update)
+    return bp.model_copy(update=update)
+
+
+def as_recorded_yaml(text: str, *, gpudirect: str | None = None) -> str:
+    """The blueprint YAML ``text`` with the recorded nodes' driver, for a CLI call (same as
+    :func:`as_recorded`): appends a ``software`` override and, when given, the GPUDirect method."""
+    import io
+
+    from ruamel.yaml import YAML
+    yaml = YAML()
+    doc = yaml.load(text)
+    branch, release = RECORDED_DRIVER
+    doc.setdefault("software", {}).update({"driver_branch": branch, "driver_version": release,
+                                           "doca_ofed": RECORDED_OFED})
+    if gpudirect is not None:
+        doc["network"]["gpudirect_rdma"]["method"] = gpudirect
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    return out.getvalue()
+
 
 def _tsv(text: str) -> dict[str, str]:
     out = {}

@@ -26,7 +26,7 @@ from validate.parsers.node import (
 from validate.payloads import PAYLOAD_DIR
 from validate.runner import mark_explained
 
-from .node_fixtures import RecordedNode
+from .node_fixtures import RecordedNode, as_recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "blueprints" / "examples"
@@ -34,11 +34,11 @@ EXAMPLES = ROOT / "blueprints" / "examples"
 
 @pytest.fixture(scope="module")
 def dgx_bp():
-    return load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint
+    return as_recorded(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint, gpudirect="nvidia-peermem")
 
 
 def _roce_with_gid_index(index: int | str):
-    bp = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    bp = as_recorded(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)
     net = bp.network.model_copy(update={"roce": bp.network.roce.model_copy(update={"gid_index": index})})
     return bp.model_copy(update={"network": net})
 
@@ -51,7 +51,7 @@ def roce_bp():
 
 @pytest.fixture(scope="module")
 def roce_discover_bp():
-    bp = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint
+    bp = as_recorded(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)
     assert bp.network.roce.gid_index == "discover"
     return bp
 

@@ -137,14 +137,16 @@ def test_render_writes_the_node_artifacts(tmp_path: Path) -> None:
 
 
 def test_judge_cli_judges_recorded_node_documents(tmp_path: Path, fixtures_dir: Path) -> None:
-    from .node_fixtures import RecordedNode
+    from .node_fixtures import RecordedNode, as_recorded_yaml
 
+    bp = tmp_path / "dgx.yaml"  # the example as deployed on the recorded nodes (driver 550, nvidia-peermem)
+    bp.write_text(as_recorded_yaml((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text(), gpudirect="nvidia-peermem"))
     a = RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / "dgx-01")
     b = RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / "dgx-02")
     b.set_sysfs("/sys/class/infiniband/mlx5_3/ports/1/state", "1: DOWN")
     raw = tmp_path / "node.json"
     raw.write_text(json.dumps(a.doc()) + "\n" + json.dumps(b.doc()) + "\n")
-    p = cli("judge", str(raw), "--blueprint", str(EXAMPLES / "onprem-dgx-h100-ib.yaml"), "--group", "dgx", "--json")
+    p = cli("judge", str(raw), "--blueprint", str(bp), "--group", "dgx", "--json")
     assert p.returncode == 1, p.stdout + p.stderr
     doc = json.loads(p.stdout)
     assert [(r["label"], r["verdict"]) for r in doc["results"]] == [

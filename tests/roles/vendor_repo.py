@@ -1,0 +1,357 @@
+"""Stand-in vendor repositories for the real converges, built at test time and served on 127.0.0.1.
+
+The roles install NVIDIA's driver stack, the NVIDIA Container Toolkit, Kata and runsc from their vendors'
+repositories. Those cannot be reached from CI, so the converge tests point the roles (through the same
+mirror variables a site with an air-gapped mirror sets) at stand-ins that have the vendors' layout:
+
+* ``cuda/<dist>/<arch>/`` — NVIDIA's CUDA repository (flat apt repository, ``Suites: /``, signed
+  ``InRelease``, key at ``<dir>/<key_file>``) with the real package names, versions and dependency
+  relations of the pinned release: the driver meta-package over ``nvidia-driver-cuda`` and
+  ``nvidia-kernel-open-dkms``, Fabric Manager, NSCQ, NVSDM, NVLSM, DCGM 4 — plus an older and a newer
+  release of every NVIDIA-versioned package, so a converge that does not pin would visibly take the wrong one;
+  also the Ubuntu-only packages a Ubuntu host gets from its archive (``linux-headers-generic``, the
+  Canonical-signed precompiled module packages).
+* ``libnvidia-container/stable/deb/<arch>/`` and ``libnvidia-container/gpgkey`` — the Container Toolkit's
+  four packages at 1.16.2 (affected by CVE-2025-23266) and at the pinned release.
+* ``kata/<version>/kata-static-<version>-<arch>.tar.zst`` — a Kata static release with ``/opt/kata``.
+* ``gvisor/<release>/<arch>/{runsc,containerd-shim-runsc-v1}`` with ``.sha512`` files.
+
+Every name and version is read from the hardware catalog (``blueprints.vendor``), never spelled here.
+Installed files are honest stand-ins: ``nvidia-smi`` prints a recorded real output of the pinned driver
+(``tests/fixtures/nvidia-smi``), daemons are shell scripts that say they are stand-ins, and units are
+the vendors' unit names.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import hashlib
+import http.server
+import os
+import shutil
+import socketserver
+import subprocess
+import tarfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from blueprints.catalog import catalog
+from blueprints.vendor import bare_metal, kata_tarball
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@dataclass
+class Deb:
+    """One stand-in Debian package: ``files`` maps absolute paths to (content, mode)."""
+
+    name: str
+    version: str
+    depends: list[str] = field(default_factory=list)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)
+    description: str = "clusterforge test stand-in"
+
+
+def _script(text: str) -> tuple[str, int]:
+    return ("#!/bin/sh\n" + text, 0o755)
+
+
+def _unit(description: str, exec_start: str) -> tuple[str, int]:
+    text = (f"[Unit]\nDescription={description}\n\n[Service]\nExecStart={exec_start}\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    return (text, 0o644)
+
+
+def build_deb(pkg: Deb, out: Path) -> Path:
+    """Build ``pkg`` with ``dpkg-deb --build`` into ``out``; returns the ``.deb`` path."""
+    root = out / f".build-{pkg.name}-{pkg.version.replace(':', '_')}"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "DEBIAN").mkdir(parents=True)
+    control = [f"Package: {pkg.name}", f"Version: {pkg.version}", "Architecture: amd64",
+               "Maintainer: clusterforge tests <tests@clusterforge.invalid>", f"Description: {pkg.description}"]
+    if pkg.depends:
+        control.insert(3, "Depends: " + ", ".join(pkg.depends))
+    (root / "DEBIAN/control").write_text("\n".join(control) + "\n")
+    for path, (content, mode) in pkg.files.items():
+        p = root / path.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content)
+        p.chmod(mode)
+    deb = out / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"  # Debian file names drop the epoch
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], check=True,
+                   capture_output=True)
+    shutil.rmtree(root)
+    return deb
+
+
+class Signer:
+    """A throwaway GnuPG home with one signing key (the stand-ins' repository key)."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        home.chmod(0o700)
+        if not (home / "pubring.kbx").exists():
+            self._gpg("--batch", "--passphrase", "", "--quick-gen-key", "clusterforge stand-in <tests@clusterforge.invalid>",
+                      "rsa2048", "sign", "never")
+
+    def _gpg(self, *args: str) -> str:
+        return subprocess.run(["gpg", "--homedir", str(self.home), *args], check=True, capture_output=True,
+                              text=True).stdout
+
+    def public_key(self) -> str:
+        """The ASCII-armoured public key (what apt's ``Signed-By`` reads)."""
+        return self._gpg("--armor", "--export")
+
+    def sign_repo(self, d: Path) -> None:
+        """Write ``Packages``, ``Release`` and a clear-signed ``InRelease`` for the flat repository ``d``."""
+        pkgs = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=d, check=True, capture_output=True,
+                              text=True).stdout
+        (d / "Packages").write_text(pkgs)
+        lines = ["Origin: clusterforge stand-in", "Label: clusterforge stand-in", "Architectures: amd64",
+                 "Date: " + email.utils.formatdate(usegmt=True), "SHA256:"]
+        data = (d / "Packages").read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} Packages")
+        (d / "Release").write_text("\n".join(lines) + "\n")
+        inrelease = d / "InRelease"
+        inrelease.unlink(missing_ok=True)
+        self._gpg("--batch", "--yes", "--clearsign", "-o", str(inrelease), str(d / "Release"))
+
+
+def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
+    """The CUDA repository's packages of one driver release (names and relations from the catalog)."""
+    nd = bare_metal()["nvidia_driver"]
+    rev = nd["packages"]["debian_revision"]
+    v = f"{version}-{rev}"
+    sw = nd["nvswitch"]
+    smi = (FIXTURES / "nvidia-smi" / f"nvidia-smi-{version}.txt")
+    smi_text = smi.read_text() if smi.exists() else f"NVIDIA-SMI {version} (no recorded output)\n"
+    stand = f"echo 'clusterforge stand-in for %s {version}'\n"
+    pkgs = [
+        Deb("nvidia-driver-cuda", v, files={
+            "/usr/bin/nvidia-smi": _script(f"cat <<'SMI'\n{smi_text}SMI\n"),
+            "/usr/bin/nvidia-persistenced": _script(stand % "nvidia-persistenced"),
+            "/usr/lib/systemd/system/nvidia-persistenced.service": _unit(
+                "NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced --verbose"),
+        }),
+        Deb("nvidia-kernel-open-dkms", v, files={
+            f"/usr/src/nvidia-{version}/dkms.conf": (f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n', 0o644)}),
+        Deb("nvidia-kernel-dkms", v, files={
+            f"/usr/src/nvidia-proprietary-{version}/dkms.conf": (f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n', 0o644)}),
+        Deb(nd["packages"]["open"], v, depends=[f"nvidia-driver-cuda (= {v})", f"nvidia-kernel-open-dkms (= {v})"]),
+        Deb(nd["packages"]["proprietary"], v, depends=[f"nvidia-driver-cuda (= {v})", f"nvidia-kernel-dkms (= {v})"]),
+    ]
+    unversioned = int(branch) >= int(sw["unversioned_names_from_branch"])
+    for part in ("fabricmanager", "nscq", "nvsdm"):
+        name = sw[part] if unversioned else f"{sw[part]}-{branch}"
+        files: dict[str, tuple[str, int]] = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
+        if part == "fabricmanager":
+            files["/usr/bin/nv-fabricmanager"] = _script(stand % "nv-fabricmanager")
+            cfg = sw["fabricmanager_config"]
+            files["/usr/lib/systemd/system/nvidia-fabricmanager.service"] = _unit(
+                "NVIDIA fabric manager service", f"/usr/bin/nv-fabricmanager -c {cfg}")
+            # the package's default configuration (keys of NVIDIA's fabricmanager.cfg; bare-metal mode)
+            files[cfg] = (("LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nLOG_APPEND_TO_LOG=1\n"
+                          "DAEMONIZE=1\nBIND_INTERFACE_IP=127.0.0.1\nSTARTING_TCP_PORT=16000\n"
+                          "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\nSTATE_FILE_NAME=/var/tmp/fabricmanager.state\n"), 0o644)
+        pkgs.append(Deb(name, v, files=files))
+    dc = nd["dcgm"]
+    dver = f"{dc['epoch']}:{dc['version']}-{dc['debian_revision']}"
+    core, cuda_pkg = dc["packages"][0], dc["packages"][1].format(cuda_major=cuda_major)
+    pkgs.append(Deb(core, dver, files={
+        "/usr/bin/nv-hostengine": _script(stand % "nv-hostengine"),
+        f"/usr/lib/systemd/system/{dc['service']}.service": _unit("NVIDIA DCGM service", "/usr/bin/nv-hostengine -n")}))
+    pkgs.append(Deb(cuda_pkg, dver, depends=[f"{core} (= {dver})"]))
+    return pkgs
+
+
+def ubuntu_archive_packages(version: str, branch: str) -> list[Deb]:
+    """Packages a Ubuntu host gets from its archive: kernel headers meta-package, the Canonical-signed
+    precompiled NVIDIA modules, Fabric Manager and NSCQ of the ``-server`` branch."""
+    signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
+    v = f"{version}-0ubuntu1"
+    names = [signed["modules"], *signed["userspace"], signed["fabricmanager"], signed["nscq"]]
+    pkgs = [Deb("linux-headers-generic", "6.8.0.1", description="stand-in for Ubuntu's kernel headers meta-package")]
+    for n in names:
+        name = n.format(branch=branch)
+        files = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
+        if name.startswith("nvidia-utils"):
+            files["/usr/bin/nvidia-smi"] = _script(f"echo 'NVIDIA-SMI {version} (Ubuntu signed stand-in)'\n")
+        pkgs.append(Deb(name, v, files=files))
+    return pkgs
+
+
+def toolkit_packages(version: str) -> list[Deb]:
+    """The Container Toolkit's four packages of one release with their dependency relations."""
+    ct = bare_metal()["container_toolkit"]
+    v = f"{version}-{ct['debian_revision']}"
+    toolkit, base, tools, lib = ct["packages"]
+    return [
+        Deb(lib, v, files={f"/usr/share/doc/{lib}/VERSION": (version + "\n", 0o644)}),
+        Deb(tools, v, depends=[f"{lib} (>= {v})"], files={
+            "/usr/bin/nvidia-container-cli": _script(f"echo 'cli-version: {version} (stand-in)'\n")}),
+        Deb(base, v, files={"/usr/bin/nvidia-ctk": _script(
+            f'case "$1" in --version) echo "NVIDIA Container Toolkit CLI version {version}";; '
+             f'cdi) for a; do case "$a" in --output=*) echo "cdiVersion: 0.5.0" > "${{a#--output=}}";; esac; done;; esac\n')}),
+        Deb(toolkit, v, depends=[f"{base} (= {v})", f"{tools} (>= {v})"], files={
+            "/usr/bin/nvidia-container-runtime": _script(f"echo 'runc wrapper (stand-in) {version}'\n"),
+            "/usr/bin/nvidia-container-runtime-hook": _script("exit 0\n")}),
+    ]
+
+
+@dataclass
+class VendorMirror:
+    """The built stand-in tree (``root``) and the URLs the roles' mirror variables take."""
+
+    root: Path
+    base_url: str = ""
+    server: socketserver.TCPServer | None = None
+
+    def extravars(self) -> dict[str, str]:
+        """Mirror variables pointing every vendor install at the stand-ins."""
+        return {
+            "nvidia_driver_cuda_repo_base_url": f"{self.base_url}/cuda",
+            "container_runtime_nvidia_toolkit_repo_url": f"{self.base_url}/libnvidia-container",
+            "sandbox_kata_release_url": f"{self.base_url}/kata",
+            "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
+            "lustre_client_apt_repo_url": f"{self.base_url}/lustre/",
+            "lustre_client_apt_repo_key_url": f"{self.base_url}/lustre/gpgkey",
+        }
+
+    def start(self) -> VendorMirror:
+        """Serve ``root`` on 127.0.0.1 (an ephemeral port) from a daemon thread."""
+        handler = functools.partial(_QuietHandler, directory=str(self.root))
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def example_driver_versions() -> set[str]:
+    """The exact driver releases the example blueprints install on their GPU hosts (``gpu_packages``)."""
+    from blueprints import load_blueprint
+    from blueprints.settings import node_settings
+    from tests.conftest import EXAMPLES
+
+    out: set[str] = set()
+    for path in sorted(EXAMPLES.glob("onprem-*.yaml")):
+        bp = load_blueprint(path).blueprint
+        out |= {s.gpu_packages.version for g in bp.node_groups if (s := node_settings(bp, g)).gpu_packages}
+    return out
+
+
+def build_mirror(root: Path) -> VendorMirror:
+    """Build every stand-in under ``root`` (idempotent: a finished tree is reused)."""
+    if (root / "ready").exists():
+        return VendorMirror(root)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    bm = bare_metal()
+    signer = Signer(root.parent / f"{root.name}-gnupg")
+    nd = bm["nvidia_driver"]
+    pool = root / "cuda-pool"
+    pool.mkdir()
+    # Every release a GPU example installs, plus the catalogued releases just before and after each (apt
+    # would pick the newest without the pin).
+    used = sorted(example_driver_versions())
+    built: set[str] = set()
+    for v in used:
+        releases = catalog().driver_releases(v)
+        i = releases.index(v)
+        built.update(releases[max(0, i - 1):i + 2])
+    for version in sorted(built):
+        for major in ("12", "13"):
+            for pkg in nvidia_packages(version, version.split(".")[0], major):
+                if not (pool / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb").exists():
+                    build_deb(pkg, pool)
+    for version in used:
+        for pkg in ubuntu_archive_packages(version, version.split(".")[0]):
+            build_deb(pkg, pool)
+    pkg = Deb(nd["nvswitch"]["nvlsm"], "2025.10.0-1", files={
+        "/usr/sbin/nvlsm": _script("echo 'clusterforge stand-in for nvlsm'\n"),
+        "/usr/lib/systemd/system/nvlsm.service": _unit("NVLink Subnet Manager", "/usr/sbin/nvlsm")})
+    build_deb(pkg, pool)
+    signer.sign_repo(pool)
+    key = signer.public_key()
+    for dist in nd["cuda_repo"]["dists"].values():
+        for arch in nd["cuda_repo"]["arch"].values():
+            d = root / "cuda" / dist / arch
+            d.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.path.relpath(pool, d.parent), d)
+    (pool / nd["cuda_repo"]["key_file"]).write_text(key)
+    ct = bm["container_toolkit"]
+    tk = root / "libnvidia-container" / "stable" / "deb" / "amd64"
+    tk.mkdir(parents=True)
+    for version in ("1.16.2", ct["default_version"], "1.18.0"):
+        for pkg in toolkit_packages(version):
+            build_deb(pkg, tk)
+    signer.sign_repo(tk)
+    (root / "libnvidia-container" / "gpgkey").write_text(key)
+    # Lustre client: the site repository the role is pointed at (flat, signed), with the packages of
+    # Lustre's Debian packaging; the DKMS package carries its dkms.conf, the utilities mount.lustre.
+    lustre = root / "lustre"
+    lustre.mkdir()
+    lv = "2.15.7-1"  # a Lustre 2.15 LTS client build
+    for name in bm["lustre_client"]["packages"]:
+        files = ({"/usr/src/lustre-client-modules-2.15.7/dkms.conf": ('PACKAGE_NAME="lustre-client-modules"\n', 0o644)}
+                 if name.endswith("-dkms") else
+                 {"/sbin/mount.lustre": _script("echo 'clusterforge stand-in for mount.lustre' >&2; exit 1\n")})
+        build_deb(Deb(name, lv, files=files), lustre)
+    signer.sign_repo(lustre)
+    (lustre / "gpgkey").write_text(key)
+    _kata(root / "kata")
+    _runsc(root / "gvisor" / bm["gvisor"]["default_release"] / "x86_64", bm["gvisor"]["default_release"])
+    (root / "ready").write_text("ok\n")
+    return VendorMirror(root)
+
+
+def _kata(base: Path) -> None:
+    from blueprints.models import Software
+
+    version = Software().kata
+    d = base / version
+    d.mkdir(parents=True)
+    stage = base / ".stage"
+    files = {
+        "opt/kata/bin/containerd-shim-kata-v2": _script(f"echo 'kata shim stand-in {version}'\n"),
+        "opt/kata/bin/kata-runtime": _script(f"echo 'kata-runtime stand-in {version}'\n"),
+        "opt/kata/share/defaults/kata-containers/configuration-qemu-nvidia-gpu.toml": (
+            "[hypervisor.qemu]\npath = \"/opt/kata/bin/qemu-system-x86_64\"\n", 0o644),
+    }
+    for path, (content, mode) in files.items():
+        p = stage / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content)
+        p.chmod(mode)
+    name = kata_tarball(version)
+    tar = base / "kata.tar"
+    with tarfile.open(tar, "w") as t:
+        t.add(stage / "opt", arcname="./opt")
+    if name.endswith(".zst"):
+        subprocess.run(["zstd", "-q", "-f", str(tar), "-o", str(d / name)], check=True)
+    else:
+        subprocess.run(["xz", "-c", str(tar)], check=True, stdout=(d / name).open("wb"))
+    tar.unlink()
+    shutil.rmtree(stage)
+
+
+def _runsc(d: Path, release: str) -> None:
+    d.mkdir(parents=True)
+    for name in ("runsc", "containerd-shim-runsc-v1"):
+        body = f"#!/bin/sh\necho '{name} stand-in release-{release}'\n"
+        (d / name).write_text(body)
+        digest = hashlib.sha512(body.encode()).hexdigest()
+        (d / f"{name}.sha512").write_text(f"{digest}  {name}\n")
