@@ -191,7 +191,7 @@ def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
                   f"`software.driver_branch` {sw.driver_branch}",
                   f"set `software.driver_branch: \"{sw.driver_version.split('.')[0]}\"` or a {sw.driver_branch}.x release")
     elif (not sw.driver_version and ctx.bp.target.provider == "onprem" and ctx.catalog.driver_release(sw.driver_branch) is None
-          and any(group_hardware(ctx.bp, g, ctx.catalog).nvidia_gpus for g in ctx.bp.node_groups)):
+          and any(r.nvidia_gpus for r in ctx.cluster.groups)):
         yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} has no catalogued release "
                   "to pin the driver, Fabric Manager and NSCQ to", "set `software.driver_version` to an exact release")
 
