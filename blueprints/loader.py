@@ -20,13 +20,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from .findings import BlueprintInvalid, Finding
 from .models import API_VERSION, Blueprint
+
+if TYPE_CHECKING:
+    from .resolved import ResolvedCluster
 
 __all__ = ["MAX_NODES", "LoadedBlueprint", "load_blueprint", "parse_blueprint"]
 
@@ -50,6 +53,14 @@ class LoadedBlueprint:
     file: str
     positions: dict[Path_, tuple[int, int]] = field(repr=False)
     data: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def cluster(self) -> ResolvedCluster:
+        """The resolved cluster of this blueprint (:func:`blueprints.resolved.resolve`: node groups
+        with their hardware, node settings and predicates), built on first use and cached."""
+        from .resolved import resolve
+
+        return resolve(self.blueprint)
 
     def locate(self, path: Path_) -> tuple[int, int]:
         """Position of ``path``, or of its longest existing prefix; ``(1, 1)`` if none."""

@@ -981,11 +981,6 @@ class Blueprint(StrictModel):
         """True for `target.provider: aws`."""
         return self.target.provider == "aws"
 
-    @property
-    def gpu_groups(self) -> list[NodeGroup]:
-        """The node groups with role `compute`."""
-        return [g for g in self.node_groups if g.role == "compute"]
-
     def group(self, name: str) -> NodeGroup:
         """The node group called `name`; raises `KeyError` if there is none."""
         for g in self.node_groups:

@@ -15,10 +15,11 @@ plus ``Name`` and the blueprint's own ``target.tags``. Kubernetes objects get th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "INVENTORY_DEFAULT_GROUPS",
     "LABEL_BLUEPRINT",
     "LABEL_EFA",
     "LABEL_NODE_GROUP",
@@ -27,6 +28,8 @@ __all__ = [
     "TAG_NODE_GROUP",
     "TAG_ROLE",
     "Naming",
+    "generated_inventory_groups",
+    "inventory_group",
 ]
 
 TAG_BLUEPRINT = "clusterforge:blueprint"
@@ -44,6 +47,23 @@ LABEL_SANDBOX = "clusterforge.io/sandbox"
 """Node label naming the sandbox runtime a node group is configured for (RuntimeClass scheduling)."""
 
 _NO_GROUP = "-"
+
+INVENTORY_DEFAULT_GROUPS = ("all", "ungrouped")
+"""The groups every Ansible inventory has (https://docs.ansible.com/ansible/latest/inventory_guide/intro_inventory.html#default-groups)."""
+
+
+def inventory_group(node_group: str) -> str:
+    """Ansible inventory group of a node group: its DNS-label name with ``-`` replaced by ``_``
+    (a valid Ansible group name)."""
+    return node_group.replace("-", "_")
+
+
+def generated_inventory_groups(node_roles: Iterable[str], ansible_roles: Iterable[str]) -> frozenset[str]:
+    """The inventory groups the on-prem renderer writes besides the node groups: ``role_<role>`` per
+    node role, ``with_<role>`` per Ansible role, and Ansible's own ``all`` and ``ungrouped``. A node
+    group whose :func:`inventory_group` is one of them would merge with it."""
+    return frozenset({f"role_{r}" for r in node_roles} | {f"with_{r}" for r in ansible_roles}
+                     | set(INVENTORY_DEFAULT_GROUPS))
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,12 @@ setting states where it comes from in :data:`SOURCES`.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from .aws import efa_group
 from .catalog import Catalog, GpuSpec, catalog
-from .errors import ClusterforgeError
 from .hardware import group_hardware, instance_spec
 from .models import (
     Blueprint,
@@ -44,7 +42,6 @@ __all__ = [
     "NodeSettings",
     "cluster_settings",
     "generated_nccl_env",
-    "ipoib_addresses",
     "node_settings",
     "nvswitch_count",
     "runtime_handler",
@@ -535,41 +532,6 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
 def cluster_settings(bp: Blueprint) -> dict[str, NodeSettings]:
     """:func:`node_settings` for every node group, keyed by group name."""
     return {g.name: node_settings(bp, g) for g in bp.node_groups}
-
-
-def ipoib_addresses(bp: Blueprint) -> dict[str, list[dict[str, str]]]:
-    """IPoIB interface of each InfiniBand host: ``{host: [{"netdev": ..., "address": "IP/prefix"}]}``.
-
-    Hosts whose group declares an InfiniBand NIC with a ``netdev`` get the first usable addresses of
-    ``network.infiniband.ipoib.cidr`` in blueprint order (node groups, then hosts), skipping addresses
-    the blueprint already uses (Lustre MGS NIDs, host addresses). Empty without a CIDR or without
-    InfiniBand. Raises :class:`~blueprints.errors.ClusterforgeError` when the subnet is too small.
-    """
-    net = bp.network
-    if not isinstance(net, InfinibandNetwork) or not net.infiniband.ipoib.enabled or not net.infiniband.ipoib.cidr:
-        return {}
-    subnet = ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
-    taken = {h.address for g in bp.node_groups for h in g.hosts}
-    for s in bp.storage:
-        server = getattr(s, "server", None)
-        for nid in getattr(server, "mgs_nids", []) or []:
-            taken.add(nid.split("@", 1)[0])
-    free = (str(a) for a in subnet.hosts() if str(a) not in taken)
-    out: dict[str, list[dict[str, str]]] = {}
-    for g in bp.node_groups:
-        netdev = node_settings(bp, g).ipoib_netdev
-        if not netdev:
-            continue
-        for h in g.hosts:
-            try:
-                addr = next(free)
-            except StopIteration:
-                raise ClusterforgeError(
-                    f"network.infiniband.ipoib.cidr {subnet} has too few free addresses for the InfiniBand hosts "
-                    f"(ran out at {h.name}) — use a larger subnet"
-                ) from None
-            out[h.name] = [{"netdev": netdev, "address": f"{addr}/{subnet.prefixlen}"}]
-    return out
 
 
 def runtime_handler(sandbox: SandboxSettings) -> str | None:

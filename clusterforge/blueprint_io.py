@@ -13,9 +13,10 @@ from .console import warn
 def load_checked(path: str | Path, show_warnings: bool = True) -> LoadedBlueprint:
     """Load ``path`` and run every pre-deploy rule.
 
-    Returns the loaded blueprint when no rule reports an error; warnings are printed to stderr
-    (unless ``show_warnings`` is false). Raises :class:`BlueprintInvalid` with every error
-    finding otherwise.
+    Returns the loaded blueprint when no rule reports an error, with its resolved cluster built
+    (``loaded.cluster``, :mod:`blueprints.resolved`: the one every verb's consumers read); warnings
+    are printed to stderr (unless ``show_warnings`` is false). Raises :class:`BlueprintInvalid`
+    with every error finding otherwise.
     """
     loaded, findings = findings_for(path)
     if loaded is None:
@@ -26,6 +27,7 @@ def load_checked(path: str | Path, show_warnings: bool = True) -> LoadedBlueprin
     if show_warnings:
         for f in findings:
             warn(f.format())
+    loaded.cluster  # noqa: B018 - resolve once, after check; consumers get this cached object
     return loaded
 
 

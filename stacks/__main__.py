@@ -15,10 +15,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from blueprints.aws import capacity_for, reserved_groups
-from blueprints.catalog import InstanceTypeSpec, UnknownHardwareError, catalog
 from blueprints.models import AwsTarget, EfaNetwork, KubernetesOrchestrator, LustreStorage, NodeGroup
 from blueprints.naming import Naming
-from blueprints.settings import cluster_settings
 from stacks.cloud_init import runtime_handler
 from stacks.components import (
     AddonsArgs,
@@ -51,15 +49,8 @@ naming = Naming(bp.name, target.tags)
 orchestrator = bp.orchestrator if isinstance(bp.orchestrator, KubernetesOrchestrator) else None
 fsx_storage = [s for s in bp.storage if isinstance(s, LustreStorage) and s.fsx is not None]
 efa = bp.network if isinstance(bp.network, EfaNetwork) else None
-settings = cluster_settings(bp)
-
-
-def spec(instance_type: str | None) -> InstanceTypeSpec | None:
-    """The catalog entry of ``instance_type`` (``None``: unknown to the catalog, so no EFA)."""
-    try:
-        return catalog().instance_type(instance_type) if instance_type else None
-    except UnknownHardwareError:
-        return None
+resolved = loaded.cluster  # the resolved cluster: every group's hardware, node settings and predicates
+settings = resolved.node_settings
 
 
 aws_provider = aws.Provider(naming.name("aws"), region=target.region)
@@ -82,7 +73,7 @@ reserved = {g.name for g in reserved_groups(bp)}
 def in_placement_group(g: NodeGroup) -> bool:
     """Compute groups share the placement group; a reservation's own group holds only the groups
     that launch into the reservation."""
-    return g.role == "compute" and (decision.use_existing is None or g.name in reserved)
+    return resolved.group(g).compute and (decision.use_existing is None or g.name in reserved)
 
 iam = NodeIam(naming.name("node-iam"), NodeIamArgs(naming=naming, eks=orchestrator is not None), aws_opts)
 
@@ -102,9 +93,11 @@ if orchestrator is not None:
     security_groups.append(cluster.cluster_security_group_id)
 
 groups = {}
-for g in bp.node_groups:
+for r in resolved.groups:
+    g = r.group
+    # instance: the catalog entry (None: unknown to the catalog, so no EFA)
     groups[g.name] = NodeGroupComponent(naming.name(g.name), NodeGroupArgs(
-        naming=naming, group=g, settings=settings[g.name], instance=spec(g.instance_type),
+        naming=naming, group=g, settings=r.settings, instance=r.hardware.instance,
         efa_interfaces=efa.efa.interfaces if efa else 0, capacity=capacity_for(bp, g),
         availability_zone=target.availability_zone,
         subnet_id=network.public_subnet_id if g.public_ip and network.public_subnet_id is not None else network.subnet_id,

@@ -10,7 +10,7 @@ Writes into ``out_dir`` (``DIR/pulumi``):
 * ``Pulumi.<blueprint>.yaml`` — the stack settings (``clusterforge:blueprint: blueprint.yaml``);
 * ``cloud-init/<group>.yaml`` (EC2) or ``cloud-init/<group>.mime`` (EKS managed node groups) —
   the user data each node group's launch template carries, rendered from the same
-  ``NodeSettings``; FSx endpoints, known only after deploy, appear as ``FSX_<NAME>_DNS_NAME`` /
+  ``NodeSettings`` (the resolved cluster's, ``loaded.cluster``); FSx endpoints, known only after deploy, appear as ``FSX_<NAME>_DNS_NAME`` /
   ``FSX_<NAME>_MOUNT_NAME`` placeholders (for reading; the program renders its own).
 
 No file holds an absolute path, so the directory can be moved or committed. Pulumi runs the
@@ -26,7 +26,6 @@ from pathlib import Path
 
 from blueprints import LoadedBlueprint
 from blueprints.models import KubernetesOrchestrator
-from blueprints.settings import node_settings
 
 from .cloud_init import placeholder_endpoints, render_user_data
 from .config import CONFIG_NAMESPACE
@@ -101,10 +100,10 @@ def render_stack_config(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     eks = isinstance(bp.orchestrator, KubernetesOrchestrator)
     ci_dir = out_dir / "cloud-init"
     ci_dir.mkdir(exist_ok=True)
-    for g in bp.node_groups:
-        settings = node_settings(bp, g)
+    for r in loaded.cluster.groups:
+        settings = r.settings
         text = render_user_data(settings, placeholder_endpoints(settings), eks=eks)
-        path = ci_dir / f"{g.name}.{'mime' if eks else 'yaml'}"
+        path = ci_dir / f"{r.name}.{'mime' if eks else 'yaml'}"
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written

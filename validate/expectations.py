@@ -39,7 +39,6 @@ from typing import Any
 
 from blueprints.catalog import GpuSpec, UnknownHardwareError, catalog
 from blueprints.errors import UsageError
-from blueprints.hardware import group_hardware
 from blueprints.models import (
     FABRICS,
     NETWORK_MODELS,
@@ -51,10 +50,9 @@ from blueprints.models import (
     InfinibandNetwork,
     LustreStorage,
     NcclThresholds,
-    NodeGroup,
     fabric_tag,
 )
-from blueprints.settings import node_settings
+from blueprints.resolved import ResolvedGroup, resolve
 
 __all__ = [
     "BUSBW_BOUND_MARGIN",
@@ -259,26 +257,24 @@ class JudgeContext:
 # ---------------------------------------------------------------------------------------------
 
 
-def _pick_group(bp: Blueprint, group: str | None) -> NodeGroup:
+def _pick_group(bp: Blueprint, group: str | None) -> ResolvedGroup:
+    cluster = resolve(bp)
     if group:
         try:
-            return bp.group(group)
+            return cluster.group(group)
         except KeyError:
             names = ", ".join(g.name for g in bp.node_groups)
             raise ContextError(f"blueprint {bp.name} has no node group {group!r}; groups: {names}") from None
-    for g in bp.gpu_groups:
-        if node_settings(bp, g).gpu_count:
-            return g
-    return bp.gpu_groups[0] if bp.gpu_groups else bp.node_groups[0]
+    return cluster.primary_group
 
 
-def _nvme_expectations(bp: Blueprint, g: NodeGroup) -> list[StorageExpectation]:
-    ns = node_settings(bp, g)
+def _nvme_expectations(bp: Blueprint, r: ResolvedGroup) -> list[StorageExpectation]:
+    g, ns = r.group, r.settings
     if ns.scratch is None:
         return []
     sc = ns.scratch
     if bp.is_aws and g.instance_type:
-        it = group_hardware(bp, g).instance
+        it = r.hardware.instance
         store, src = (it.instance_store, it.source) if it else (None, "")
         if store is None:
             return []
@@ -424,8 +420,8 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
 
     Raises :class:`ContextError` for an unknown group or override.
     """
-    g = _pick_group(bp, group)
-    ns = node_settings(bp, g)
+    r = _pick_group(bp, group)
+    g, ns = r.group, r.settings
     cat = catalog()
     prov: list[tuple[str, str]] = []
     where = f"blueprint {bp.name}, node group {g.name}"
@@ -433,7 +429,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
     nics: int | None = None
     net = bp.network
     if bp.is_aws and g.instance_type:
-        it = group_hardware(bp, g, cat).instance
+        it = r.hardware.instance
         if it is not None:
             nic_gbps, nics = it.per_nic_gbps, it.network_cards
             if isinstance(net, EfaNetwork) and isinstance(net.efa.interfaces, int):
@@ -457,9 +453,9 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
             spec = None
     client_gbps = None
     if bp.is_aws and g.instance_type:
-        it_c = group_hardware(bp, g, cat).instance
+        it_c = r.hardware.instance
         client_gbps = it_c.network_gbps if it_c else None
-    storage = _nvme_expectations(bp, g) + _shared_expectations(bp, client_gbps)
+    storage = _nvme_expectations(bp, r) + _shared_expectations(bp, client_gbps)
     v = bp.validation
     fio_th = v.fio.thresholds
     ctx = JudgeContext(

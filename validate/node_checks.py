@@ -2,7 +2,7 @@
 
 The payload ``validate/payloads/node_health.py`` collects one document per node; this module parses
 it (:mod:`validate.parsers.node`) and runs every check in :data:`CHECKS` against what the node group
-declares (:func:`blueprints.hardware.group_hardware`, :func:`blueprints.settings.node_settings`).
+declares (its hardware and node settings in the resolved cluster, :mod:`blueprints.resolved`).
 
 Each check gives a :class:`Check`: ``verdict`` (``pass``, ``warn``, ``fail``, ``invalid`` (the node
 could not be examined: a tool is missing or unreadable) or ``n/a`` (the blueprint declares no such
@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from blueprints.catalog import catalog
-from blueprints.errors import ClusterforgeError
-from blueprints.hardware import GroupHardware, group_hardware
+from blueprints.hardware import GroupHardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
-from blueprints.settings import NodeSettings, ipoib_addresses, node_settings, runtime_handler
+from blueprints.resolved import resolve
+from blueprints.settings import NodeSettings, runtime_handler
 
 from .parsers.node import (
     NodeFacts,
@@ -224,12 +224,9 @@ class NodeExpectation:
 
 def node_expectation(bp: Blueprint, group: str | NodeGroup) -> NodeExpectation:
     """The :class:`NodeExpectation` of node group ``group`` (a name or the group). Raises ``KeyError``."""
-    g = bp.group(group) if isinstance(group, str) else group
-    try:
-        ipoib = ipoib_addresses(bp)
-    except ClusterforgeError:  # a subnet too small is a `check` / render error, not a node check
-        ipoib = {}
-    return NodeExpectation(bp=bp, group=g, hw=group_hardware(bp, g), ns=node_settings(bp, g), ipoib=ipoib)
+    cluster = resolve(bp)
+    r = cluster.group(group)
+    return NodeExpectation(bp=bp, group=r.group, hw=r.hardware, ns=r.settings, ipoib=cluster.ipoib.addresses)
 
 
 # ---------------------------------------------------------------------------------------------

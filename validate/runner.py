@@ -41,7 +41,6 @@ from typing import Any, Protocol
 from blueprints import LoadedBlueprint
 from blueprints.catalog import catalog
 from blueprints.errors import InvalidRunError, UsageError
-from blueprints.settings import node_settings
 
 from .launchers.common import Launcher, LaunchResult
 from .node_checks import blocking_failures, explains
@@ -114,7 +113,7 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
         raise UsageError(f"unknown suite(s) {', '.join(bad)}; choose from {', '.join(REGISTRY)}")
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be >= 1, got {gpus}")
-    groups = bp.gpu_groups
+    groups = list(loaded.cluster.compute_groups)
     if not groups:
         raise UsageError(f"{loaded.file}: no node group with role `compute` to validate")
     local = launcher == "local"
@@ -130,8 +129,8 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
     if local and several:
         notes.append(f"local launcher: only node group {groups[0].name} is validated (this machine is one node)")
         groups = groups[:1]
-    for g in groups:
-        ns = node_settings(bp, g)
+    for r in groups:
+        g, ns = r.group, r.settings
         gpu_key = ns.gpu_model
         gpu_mismatch: str | None = None
         device: Device

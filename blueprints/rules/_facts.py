@@ -1,5 +1,6 @@
-"""Facts the rules share: mounts, versions, field names, and (from :mod:`blueprints.hardware`,
-the one place it is resolved) what hardware a node group has.
+"""Facts the rules share: mounts, versions, field names, and (from the resolved cluster,
+:mod:`blueprints.resolved`, where each is defined once) what hardware a node group has and which
+groups are compute and training groups. Rules reach the resolved cluster itself as ``ctx.cluster``.
 
 Everything here is a pure function of the blueprint and the hardware catalog; nothing raises
 for a blueprint the models accepted (unknown hardware resolves to ``None``).
@@ -11,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog
-from ..hardware import GB, GIB, GroupHardware, group_hardware, instance_spec
+from ..hardware import GB, GIB, GroupHardware, instance_spec
 from ..models import Blueprint, LustreStorage, NfsStorage, NodeGroup
+from ..resolved import resolve
 from ..versions import version, vstr
 
-__all__ = ["GB", "GIB", "GroupHardware", "Mount", "compute_groups", "fld", "group_hardware", "instance_spec",
+__all__ = ["GB", "GIB", "GroupHardware", "Mount", "compute_groups", "fld", "instance_spec",
            "mounts", "reprs", "training_groups", "version", "vstr"]
 
 def fld(path: tuple[Any, ...]) -> str:
@@ -23,24 +25,14 @@ def fld(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path)
 
 
-
-
 def training_groups(bp: Blueprint, cat: Catalog) -> list[tuple[int, NodeGroup, GroupHardware]]:
-    """``(index, group, hardware)`` of compute groups with GPUs that are not passed into sandboxes
-    (the nodes that run multi-GPU training directly on the host)."""
-    out = []
-    for i, g in enumerate(bp.node_groups):
-        if g.role != "compute":
-            continue
-        hw = group_hardware(bp, g, cat)
-        if hw.gpus and not g.sandbox.passthrough:
-            out.append((i, g, hw))
-    return out
+    """``(index, group, hardware)`` of the training groups (:attr:`blueprints.resolved.ResolvedGroup.training`)."""
+    return [(r.index, r.group, r.hardware) for r in resolve(bp, cat).training_groups]
 
 
 def compute_groups(bp: Blueprint) -> list[tuple[int, NodeGroup]]:
-    """``(index, group)`` of the groups with role ``compute``."""
-    return [(i, g) for i, g in enumerate(bp.node_groups) if g.role == "compute"]
+    """``(index, group)`` of the compute groups (:attr:`blueprints.resolved.ResolvedGroup.compute`)."""
+    return [(r.index, r.group) for r in resolve(bp).compute_groups]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import difflib
 import ipaddress
 from collections.abc import Iterator
 
-from ..aws import accelerator_family, efa_group, instance_arch, kvm_source, reserved_groups
+from ..aws import accelerator_family, instance_arch, kvm_source, reserved_groups
 from ..catalog import ec2_instance_type_names
 from ..models import (
     AwsTarget,
@@ -19,7 +19,7 @@ from ..models import (
     ReservationCapacity,
     SpotCapacity,
 )
-from ._facts import compute_groups, fld, group_hardware, instance_spec, mounts, version, vstr
+from ._facts import compute_groups, fld, instance_spec, mounts, version, vstr
 from .registry import Hit, RuleContext, rule
 
 EFA_DOC = "https://github.com/awsdocs/amazon-ec2-user-guide/blob/e3707c431483ec0ffffcabebd36cf799ba682cd0/doc_source/efa.md"
@@ -114,20 +114,29 @@ def efa_capable_not_used(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="efa-interfaces-max",
     severity="error",
-    summary="`network.efa.interfaces` cannot exceed the instance type's maximum EFA interfaces (one per network card).",
+    summary="`network.efa.interfaces` cannot exceed the instance type's maximum EFA interfaces or its network cards "
+            "(one EFA per card), on every node group that gets EFA (any role).",
     fix="use `interfaces: max`",
     source=EFA_CARDS,
 )
 def efa_interfaces_max(ctx: RuleContext) -> Iterator[Hit]:
     net = _efa(ctx)
-    if net is None or net.efa.interfaces == "max":
+    if net is None:
         return
-    for i, g in compute_groups(ctx.bp):
-        it = instance_spec(g, ctx.catalog)
-        if it is not None and it.max_efa_interfaces and net.efa.interfaces > it.max_efa_interfaces:
+    for r in ctx.cluster.efa_groups:
+        it = r.hardware.instance
+        if it is None:
+            continue
+        maximum = int(it.max_efa_interfaces or 0)
+        n = maximum if net.efa.interfaces == "max" else int(net.efa.interfaces)
+        cards = max(it.network_cards, 1)
+        if n > maximum or n > cards:
+            limit = min(maximum, cards)
             yield Hit(("network", "efa", "interfaces"),
-                      f"`network.efa.interfaces` is {net.efa.interfaces} but `{it.name}` (`node_groups.{i}`) supports "
-                      f"at most {it.max_efa_interfaces}", f"use `interfaces: max` ({it.max_efa_interfaces} on {it.name})")
+                      f"`network.efa.interfaces` is {net.efa.interfaces}{f' ({n})' if net.efa.interfaces == 'max' else ''} but `{it.name}` (`node_groups.{r.index}`, "
+                      f"group `{r.name}`) supports at most {maximum} EFA interface(s) on {it.network_cards} network "
+                      "card(s)", f"set `interfaces: {limit}`" if net.efa.interfaces == "max" else
+                      f"use `interfaces: max` ({limit} on {it.name})" if limit == maximum else f"set `interfaces: {limit}`")
 
 
 @rule(
@@ -233,7 +242,7 @@ def public_ip_multi_card(ctx: RuleContext) -> Iterator[Hit]:
         it = instance_spec(g, ctx.catalog)
         if it is None:
             continue
-        has_efa = efa is not None and efa_group(ctx.bp, g, ctx.catalog)  # the stack's own test for EFA interfaces
+        has_efa = efa is not None and ctx.cluster.group(g).efa  # the stack's own test for EFA interfaces
         nics = it.network_cards if has_efa else 1
         if efa is not None and has_efa and efa.efa.interfaces != "max":
             nics = max(1, min(int(efa.efa.interfaces), it.network_cards))
@@ -582,7 +591,7 @@ def efa_device_plugin_version(ctx: RuleContext) -> Iterator[Hit]:
 def eks_system_node_group(ctx: RuleContext) -> Iterator[Hit]:
     if _aws(ctx) is None or ctx.bp.orchestrator.kind != "kubernetes":
         return
-    if all(group_hardware(ctx.bp, g, ctx.catalog).gpus for g in ctx.bp.node_groups):
+    if all(r.has_gpus for r in ctx.cluster.groups):
         yield Hit(("orchestrator", "kind"), "`orchestrator.kind` is `kubernetes` (EKS) but every node group has GPUs; "
                   "cluster add-ons would land on (or be kept off) the GPU nodes")
 
@@ -860,3 +869,40 @@ def eks_version_support(ctx: RuleContext) -> Iterator[Hit]:
     if end < today:
         yield Hit(("orchestrator", "version"), f"`orchestrator.version` {orch.version}: EKS standard support ended on {end.isoformat()}",
                   f"set `orchestrator.version: \"{current[-1]}\"`" if current else None)
+
+
+EKS_LAUNCH_TEMPLATES = "https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html"
+
+
+@rule(
+    id="eks-ami-id",
+    severity="error",
+    summary="`target.ami_id` does not apply to EKS managed node groups: clusterforge launches them with EKS's own "
+            "accelerated Amazon Linux 2023 AMI, whose bootstrap merges the node group's user data.",
+    fix="unset `target.ami_id` (EKS picks its NVIDIA AMI for the Kubernetes version)",
+    source=EKS_LAUNCH_TEMPLATES,
+)
+def eks_ami_id(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not t.ami_id or not isinstance(ctx.bp.orchestrator, KubernetesOrchestrator):
+        return
+    yield Hit(("target", "ami_id"), f"`target.ami_id` {t.ami_id} is set but `orchestrator.kind` is `kubernetes`: "
+              "EKS managed node groups launch EKS's own AMI")
+
+
+@rule(
+    id="eks-control-plane-subnets",
+    severity="error",
+    summary="An EKS cluster in an existing subnet (`target.vpc.subnet_id`) needs `target.vpc.control_plane_subnet_ids`: "
+            "the control plane wants subnets in at least two availability zones, and clusterforge creates none in a "
+            "VPC it does not own.",
+    fix="list two existing subnets in different availability zones under `target.vpc.control_plane_subnet_ids`",
+    source="https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html",
+)
+def eks_control_plane_subnets(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not t.vpc.subnet_id or not isinstance(ctx.bp.orchestrator, KubernetesOrchestrator):
+        return
+    if not t.vpc.control_plane_subnet_ids:
+        yield Hit(("target", "vpc", "subnet_id"), f"`target.vpc.subnet_id` {t.vpc.subnet_id} is an existing subnet and "
+                  "`orchestrator.kind` is `kubernetes`, but `target.vpc.control_plane_subnet_ids` is empty")

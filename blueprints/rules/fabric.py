@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, LustreStorage, Network, Nic, RoceNetwork
+from ..resolved import smallest_ipoib_prefix
 from ..settings import generated_nccl_env
-from ._facts import GroupHardware, fld, group_hardware, training_groups, version, vstr
+from ._facts import GroupHardware, fld, training_groups, version, vstr
 from .registry import Hit, RuleContext, rule
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
@@ -235,7 +236,9 @@ def roce_dscp_priority(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="ipoib-cidr",
     severity="error",
-    summary="`network.infiniband.ipoib.cidr` must be an IPv4/IPv6 network with an address for every host.",
+    summary="`network.infiniband.ipoib.cidr` must be an IPv4/IPv6 network with a free address for every IPoIB host "
+            "(hosts of the groups with an InfiniBand `netdev`), besides the addresses the blueprint already uses "
+            "in it (host addresses, Lustre MGS NIDs).",
     fix="use a subnet such as `192.168.100.0/24` that holds all hosts",
     source="https://www.kernel.org/doc/html/latest/networking/ipoib.html",
 )
@@ -245,22 +248,25 @@ def ipoib_cidr(ctx: RuleContext) -> Iterator[Hit]:
         return
     p = ("network", "infiniband", "ipoib", "cidr")
     try:
-        cidr = ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
+        ipaddress.ip_network(net.infiniband.ipoib.cidr, strict=False)
     except ValueError:
         yield Hit(p, f"`network.infiniband.ipoib.cidr` `{net.infiniband.ipoib.cidr}` is not a network")
         return
-    hosts = sum(len(g.hosts) for g in ctx.bp.node_groups)
-    usable = cidr.num_addresses - (2 if cidr.version == 4 and cidr.prefixlen < 31 else 0)
-    if hosts > usable:
-        yield Hit(p, f"`network.infiniband.ipoib.cidr` `{cidr}` has {usable} addresses for {hosts} hosts",
-                  f"use a larger subnet (at least /{max(1, 32 - (hosts + 2 - 1).bit_length())})")
+    a = ctx.cluster.ipoib  # the assignment the renderers write: the same arithmetic
+    if not a.unassigned:
+        return
+    taken = f" ({len(a.taken)} of its addresses already used: {', '.join(a.taken[:3])}{' ...' if len(a.taken) > 3 else ''})"
+    prefix = smallest_ipoib_prefix(ctx.bp, len(a.wanted))
+    yield Hit(p, f"`network.infiniband.ipoib.cidr` `{a.cidr}` has {len(a.wanted) - len(a.unassigned)} free addresses "
+              f"for {len(a.wanted)} IPoIB hosts{taken if a.taken else ''}; no address for "
+              f"{', '.join(a.unassigned[:3])}{' ...' if len(a.unassigned) > 3 else ''}",
+              f"use a larger subnet (at least /{prefix})" if prefix else None)
 
 
 def _gdr_used(ctx: RuleContext) -> bool:
     """GPUDirect RDMA is on for at least one GPU node group (written, or by the group's default)."""
     gdr = ctx.bp.network.gpudirect_rdma
-    return any(gdr.on_for(g.sandbox.passthrough) for g in ctx.bp.node_groups
-               if group_hardware(ctx.bp, g, ctx.catalog).gpus)
+    return any(gdr.on_for(r.group.sandbox.passthrough) for r in ctx.cluster.gpu_groups)
 
 
 @rule(

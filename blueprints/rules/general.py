@@ -5,8 +5,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
+from ..models import NodeRole
+from ..naming import INVENTORY_DEFAULT_GROUPS, generated_inventory_groups, inventory_group
+from ..role_vars import ROLE_ORDER
 from ._facts import fld, mounts, reprs
 from .registry import Hit, RuleContext, rule
 
@@ -129,6 +132,29 @@ def host_unique(ctx: RuleContext) -> Iterator[Hit]:
                           "give every host its own address")
             else:
                 addresses[addr] = (i, j)
+
+
+@rule(
+    id="inventory-group-name",
+    severity="error",
+    summary="An on-prem node group's Ansible inventory group (its name with `-` as `_`) must not be one the "
+            "renderer generates (`role_<role>`, `with_<ansible role>`) or Ansible's own `all` / `ungrouped`: "
+            "the groups would merge and the hosts get the wrong roles.",
+    fix="rename the node group",
+    source=ANSIBLE_INVENTORY + "#default-groups",
+)
+def inventory_group_name(ctx: RuleContext) -> Iterator[Hit]:
+    if ctx.bp.target.provider != "onprem":
+        return
+    generated = generated_inventory_groups(get_args(NodeRole), ROLE_ORDER)
+    for i, g in enumerate(ctx.bp.node_groups):
+        name = inventory_group(g.name)
+        if name in generated:
+            yield Hit(("node_groups", i, "name"), f"node group `{g.name}` (`node_groups.{i}.name`) becomes the "
+                      f"inventory group `{name}`, which clusterforge generates for "
+                      + ("every inventory" if name in INVENTORY_DEFAULT_GROUPS else
+                         "a node role" if name.startswith("role_") else "an Ansible role"),
+                      f"rename the node group (e.g. `{g.name}-nodes`)")
 
 
 def _host_key(text: str) -> str:

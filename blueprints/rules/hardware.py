@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from ..aws import accelerator_family
-from ._facts import group_hardware, instance_spec
+from ._facts import instance_spec
 from .registry import Hit, RuleContext, rule
 
 AC_SPECS = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"
@@ -105,7 +105,7 @@ def gpu_model_known(ctx: RuleContext) -> Iterator[Hit]:
 )
 def accelerator_not_nvidia(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if hw.gpu is not None and hw.gpu.vendor != "nvidia":
             where = ("node_groups", i, "instance_type") if ctx.bp.is_aws else ("node_groups", i, "hardware", "gpu")
             yield Hit(where, f"node group `{g.name}` has {hw.gpus} x `{hw.gpu.key}` ({hw.gpu.vendor}); the NVIDIA "
@@ -192,7 +192,7 @@ def local_nvme_raid_single(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         if g.local_nvme is None or g.local_nvme.raid != "none":
             continue
-        drives = group_hardware(ctx.bp, g, ctx.catalog).nvme_drives or 0
+        drives = ctx.cluster.group(g).hardware.nvme_drives or 0
         if drives > 1:
             yield Hit(("node_groups", i, "local_nvme", "raid"),
                       f"`node_groups.{i}.local_nvme.raid` is `none` but each node has {drives} NVMe drives")

@@ -16,6 +16,7 @@ from ..catalog import Catalog, catalog
 from ..findings import Finding, Severity
 from ..loader import LoadedBlueprint
 from ..models import Blueprint
+from ..resolved import ResolvedCluster, resolve
 
 __all__ = ["Hit", "Rule", "RuleContext", "all_rules", "check", "rule"]
 
@@ -31,7 +32,7 @@ class Hit:
 
 @dataclass(frozen=True)
 class RuleContext:
-    """What a rule sees: the blueprint, its positions and the hardware catalog."""
+    """What a rule sees: the blueprint, its positions, the hardware catalog and the resolved cluster."""
 
     loaded: LoadedBlueprint
     catalog: Catalog
@@ -40,6 +41,11 @@ class RuleContext:
     def bp(self) -> Blueprint:
         """The validated blueprint."""
         return self.loaded.blueprint
+
+    @property
+    def cluster(self) -> ResolvedCluster:
+        """The resolved cluster (node groups with hardware, node settings and predicates; cached)."""
+        return resolve(self.loaded.blueprint, self.catalog)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ._facts import group_hardware, version, vstr
+from ._facts import version, vstr
 from .registry import Hit, RuleContext, rule
 
 KATA_GPU = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-kata.html"
@@ -25,7 +25,7 @@ def passthrough_on_aws(ctx: RuleContext) -> Iterator[Hit]:
     if not ctx.bp.is_aws:
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if not g.sandbox.passthrough or not hw.gpus or (hw.instance is not None and hw.instance.is_bare_metal):
             continue
         yield Hit(("node_groups", i, "sandbox"), f"`node_groups.{i}.sandbox` `{g.sandbox.runtime}` passes GPUs through, "
@@ -41,7 +41,7 @@ def passthrough_on_aws(ctx: RuleContext) -> Iterator[Hit]:
 )
 def passthrough_needs_gpu(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.sandbox.gpu_passthrough and not group_hardware(ctx.bp, g, ctx.catalog).gpus:
+        if g.sandbox.gpu_passthrough and not ctx.cluster.group(g).hardware.gpus:
             yield Hit(("node_groups", i, "sandbox", "gpu_passthrough"),
                       f"`node_groups.{i}.sandbox.gpu_passthrough` is true but group `{g.name}` has no GPUs")
 
@@ -74,7 +74,7 @@ def passthrough_gpudirect_rdma(ctx: RuleContext) -> Iterator[Hit]:
     if net.fabric not in ("infiniband", "roce") or net.gpudirect_rdma.enabled is not True:
         return  # unset follows the group (off on passthrough groups): only a value the user wrote is flagged
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
+        if g.sandbox.passthrough and ctx.cluster.group(g).hardware.gpus:
             yield Hit(("node_groups", i, "sandbox"), f"group `{g.name}` passes its GPUs into `{g.sandbox.runtime}` "
                       f"guests but `network.gpudirect_rdma.enabled` is set to true")
 
@@ -91,7 +91,7 @@ def gvisor_gpu_support(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         if g.sandbox.runtime != "gvisor":
             continue
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if hw.gpu is not None and hw.gpu.key not in supported:
             yield Hit(("node_groups", i, "sandbox"), f"gVisor (`node_groups.{i}.sandbox`) does not support "
                       f"`{hw.gpu.key}`; nvproxy supports {', '.join(supported)}")
@@ -109,7 +109,7 @@ def gvisor_rdma(ctx: RuleContext) -> Iterator[Hit]:
     if ctx.bp.network.fabric not in ("efa", "infiniband", "roce"):
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.sandbox.runtime == "gvisor" and group_hardware(ctx.bp, g, ctx.catalog).gpus:
+        if g.sandbox.runtime == "gvisor" and ctx.cluster.group(g).hardware.gpus:
             yield Hit(("node_groups", i, "sandbox"), f"group `{g.name}` runs gVisor on the `{ctx.bp.network.fabric}` "
                       f"fabric; the sandbox cannot open RDMA devices")
 
@@ -124,7 +124,7 @@ def gvisor_rdma(ctx: RuleContext) -> Iterator[Hit]:
 def vm_gpus_per_vm(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         vm = g.sandbox.vm
-        gpus = group_hardware(ctx.bp, g, ctx.catalog).gpus
+        gpus = ctx.cluster.group(g).hardware.gpus
         if g.sandbox.runtime == "vm" and vm is not None and gpus and vm.gpus_per_vm > gpus:
             yield Hit(("node_groups", i, "sandbox", "vm", "gpus_per_vm"),
                       f"`node_groups.{i}.sandbox.vm.gpus_per_vm` is {vm.gpus_per_vm} but each host has {gpus} GPUs",
@@ -142,7 +142,7 @@ def vm_gpus_per_vm(ctx: RuleContext) -> Iterator[Hit]:
 def vm_gpus_idle(ctx: RuleContext) -> Iterator[Hit]:
     for i, g in enumerate(ctx.bp.node_groups):
         vm = g.sandbox.vm
-        gpus = group_hardware(ctx.bp, g, ctx.catalog).gpus
+        gpus = ctx.cluster.group(g).hardware.gpus
         if g.sandbox.runtime == "vm" and vm is not None and gpus and vm.gpus_per_vm <= gpus and gpus % vm.gpus_per_vm:
             yield Hit(("node_groups", i, "sandbox", "vm", "gpus_per_vm"),
                       f"{gpus} GPUs per host in VMs of `node_groups.{i}.sandbox.vm.gpus_per_vm` {vm.gpus_per_vm} leave "
@@ -181,7 +181,7 @@ def nvswitch_passthrough_plan(ctx: RuleContext) -> Iterator[Hit]:
     virt = ctx.catalog.extras["nvswitch_virtualization"]
     sizes = [int(x) for x in virt["partition_sizes"]]
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if not (g.sandbox.passthrough and hw.nvswitch and hw.gpus):
             continue
         p = ("node_groups", i, "sandbox")

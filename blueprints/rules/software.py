@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..models import LustreStorage
-from ._facts import fld, group_hardware, version, vstr
+from ._facts import fld, version, vstr
 from .registry import Hit, RuleContext, rule
 
 CUDA_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
@@ -68,7 +68,7 @@ def open_kernel_modules_required(ctx: RuleContext) -> Iterator[Hit]:
         return
     archs = set(ctx.catalog.extras["open_kernel_modules_required"]["architectures"])
     for g in ctx.bp.node_groups:
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if hw.gpu is not None and hw.gpu.architecture in archs:
             yield Hit(("software", "driver_open_kernel_modules"),
                       f"`software.driver_open_kernel_modules` is false but node group `{g.name}` has `{hw.gpu.key}` "
@@ -89,7 +89,7 @@ def kata_version_gpu_passthrough(ctx: RuleContext) -> Iterator[Hit]:
     if need is None or have is None or have >= need:
         return
     for g in ctx.bp.node_groups:
-        if g.sandbox.runtime == "kata" and g.sandbox.passthrough and group_hardware(ctx.bp, g, ctx.catalog).gpus:
+        if g.sandbox.runtime == "kata" and g.sandbox.passthrough and ctx.cluster.group(g).hardware.gpus:
             yield Hit(("software", "kata"), f"`software.kata` {ctx.bp.software.kata} is older than {vstr(need)}, needed "
                       f"to pass GPUs into Kata (node group `{g.name}`)")
             return
@@ -130,7 +130,7 @@ def driver_branch_gpu(ctx: RuleContext) -> Iterator[Hit]:
     release, pinned = effective_driver(ctx)
     seen: set[str] = set()
     for g in ctx.bp.node_groups:
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if hw.gpu is None or hw.gpu.key in seen:
             continue
         seen.add(hw.gpu.key)
@@ -191,7 +191,7 @@ def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
                   f"`software.driver_branch` {sw.driver_branch}",
                   f"set `software.driver_branch: \"{sw.driver_version.split('.')[0]}\"` or a {sw.driver_branch}.x release")
     elif (not sw.driver_version and ctx.bp.target.provider == "onprem" and ctx.catalog.driver_release(sw.driver_branch) is None
-          and any(group_hardware(ctx.bp, g, ctx.catalog).nvidia_gpus for g in ctx.bp.node_groups)):
+          and any(r.nvidia_gpus for r in ctx.cluster.groups)):
         yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} has no catalogued release "
                   "to pin the driver, Fabric Manager and NSCQ to", "set `software.driver_version` to an exact release")
 
@@ -216,7 +216,7 @@ def container_toolkit_cve(ctx: RuleContext) -> Iterator[Hit]:
 def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:
     """``(group index, runtime, version field)`` of GPU groups whose runtime has a driver allow-list."""
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if not hw.nvidia_gpus:
             continue
         if g.sandbox.runtime == "gvisor":
@@ -283,7 +283,7 @@ def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
         return
     lustre = any(isinstance(s, LustreStorage) and s.server is not None for s in ctx.bp.storage)
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         mods = []
         if hw.nvidia_gpus and not g.sandbox.passthrough:
             mods.append("the NVIDIA driver")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from ..models import LustreStorage
 from ..settings import on_mount
-from ._facts import group_hardware, mounts
+from ._facts import mounts
 from .registry import Hit, RuleContext, rule
 
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/README.md"
@@ -24,7 +24,7 @@ NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/README.md"
 def nccl_suite_single_gpu(ctx: RuleContext) -> Iterator[Hit]:
     if "nccl" not in ctx.bp.validation.suites:
         return
-    gpus = sum(group_hardware(ctx.bp, g, ctx.catalog).gpus * g.size for g in ctx.bp.node_groups if g.role == "compute")
+    gpus = sum(r.gpus * r.nodes for r in ctx.cluster.compute_groups)
     if gpus == 1:
         yield Hit(("validation", "suites"), "`validation.suites` runs `nccl` on a cluster with a single GPU")
 

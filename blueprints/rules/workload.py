@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..models import Workload
-from ._facts import GroupHardware, compute_groups, group_hardware, training_groups
+from ._facts import GroupHardware, compute_groups
 from .registry import Hit, RuleContext, rule
 
 ZERO = "https://arxiv.org/abs/1910.02054"
@@ -29,12 +29,8 @@ HEADROOM = 0.8
 
 def _gpu_groups(ctx: RuleContext) -> list[tuple[int, GroupHardware, int]]:
     """``(index, hardware, nodes)`` of the compute groups with GPUs and known memory."""
-    out = []
-    for i, g in compute_groups(ctx.bp):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
-        if hw.gpus and hw.gpu_memory_bytes:
-            out.append((i, hw, g.size))
-    return out
+    return [(r.index, r.hardware, r.nodes) for r in ctx.cluster.compute_groups
+            if r.has_gpus and r.hardware.gpu_memory_bytes]
 
 
 def _hbm(ctx: RuleContext) -> tuple[float, float, int]:
@@ -208,9 +204,9 @@ def moe_fabric_bandwidth(ctx: RuleContext) -> Iterator[Hit]:
     w = _wl(ctx)
     if w is None or w.architecture != "moe":
         return
-    groups = training_groups(ctx.bp, ctx.catalog) or [
-        (i, g, group_hardware(ctx.bp, g, ctx.catalog)) for i, g in compute_groups(ctx.bp)
-        if group_hardware(ctx.bp, g, ctx.catalog).gpus]
+    c = ctx.cluster
+    groups = [(r.index, r.group, r.hardware) for r in
+              (c.training_groups or tuple(r for r in c.compute_groups if r.has_gpus))]
     if sum(g.size for _, g, _ in groups) < 2:
         return
     net = ctx.bp.network
@@ -244,7 +240,7 @@ def workload_fp8_support(ctx: RuleContext) -> Iterator[Hit]:
         return
     key = "precision" if w.precision == "fp8" else "quantization"
     for i, g in compute_groups(ctx.bp):
-        hw = group_hardware(ctx.bp, g, ctx.catalog)
+        hw = ctx.cluster.group(g).hardware
         if hw.gpu is not None and hw.gpu.vendor == "nvidia" and hw.gpu.fp8_dense_tflops is None:
             yield Hit(("workload", key), f"`workload.{key}` is fp8 but group `{g.name}` has `{hw.gpu.key}` "
                       f"({hw.gpu.architecture}) without FP8 tensor cores")

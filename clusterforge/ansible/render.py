@@ -16,11 +16,11 @@ whose children are the node groups that get that role. Connection variables are 
 SSH user, port, become flag and the private key *path* from ``target.ssh`` (never key contents);
 hosts with ``connection: local`` use Ansible's local connection.
 
-Every group variable is a field of :func:`blueprints.settings.node_settings` mapped onto the role's
-prefixed variable by :func:`blueprints.role_vars.node_role_vars` (the mapping the cloud user data
-renders the roles' templates with); nothing is re-derived here. The only values read from the
-blueprint directly are the IPoIB subnet (host addresses are assigned in host order) and the
-orchestrator kind.
+Everything comes from the resolved cluster (``loaded.cluster``, :mod:`blueprints.resolved`): every
+group variable is a field of the group's node settings mapped onto the role's prefixed variable by
+:func:`blueprints.role_vars.node_role_vars` (the mapping the cloud user data renders the roles'
+templates with), and the hosts' IPoIB addresses are the cluster's IPoIB assignment; nothing is
+re-derived or re-checked here (the rules did that, with positions).
 """
 
 from __future__ import annotations
@@ -34,10 +34,12 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from blueprints import LoadedBlueprint
-from blueprints.models import Blueprint, Host, NodeGroup
+from blueprints.models import Host, NodeGroup
+from blueprints.naming import inventory_group
+from blueprints.resolved import ResolvedCluster
 from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR
 from blueprints.role_vars import ROLE_ORDER, node_role_vars, roles_for
-from blueprints.settings import NodeSettings, ipoib_addresses, node_settings
+from blueprints.settings import NodeSettings
 
 from ..errors import ClusterforgeError, UsageError
 
@@ -46,7 +48,6 @@ __all__ = [
     "ROLE_ORDER",
     "group_name",
     "inventory_data",
-    "ipoib_addresses",
     "node_role_vars",
     "plan_ansible",
     "render_ansible",
@@ -80,7 +81,7 @@ ssh_args = -o ControlMaster=auto -o ControlPersist=60s
 
 def group_name(name: str) -> str:
     """Inventory group of a node group: the DNS-label name with ``-`` replaced by ``_`` (valid Ansible name)."""
-    return name.replace("-", "_")
+    return inventory_group(name)
 
 
 def _connection_vars(h: Host) -> dict[str, Any]:
@@ -91,32 +92,8 @@ def _connection_vars(h: Host) -> dict[str, Any]:
     return v
 
 
-def _check_names(bp: Blueprint) -> None:
-    seen: dict[str, str] = {}
-    for g in bp.node_groups:
-        for h in g.hosts:
-            if h.name in seen and seen[h.name] != g.name:
-                raise ClusterforgeError(
-                    f"host {h.name} is in node groups {seen[h.name]} and {g.name}: a host belongs to one node group "
-                    "(its variables come from that group) — remove it from one of them")
-            seen[h.name] = g.name
-    reserved = {f"role_{r}" for r in ("compute", "login", "controller", "storage")} | {f"with_{r}" for r in ROLE_ORDER}
-    reserved |= {"all", "ungrouped"}
-    for g in bp.node_groups:
-        if group_name(g.name) in reserved:
-            raise ClusterforgeError(
-                f"node group `{g.name}` clashes with the inventory group `{group_name(g.name)}` clusterforge "
-                "generates — rename the node group")
-
-
-def _onprem_groups(bp: Blueprint) -> list[tuple[NodeGroup, NodeSettings, list[str]]]:
-    out = []
-    for g in bp.node_groups:
-        if not g.hosts:
-            continue
-        s = node_settings(bp, g)
-        out.append((g, s, roles_for(bp, s)))
-    return out
+def _onprem_groups(cluster: ResolvedCluster) -> list[tuple[NodeGroup, NodeSettings, list[str]]]:
+    return [(r.group, r.settings, roles_for(cluster.blueprint, r.settings)) for r in cluster.groups if r.group.hosts]
 
 
 def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -124,12 +101,13 @@ def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, d
 
     ``inventory`` is the YAML inventory (``{"all": {"vars": ..., "children": ...}}``); ``group_vars``
     maps each node group's inventory group to its variables. Raises :class:`UsageError` for AWS
-    blueprints and :class:`ClusterforgeError` for host/group name clashes.
+    blueprints. Host and inventory group names are the rules' business (``host-unique``,
+    ``inventory-group-name``): ``loaded`` is a checked blueprint.
     """
     bp = loaded.blueprint
     if bp.target.provider != "onprem":
         raise UsageError(f"`{bp.name}` targets {bp.target.provider}: the Ansible inventory is for on-prem blueprints")
-    _check_names(bp)
+    cluster = loaded.cluster
     ssh = bp.target.ssh
     all_vars: dict[str, Any] = {
         "clusterforge_blueprint": bp.name,
@@ -139,12 +117,12 @@ def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, d
     if ssh.private_key_file:
         all_vars["ansible_ssh_private_key_file"] = ssh.private_key_file  # a path, never key material
     all_vars["ansible_become"] = ssh.become
-    ipoib = ipoib_addresses(bp)
+    ipoib = cluster.ipoib.addresses
     children: dict[str, Any] = {}
     by_role: dict[str, list[str]] = {}
     by_node_role: dict[str, list[str]] = {}
     group_vars: dict[str, dict[str, Any]] = {}
-    for g, s, roles in _onprem_groups(bp):
+    for g, s, roles in _onprem_groups(cluster):
         gname = group_name(g.name)
         hosts: dict[str, Any] = {}
         for h in g.hosts:
@@ -226,7 +204,7 @@ def render_ansible(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     Returns ``[]`` (and writes nothing) for AWS blueprints: their nodes are configured by cloud-init.
     The list holds ``ansible.cfg``, ``inventory.yml``, every ``group_vars/*.yml``, ``site.yml``, the
     ``roles`` directory and the payload files. Files whose content is unchanged are not rewritten.
-    Raises :class:`ClusterforgeError` when the roles are missing or names clash, :class:`UsageError`
+    Raises :class:`ClusterforgeError` when the roles are missing, :class:`UsageError`
     when ``out_dir/roles`` exists and was not written by clusterforge.
     """
     bp = loaded.blueprint

@@ -73,7 +73,8 @@ def register(app: typer.Typer) -> None:
 
         if kind is not None and kind not in file_kinds():
             raise UsageError(f"--kind {kind}: choose from {', '.join(file_kinds())}")
-        bp = load_checked(blueprint).blueprint if blueprint is not None else None
+        loaded = load_checked(blueprint) if blueprint is not None else None
+        bp = loaded.blueprint if loaded is not None else None
         ctx = context_from_flags(
             bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
             fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
@@ -86,7 +87,9 @@ def register(app: typer.Typer) -> None:
                 if bp is None:
                     fail(f"{f}: node health documents are judged against a blueprint — pass --blueprint (and --group)")
                     raise typer.Exit(2)
-                results += judge_node_file(f, bp, group or (bp.gpu_groups or bp.node_groups)[0].name, label=f.stem)
+                assert loaded is not None
+                default = (loaded.cluster.compute_groups or loaded.cluster.groups)[0].name
+                results += judge_node_file(f, bp, group or default, label=f.stem)
                 continue
             results += judge_file(f, ctx, kind=kind)
         verdict = worst(r.verdict for r in results)

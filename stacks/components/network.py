@@ -148,12 +148,7 @@ class Network(pulumi.ComponentResource):
         else:
             found = aws.ec2.get_subnet_output(id=args.subnet_id, opts=pulumi.InvokeOutputOptions(parent=self))
             self.vpc_id = found.vpc_id
-        if args.eks:
-            if not args.control_plane_subnet_ids:
-                raise pulumi.RunError(
-                    "EKS needs control-plane subnets in two availability zones: set "
-                    "`target.vpc.control_plane_subnet_ids` when `target.vpc.subnet_id` is an existing subnet"
-                )
+        if args.eks:  # two AZs' subnets: rule `eks-control-plane-subnets` makes sure they are listed
             self.control_plane_subnet_ids = [pulumi.Output.from_input(s) for s in args.control_plane_subnet_ids]
 
     # ---- security groups ----------------------------------------------------------------------

@@ -183,10 +183,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
         # ---- AMI and root device -------------------------------------------------------------
         image_id: pulumi.Input[str] | None
         root_device: pulumi.Input[str]
-        if eks is not None:
-            if args.ami_id:
-                raise pulumi.RunError("`target.ami_id` is not supported with EKS managed node groups: unset it "
-                                      "(EKS launches its Amazon Linux 2023 NVIDIA AMI)")
+        if eks is not None:  # EKS launches its own AMI (rule `eks-ami-id` refuses `target.ami_id` here)
             image_id, root_device = None, EKS_ROOT_DEVICE
         else:
             if args.ami_id:

@@ -1,5 +1,6 @@
 """Rendering the Ansible run from a blueprint: golden inventory and group_vars for every on-prem example,
-the variable mapping from the settings model, the plan, and the edges (AWS, secrets, name clashes).
+the variable mapping from the settings model, the plan, and the edges (AWS, secrets). Name clashes are
+`check` rules (`host-unique`, `inventory-group-name`; tests/cli/test_render_checks.py).
 
 Regenerate the golden files with ``CLUSTERFORGE_UPDATE_GOLDEN=1 pytest tests/roles/test_render.py``.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blueprints import load_blueprint, parse_blueprint
+from blueprints import load_blueprint
 from blueprints.settings import node_settings
 from clusterforge.ansible.render import (
     ROLE_ORDER,
@@ -25,7 +26,7 @@ from clusterforge.ansible.render import (
     render_ansible,
     roles_for,
 )
-from clusterforge.errors import ClusterforgeError, UsageError
+from clusterforge.errors import UsageError
 from tests.conftest import EXAMPLES, REPO
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -182,36 +183,3 @@ def test_clusterforge_plan_and_render_cli_use_the_ansible_renderer(tmp_path):
 
     plan = json.loads(res.stdout)
     assert plan["hosts"][0]["name"] == "localhost" and "host_tuning" in plan["hosts"][0]["roles"]
-
-
-BASE = """\
-apiVersion: clusterforge/v1
-kind: Blueprint
-name: clash
-target: {provider: onprem, os: debian-12}
-node_groups:
-"""
-
-
-def test_host_in_two_node_groups_is_one_clear_error(tmp_path):
-    text = BASE + """\
-  - name: a
-    role: login
-    hosts: [{name: h1, address: 10.0.0.1}]
-  - name: b
-    role: login
-    hosts: [{name: h1, address: 10.0.0.1}]
-"""
-    loaded = parse_blueprint(text, "clash.yaml")
-    with pytest.raises(ClusterforgeError, match="host h1 is in node groups a and b"):
-        render_ansible(loaded, tmp_path)
-
-
-def test_node_group_named_like_a_generated_group_is_refused(tmp_path):
-    text = BASE + """\
-  - name: with-rdma
-    role: login
-    hosts: [{name: h1, address: 10.0.0.1}]
-"""
-    with pytest.raises(ClusterforgeError, match="clashes with the inventory group `with_rdma`"):
-        render_ansible(parse_blueprint(text, "clash.yaml"), tmp_path)

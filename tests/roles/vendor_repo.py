@@ -243,13 +243,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def example_driver_versions() -> set[str]:
     """The exact driver releases the example blueprints install on their GPU hosts (``gpu_packages``)."""
     from blueprints import load_blueprint
-    from blueprints.settings import node_settings
+    from blueprints.resolved import resolve
     from tests.conftest import EXAMPLES
 
     out: set[str] = set()
     for path in sorted(EXAMPLES.glob("onprem-*.yaml")):
         bp = load_blueprint(path).blueprint
-        out |= {s.gpu_packages.version for g in bp.node_groups if (s := node_settings(bp, g)).gpu_packages}
+        out |= {r.settings.gpu_packages.version for r in resolve(bp).groups if r.settings.gpu_packages}
     return out
 
 

@@ -455,8 +455,9 @@ def test_this_machine_really_runs_the_payload_and_absent_hardware_never_passes(t
     gpu_here = not doc["commands"]["nvidia-smi -q -x"]["missing"]
     rdma_here = bool(doc["dirs"].get("/sys/class/infiniband"))
     for ex in sorted(EXAMPLES.glob("*.yaml")):
-        bp = load_blueprint(ex).blueprint
-        for g in bp.gpu_groups:
+        loaded = load_blueprint(ex)
+        bp = loaded.blueprint
+        for g in (rg.group for rg in loaded.cluster.compute_groups):
             (r,) = judge_node_documents([doc], bp, g.name, source=str(out))
             c = checks_of(r)
             if not gpu_here:
@@ -550,8 +551,9 @@ def efa_node(fixtures_dir: Path, devices: int, down: int | None = None) -> Recor
 @pytest.mark.parametrize(("devices", "down", "verdict"), [(32, None, "pass"), (31, None, "fail"), (8, None, "fail"),
                                                            (32, 0, "fail"), (32, 17, "fail")])
 def test_efa_devices_against_the_instance_type(fixtures_dir: Path, devices: int, down: int | None, verdict: str) -> None:
-    bp = load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint
-    g = bp.gpu_groups[0].name
+    loaded = load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml")
+    bp = loaded.blueprint
+    g = loaded.cluster.compute_groups[0].name
     c = judge_one(efa_node(fixtures_dir, devices, down), bp, g)["fabric.ports"]
     assert c["verdict"] == verdict, c
     assert c["expected"].startswith("32 EFA device(s)")

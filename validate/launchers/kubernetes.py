@@ -47,7 +47,7 @@ from blueprints.catalog import catalog
 from blueprints.errors import ProvisionError, ToolMissingError
 from blueprints.models import KubernetesOrchestrator, LustreStorage, NfsStorage
 from blueprints.naming import LABEL_NODE_GROUP, Naming
-from blueprints.settings import node_settings, on_mount
+from blueprints.settings import on_mount
 
 from ..suites import Placement, RanksSuite, Suite, get_suite
 from .common import (
@@ -119,7 +119,7 @@ class _Pods:
         self.bp = loaded.blueprint
         self.group = group
         self.image = image
-        self.settings = node_settings(self.bp, group)
+        self.settings = loaded.cluster.settings(group)
         self.naming = Naming(self.bp.name)
 
     def labels(self, test: PlannedTest) -> dict[str, str]:

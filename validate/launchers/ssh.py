@@ -152,7 +152,7 @@ class SshLauncher(Launcher):
         """Folders, payload copies, and a check that ``ssh``/``scp`` exist when any host is remote."""
         super().prepare()
         self.launch_dir.mkdir(parents=True, exist_ok=True)
-        remote = any(not h.local for g in self.loaded.blueprint.gpu_groups for h in self._hosts_or_empty(g.name))
+        remote = any(not h.local for r in self.loaded.cluster.compute_groups for h in self._hosts_or_empty(r.name))
         if remote:
             for tool in ("ssh", "scp"):
                 if shutil.which(tool) is None:
