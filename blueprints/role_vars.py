@@ -139,6 +139,15 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             })
         if s.doca_ofed:
             v["rdma_doca_ofed_version"] = s.doca_ofed
+        if s.doca_repository is not None:
+            d = s.doca_repository
+            v.update({
+                "rdma_doca_repo_base_url": d.base_url,
+                "rdma_doca_dist": d.dist,
+                "rdma_doca_arch": d.arch,
+                "rdma_doca_key_file": d.key_file,
+                "rdma_doca_packages": list(d.packages),
+            })
         return v
     if role == "nvme_scratch":
         sc = s.scratch

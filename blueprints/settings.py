@@ -29,9 +29,11 @@ from .models import (
     RoceNetwork,
 )
 from .vendor import (
+    DocaRepository,
     DriverPackages,
     bare_metal,
     container_toolkit_packages,
+    doca_repository,
     driver_packages,
     kata_tarball,
 )
@@ -247,6 +249,9 @@ class NodeSettings(_Frozen):
     """Subnet-manager priority of this group's opensm (0-15; ``None`` where the group runs no opensm)."""
     doca_ofed: str | None
     """DOCA-OFED release for the RDMA stack (``software.doca_ofed``); ``None``: inbox rdma-core."""
+    doca_repository: DocaRepository | None
+    """On-prem hosts with ``doca_ofed``: the DOCA repository of the host's OS (``None`` elsewhere, and where
+    the catalog knows no DOCA distribution for the OS: the ``doca-ofed-os`` rule reports that)."""
     ipoib: bool
     ipoib_mode: str | None
     ipoib_netdev: str | None
@@ -498,6 +503,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         opensm=opensm,
         opensm_priority=net.infiniband.subnet_manager.priority if opensm and isinstance(net, InfinibandNetwork) else None,
         doca_ofed=sw.doca_ofed,
+        doca_repository=(doca_repository(sw.doca_ofed, onprem_os)
+                         if sw.doca_ofed and bp.target.provider == "onprem" else None),
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
         ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,
         ipoib_netdev=ipoib_netdev,

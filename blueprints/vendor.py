@@ -23,9 +23,11 @@ from .catalog import catalog
 from .versions import version as parse_version
 
 __all__ = [
+    "DocaRepository",
     "DriverPackages",
     "bare_metal",
     "container_toolkit_packages",
+    "doca_repository",
     "driver_packages",
     "kata_tarball",
 ]
@@ -136,6 +138,36 @@ def container_toolkit_packages(version: str) -> list[str]:
     """The four NVIDIA Container Toolkit packages pinned to ``version`` (apt specs ``name=version-rev``)."""
     ct = bare_metal()["container_toolkit"]
     return [f"{p}={version}-{ct['debian_revision']}" for p in ct["packages"]]
+
+
+class DocaRepository(BaseModel):
+    """Where a host of one OS installs DOCA-OFED from (catalog ``bare_metal.doca_ofed``).
+
+    ``url``: the flat apt repository of ``release`` for the host's distribution and architecture
+    (``https://linux.mellanox.com/public/repo/doca/3.2.1/ubuntu22.04/x86_64/``); ``key_file``: the signing
+    key's file name in that directory; ``packages``: the DOCA-Host profile meta-packages to install.
+    Source: https://docs.nvidia.com/doca/sdk/doca-host+installation+and+upgrade/index.html
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    release: str
+    base_url: str
+    dist: str
+    arch: str
+    key_file: str
+    packages: list[str]
+
+
+def doca_repository(release: str, os: str) -> DocaRepository | None:
+    """DOCA-OFED ``release``'s repository for operating system ``os`` (``ubuntu-22.04``); ``None`` when the
+    catalog knows no DOCA distribution directory for ``os`` (the ``doca-ofed-os`` rule reports it)."""
+    d = bare_metal()["doca_ofed"]
+    dist = d["dists"].get(os)
+    if dist is None:
+        return None
+    return DocaRepository(release=release, base_url=d["repo_base_url"], dist=dist, arch=d["arch"],
+                          key_file=d["key_file"], packages=list(d["packages"]))
 
 
 def kata_tarball(version: str, arch: str = "amd64") -> str:

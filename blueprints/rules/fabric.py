@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, LustreStorage, Network, Nic, RoceNetwork
 from ..resolved import smallest_ipoib_prefix
 from ..settings import generated_nccl_env
+from ..vendor import bare_metal
 from ._facts import GroupHardware, fld, training_groups, version, vstr
 from .registry import Hit, RuleContext, rule
 
@@ -553,6 +554,25 @@ def gpudirect_peermem_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
         where = ("network", "gpudirect_rdma", "method") if net.gpudirect_rdma.method else ("software", "driver_open_kernel_modules")
         yield Hit(where, "`network.gpudirect_rdma` uses `nvidia-peermem` but `software.doca_ofed` is unset (inbox "
                   "rdma-core has no peer-memory API)")
+
+
+@rule(
+    id="doca-ofed-os",
+    severity="error",
+    summary="DOCA-OFED installs from NVIDIA's per-distribution DOCA repository; a bare-metal operating system "
+            "without one would stop the play before the RDMA stack is installed.",
+    fix="run the RDMA hosts on an operating system DOCA-OFED is published for, or unset `software.doca_ofed` "
+        "(inbox rdma-core)",
+    source="https://docs.nvidia.com/doca/sdk/doca-host+installation+and+upgrade/index.html",
+)
+def doca_ofed_os(ctx: RuleContext) -> Iterator[Hit]:
+    sw = ctx.bp.software
+    if not sw.doca_ofed or ctx.bp.target.provider != "onprem":
+        return
+    dists = bare_metal()["doca_ofed"]["dists"]
+    if ctx.bp.target.os not in dists:
+        yield Hit(("software", "doca_ofed"), f"`software.doca_ofed` {sw.doca_ofed} has no DOCA repository for "
+                  f"`target.os` {ctx.bp.target.os} (published for: {', '.join(sorted(dists))})")
 
 
 @rule(

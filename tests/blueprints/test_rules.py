@@ -270,6 +270,8 @@ CASES: list[Case] = [
     Case("gpudirect-peermem-needs-ofed", "dgx", [S("network.gpudirect_rdma.method", "nvidia-peermem")],
          "network.gpudirect_rdma.method",
          good=[S("network.gpudirect_rdma.method", "nvidia-peermem"), S("software.doca_ofed", "2.9.1")]),
+    Case("doca-ofed-os", "dgx", [S("software.doca_ofed", "3.2.1"), S("target.os", "debian-12")], "software.doca_ofed",
+         good=[S("software.doca_ofed", "3.2.1")]),
     Case("gpudirect-efa-unsupported", "p5", [S("node_groups.0.instance_type", "g5.48xlarge")],
          "node_groups.0.instance_type", good=[S("node_groups.0.instance_type", "p4d.24xlarge")]),
     Case("gpudirect-peermem-driver", "dgx",

@@ -218,6 +218,7 @@ class VendorMirror:
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
             "lustre_client_apt_repo_url": f"{self.base_url}/lustre/",
             "lustre_client_apt_repo_key_url": f"{self.base_url}/lustre/gpgkey",
+            "rdma_doca_repo_base_url": f"{self.base_url}/doca",
         }
 
     def start(self) -> VendorMirror:
@@ -312,10 +313,43 @@ def build_mirror(root: Path) -> VendorMirror:
         build_deb(Deb(name, lv, files=files), lustre)
     signer.sign_repo(lustre)
     (lustre / "gpgkey").write_text(key)
+    _doca(root / "doca", signer, key)
     _kata(root / "kata")
     _runsc(root / "gvisor" / bm["gvisor"]["default_release"] / "x86_64", bm["gvisor"]["default_release"])
     (root / "ready").write_text("ok\n")
     return VendorMirror(root)
+
+
+DOCA_RELEASE = "3.2.1"
+"""The DOCA-Host release the stand-in DOCA repository carries (the tests set ``software.doca_ofed`` to it)."""
+
+DOCA_OFED_VERSION = "25.10.OFED.25.10.1.0.1"
+"""Version of the stand-in OFED packages (an OFED 25.10 build, the stack DOCA-Host 3.2 ships)."""
+
+
+def doca_packages() -> list[Deb]:
+    """DOCA-OFED's profile meta-package and what it pulls in: the OFED kernel drivers as a DKMS package and
+    mlnx-tools, which carries ``mlnx_qos`` (https://github.com/Mellanox/mlnx-tools)."""
+    profiles = bare_metal()["doca_ofed"]["packages"]
+    kernel = Deb("mlnx-ofed-kernel-dkms", DOCA_OFED_VERSION, files={
+        "/usr/src/mlnx-ofed-kernel-25.10/dkms.conf": ('PACKAGE_NAME="mlnx-ofed-kernel"\nPACKAGE_VERSION="25.10"\n', 0o644)})
+    tools = Deb("mlnx-tools", DOCA_OFED_VERSION, files={
+        "/usr/bin/mlnx_qos": _script("echo 'clusterforge stand-in for mlnx_qos' >&2; exit 1\n")})
+    metas = [Deb(name, f"{DOCA_RELEASE}-1", depends=[kernel.name, tools.name]) for name in profiles]
+    return [kernel, tools, *metas]
+
+
+def _doca(base: Path, signer: Signer, key: str) -> None:
+    """NVIDIA's DOCA repository layout for :data:`DOCA_RELEASE`: one signed flat repository per catalogued
+    distribution (``<base>/<release>/<dist>/<arch>/``) with the signing key file beside the index."""
+    doca = bare_metal()["doca_ofed"]
+    for dist in doca["dists"].values():
+        d = base / DOCA_RELEASE / dist / doca["arch"]
+        d.mkdir(parents=True)
+        for pkg in doca_packages():
+            build_deb(pkg, d)
+        signer.sign_repo(d)
+        (d / doca["key_file"]).write_text(key)
 
 
 def _kata(base: Path) -> None:
