@@ -60,6 +60,7 @@ from blueprints.catalog import catalog
 from blueprints.role_templates import OsFamily, RoleFile, role_file
 from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
+from blueprints.vendor import kata_tarball
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
@@ -299,7 +300,7 @@ def _sandbox_script(settings: NodeSettings, platform: Platform) -> str | None:
         ]
     elif sb.runtime == "gvisor":
         body += [
-            f"URL=https://storage.googleapis.com/gvisor/releases/release/{sb.gvisor_release}/$(uname -m)",
+            f"URL={sb.gvisor_release_url}/{sb.gvisor_release}/$(uname -m)",
             "for f in runsc containerd-shim-runsc-v1; do",
             '  curl -fsSLo "/usr/local/bin/$f" "$URL/$f" && curl -fsSLo "/tmp/$f.sha512" "$URL/$f.sha512"',
             '  (cd /usr/local/bin && sha512sum -c "/tmp/$f.sha512") && chmod 0755 "/usr/local/bin/$f"',
@@ -308,12 +309,16 @@ def _sandbox_script(settings: NodeSettings, platform: Platform) -> str | None:
         if docker:
             body.append("runsc install --runtime runsc -- --nvproxy=true && systemctl restart docker")
     elif sb.runtime == "kata":
+        # the release file's name and URL are the catalog's, as on bare metal (bare_metal.kata)
+        tarball = kata_tarball(sb.kata_version, "$A")
+        unpack = ("command -v zstd >/dev/null || pkg_install zstd; tar --zstd -xf \"/tmp/$T\" -C /"
+                  if tarball.endswith(".zst") else 'tar -xJf "/tmp/$T" -C /')
         body += [
-            f"V={sb.kata_version}; A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
-            "B=https://github.com/kata-containers/kata-containers/releases/download/$V",
+            "A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
+            f'T="{tarball}"',
             'if [ ! -x /opt/kata/bin/containerd-shim-kata-v2 ]; then',
-            '  for ext in tar.zst tar.xz; do curl -fsSLo /tmp/kata.$ext "$B/kata-static-$V-$A.$ext" && break; done',
-            '  if [ -e /tmp/kata.tar.zst ]; then command -v zstd >/dev/null || pkg_install zstd; tar --zstd -xf /tmp/kata.tar.zst -C /; else tar -xJf /tmp/kata.tar.xz -C /; fi',
+            f'  curl -fsSLo "/tmp/$T" "{sb.kata_release_url}/{sb.kata_version}/$T"',
+            f"  {unpack}",
             "fi",
             "ln -sf /opt/kata/bin/containerd-shim-kata-v2 /usr/local/bin/containerd-shim-kata-v2",
         ]

@@ -17,6 +17,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from blueprints import load_blueprint
+from blueprints.role_vars import node_role_vars
 from blueprints.settings import node_settings
 from stacks.cloud_init import (
     USER_DATA_LIMIT_BYTES,
@@ -224,7 +225,14 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
     if s.sandbox.gpu_passthrough:
         assert "bind_gpus_vfio" in sandbox and "vfio-pci" in sandbox
         assert doc["power_state"]["condition"] == "test -f /run/clusterforge-reboot-required"
+    # the release files come from where bare metal gets them (the sandbox role's variables, one catalog entry)
+    metal = node_role_vars(s, "sandbox")
+    if runtime == "kata":
+        assert f'T="{metal["sandbox_kata_tarball"].replace("-amd64.", "-$A.")}"' in sandbox
+        assert f'"{metal["sandbox_kata_release_url"]}/{metal["sandbox_kata_version"]}/$T"' in sandbox
+        assert ("tar --zstd" in sandbox) == metal["sandbox_kata_tarball"].endswith(".tar.zst")
     if runtime == "gvisor":
+        assert f'URL={metal["sandbox_gvisor_release_url"]}/{metal["sandbox_gvisor_release"]}/$(uname -m)' in sandbox
         assert "sha512sum -c" in sandbox, "runsc must be verified against its published checksum"
         runsc = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/containerd/runsc.toml")
         assert 'nvproxy = "true"' in runsc
