@@ -9,7 +9,8 @@ alternating between the commands so that machine load drifts over all of them al
   every rule.
 
 Bytecode caches are on (as in an installed package), in a temporary ``PYTHONPYCACHEPREFIX``
-filled by one unmeasured run of each command.
+filled by one unmeasured run of each command; that run also fills the parse cache of the hardware
+catalog (:mod:`blueprints.datacache`, in the user's cache directory), as any earlier run does.
 
 Printed per command: the median and min wall time in ms over the runs and the median as a ratio
 to the bare ``python -c pass`` start; then the median CPU time (user + system, less disturbed by

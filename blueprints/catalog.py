@@ -13,6 +13,7 @@ MB/s (1e6 bytes/s) per TiB of storage.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,17 +177,41 @@ def _vkey(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(".") if x.isdigit())
 
 
+CATALOG_FILES = ("hardware-catalog.yaml", "catalog-extras.yaml", "aws-catalog.yaml")
+"""The data files of the catalog under ``blueprints/data``: facts, extras, AWS software facts."""
+
+
+def _data_files(names: tuple[str, ...]) -> dict[str, bytes]:
+    """``{name: bytes}`` of the package data files ``names`` (``blueprints/data``)."""
+    here = os.path.join(os.path.dirname(__file__), "data")
+    if os.path.isdir(here):  # an installed or source tree (importlib.resources costs ~15 ms to import)
+        out = {}
+        for name in names:
+            with open(os.path.join(here, name), "rb") as f:
+                out[name] = f.read()
+        return out
+    from importlib import resources  # a zip import
+
+    root = resources.files("blueprints").joinpath("data")
+    return {name: root.joinpath(name).read_bytes() for name in names}
+
+
 def _load_yaml(name: str) -> dict[str, Any]:
-    # imported here, not at the top: `import blueprints` (every CLI start) must not pay for them
-    from importlib import resources
+    """One data file, parsed (through the parse cache of :mod:`blueprints.datacache`)."""
+    return _load_catalog_files((name,))[name]
 
-    import yaml
 
-    text = resources.files("blueprints").joinpath("data", name).read_text(encoding="utf-8")
-    # libyaml's safe loader: ~15x faster than a pure-Python parser; the catalog uses no YAML 1.1-only forms
-    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    assert isinstance(data, dict), name
-    return data
+def _load_catalog_files(names: tuple[str, ...] = CATALOG_FILES) -> dict[str, dict[str, Any]]:
+    """``{name: parsed data}`` of the catalog data files ``names``: read from the package, parsed from
+    the user's parse cache when it holds these exact bytes (:mod:`blueprints.datacache`), else with
+    libyaml's safe loader."""
+    from .datacache import parsed_yaml_files
+
+    parsed = parsed_yaml_files("catalog" if names == CATALOG_FILES else "catalog-" + "-".join(names),
+                               _data_files(names))
+    for name, data in parsed.items():
+        assert isinstance(data, dict), name
+    return parsed
 
 
 def _opt_float(v: Any) -> float | None:
@@ -434,7 +459,8 @@ class Catalog:
 @functools.cache
 def catalog() -> Catalog:
     """The shared :class:`Catalog`, loaded once from the package data."""
-    return Catalog(_load_yaml("hardware-catalog.yaml"), _load_yaml("catalog-extras.yaml"), _load_yaml("aws-catalog.yaml"))
+    files = _load_catalog_files()
+    return Catalog(*(files[name] for name in CATALOG_FILES))
 
 
 @functools.cache

@@ -9,8 +9,8 @@ Both renderers start here, so cloud and bare metal never drift apart:
 setting states where it comes from in :data:`SOURCES`.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic then evaluates no annotation strings when it
+# builds the models below (a few ms of every cold `clusterforge check`, bench/bench_cli_startup.py).
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict

@@ -9,6 +9,7 @@ the traceback instead.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import typing
@@ -110,13 +111,43 @@ def fail(msg: str) -> None:
     _fail(msg)
 
 
+SHORT_VERBS = frozenset({"check", "rules", "schema"})
+"""Verbs that run in bounded time and memory (read one blueprint, print text): the cyclic garbage
+collector is paused while they run (see :func:`main`)."""
+
+
+def _short_run(args: list[str]) -> bool:
+    """True for ``--help``, ``--version`` and the :data:`SHORT_VERBS`."""
+    verb = next((a for a in args if not a.startswith("-")), None)
+    return verb is None or verb in SHORT_VERBS or "--help" in args or "--version" in args
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code.
+
+    For a short run (:func:`_short_run`) the cyclic garbage collector is paused until the command
+    returns: such a start mostly builds long-lived objects (modules, pydantic schemas and
+    validators, the catalog) and leaves little cyclic garbage, and the collector's ~100 passes over
+    the young objects cost ~5 % of a cold ``check`` (``bench/bench_cli_startup.py``). Memory stays
+    bounded because the input is bounded (``blueprints.loader.MAX_BYTES``); objects are still freed
+    by reference counting. Long verbs (``plan``, ``up``, ``validate`` ...) run with it as usual.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("CLUSTERFORGE_DEBUG", "") not in ("", "0")
     if "--debug" in args:
         args.remove("--debug")
         debug = True
+    pause_gc = gc.isenabled() and _short_run(args)
+    if pause_gc:
+        gc.disable()
+    try:
+        return _run(args, debug)
+    finally:
+        if pause_gc:
+            gc.enable()
+
+
+def _run(args: list[str], debug: bool) -> int:
     try:
         rv = _plain_help_types(typer.main.get_command(app)).main(args=args, prog_name="clusterforge",
                                                                    standalone_mode=False)

@@ -22,10 +22,8 @@ def register(app: typer.Typer) -> None:
         Findings and the summary go to stdout (`check FILE | less` shows them, like other
         linters); only errors of the tool itself go to stderr.
         """
-        from rich.text import Text
-
         from ..blueprint_io import findings_for
-        from ..console import console, ok
+        from ..console import line, marked, ok
 
         loaded, findings = findings_for(blueprint)
         n_err = sum(1 for f in findings if f.severity == "error")
@@ -37,7 +35,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1 if failed else 0)
         for f in findings:
             bad = f.severity == "error" or strict
-            console.print(Text.assemble(("✗ " if bad else "! ", "red" if bad else "yellow"), f.format()))
+            marked("✗ " if bad else "! ", "red" if bad else "yellow", f.format())
         warnings = f"{n_warn} warning{'s' if n_warn != 1 else ''}"
         if not failed:
             bp = loaded.blueprint if loaded else None
@@ -47,5 +45,5 @@ def register(app: typer.Typer) -> None:
             parts = [f"{n_err} error{'s' if n_err != 1 else ''}"] if n_err else []
             if n_warn:
                 parts.append(f"{warnings} treated as errors (--strict)" if strict else warnings)
-            console.print(f"{blueprint}: {', '.join(parts)}", style="red", markup=False)
+            line(f"{blueprint}: {', '.join(parts)}", "red")
         raise typer.Exit(1 if failed else 0)

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, FIXTURES, REPO
 
 # Top-level packages that are heavy (hundreds of ms to import) and that no start of these
 # commands needs.
@@ -62,10 +62,23 @@ def test_help_loads_no_model_or_deploy_module(verb: str) -> None:
     assert not _loaded(modules, DEPLOY_AND_ML + PROJECT_ABOVE_GROUND + ("blueprints.models", "blueprints.rules"))
 
 
+# What `check` prints is written by clusterforge.console's line helpers, which need rich only for
+# markup, emoji codes or an unusual terminal; the catalog comes from the parse cache or libyaml.
+CHECK_NEEDS_NOT = ("rich", "ruamel", "yamllint")
+
+
 @pytest.mark.parametrize("example", ["aws-p5-efa-lustre", "aws-eks-p4d", "onprem-dgx-h100-ib", "local-workstation"])
 def test_check_loads_the_rules_but_no_deploy_validation_or_ml_module(example: str) -> None:
     """`check` of an AWS blueprint checks EC2 instance type names without importing the provider SDK."""
     rc, modules = _modules_after("check", str(EXAMPLES / f"{example}.yaml"))
     assert rc == 0
-    assert {"blueprints.models", "blueprints.rules"} <= modules  # the probe did run the rules
-    assert not _loaded(modules, DEPLOY_AND_ML + PROJECT_ABOVE_GROUND)
+    assert {"blueprints.models", "blueprints.rules", "blueprints.resolved"} <= modules  # the probe did run the rules
+    assert not _loaded(modules, DEPLOY_AND_ML + PROJECT_ABOVE_GROUND + CHECK_NEEDS_NOT)
+
+
+@pytest.mark.parametrize("args", [("--strict",), ("--json",), ()])
+def test_check_with_findings_loads_no_rich(args: tuple[str, ...]) -> None:
+    """Errors and warnings are printed without rich too (a finding is one printable line)."""
+    rc, modules = _modules_after("check", str(FIXTURES / "field" / "01-kata-hgx-nvswitch.yaml"), *args)
+    assert rc == 1
+    assert not _loaded(modules, DEPLOY_AND_ML + PROJECT_ABOVE_GROUND + CHECK_NEEDS_NOT)
