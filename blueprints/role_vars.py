@@ -151,8 +151,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
         return v
     if role == "nvme_scratch":
         sc = s.scratch
-        if sc is None:
-            return {}
+        if sc is None:  # no scratch declared: the role's script task is skipped (its `when`)
+            return {"nvme_scratch_mount": ""}
         return {
             "nvme_scratch_mount": sc.mount,
             "nvme_scratch_filesystem": sc.filesystem,

@@ -17,11 +17,11 @@ written through ``write_files`` (:func:`role_files`). What a node gets at first 
   ``efa`` kernel module tell; what the AMI ships is never replaced), and a check that the OFI
   plugin is in one of the catalog's plugin directories;
 * NVMe scratch: the Deep Learning AMI's own instance-store volume bound at the declared mount,
-  or a per-boot script that finds the instance-store drives by their NVMe model
-  ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller model in
-  sysfs — what ``nvme id-ctrl`` reports), never by device name, builds RAID0 with
-  ``mdadm`` and mounts it; it runs at every boot because the instance store is blank after a
-  stop/start;
+  or the ``nvme_scratch`` role's script ``clusterforge-nvme-scratch``, run at every boot (the
+  instance store is blank after a stop/start): it finds the instance-store drives by their NVMe
+  model ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller
+  model in sysfs — what ``nvme id-ctrl`` reports), never by device name, refuses drives holding a
+  signature, builds RAID0 with ``mdadm``, formats, persists and mounts it;
 * Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then
   the ``lustre_client`` role's mount script: an ``/etc/fstab`` mount of
   ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options and the declared
@@ -138,27 +138,27 @@ _PKG = """pkg_install() {
 
 
 def scratch_script(scratch: ScratchSettings) -> str:
-    """Bash script that builds and mounts the NVMe scratch; idempotent, safe at every boot.
+    """Per-boot bash script for the NVMe scratch; idempotent, safe at every boot.
 
     When the AMI already combined the instance-store drives into its own volume (the Deep
     Learning AMIs mount it at the catalog's ``dlami.nvme_location``, ``/opt/dlami/nvme``, before
-    user data runs) that volume is bind-mounted at the declared mount. Otherwise drives are
-    discovered by model (``INSTANCE_STORE_MODEL``) and skipped when mounted or held by another
-    device; with ``raid: raid0`` and more than one free drive they become ``md_device``, a single
-    drive is formatted directly. When neither exists the script fails (exit 1, logged by
-    cloud-init) and leaves the mount point absent, so validation jobs on it fail too.
+    user data runs) that volume is bind-mounted at the declared mount. Otherwise it runs the
+    ``nvme_scratch`` role's own script, ``/usr/local/sbin/clusterforge-nvme-scratch`` (written by
+    cloud-init from the role's template, :data:`SHARED_TEMPLATES`), with ``--require``: the same
+    drive discovery by model (``INSTANCE_STORE_MODEL``), signature refusal, array assembly or
+    creation (no ``--run``), filesystem, mdadm.conf and fstab rules as on bare metal. When there
+    is neither a drive nor an array the script fails (exit 1, logged by cloud-init) and leaves the
+    mount point absent, so validation jobs on it fail too.
     """
     q = shlex.quote
-    opts = ",".join(scratch.mount_options) or "defaults"
-    mkfs = 'mkfs.xfs -q -K "$target"' if scratch.filesystem == "xfs" else 'mkfs.ext4 -q -E nodiscard "$target"'
-    restrict = " ".join(q(p) for p in scratch.by_id)
     ami_volume = str(catalog().aws["dlami"]["nvme_location"])
+    tools = "mdadm xfsprogs" if scratch.filesystem == "xfs" else "mdadm e2fsprogs"
+    mkfs = "mkfs.xfs" if scratch.filesystem == "xfs" else "mkfs.ext4"
     return f"""#!/bin/bash
-# clusterforge: NVMe scratch on {scratch.mount} (rendered from NodeSettings.scratch); runs at every boot.
+# clusterforge: NVMe scratch on {scratch.mount} at every boot: the AMI's instance-store volume, else the nvme_scratch role's script.
 set -euo pipefail
-MOUNT={q(scratch.mount)}; MD={q(scratch.md_device)}; RAID={scratch.raid}; CHUNK={scratch.chunk_kib}
-EXPECTED={scratch.expected_drives or 0}; OPTS={q(opts)}; RESTRICT=({restrict})
-BYID=${{BYID:-/dev/disk/by-id}}; SYSBLOCK=${{SYSBLOCK:-/sys/block}}; FSTAB=${{FSTAB:-/etc/fstab}}
+MOUNT={q(scratch.mount)}; FSTAB=${{FSTAB:-/etc/fstab}}
+SCRIPT=${{SCRIPT:-/usr/local/sbin/clusterforge-nvme-scratch}}  # the role's template, written by cloud-init
 AMI_VOLUME=${{AMI_VOLUME:-{ami_volume}}}  # the DLAMI's own instance-store volume
 log() {{ echo "clusterforge-scratch: $*" >&2; }}
 {_PKG}mountpoint -q "$MOUNT" && exit 0
@@ -169,47 +169,8 @@ if [ "$MOUNT" != "$AMI_VOLUME" ] && mountpoint -q "$AMI_VOLUME"; then
   mount --bind "$AMI_VOLUME" "$MOUNT" && chmod 1777 "$MOUNT"
   log "$AMI_VOLUME (the AMI's instance-store volume) bound on $MOUNT"; exit 0
 fi
-command -v mdadm >/dev/null 2>&1 || pkg_install mdadm
-discover() {{
-  if [ ${{#RESTRICT[@]}} -gt 0 ]; then for l in "${{RESTRICT[@]}}"; do readlink -f "$l"; done; return; fi
-  for l in "$BYID"/nvme-{INSTANCE_STORE_MODEL.replace(" ", "_")}_*; do
-    [ -e "$l" ] || continue; case "$l" in *-part*) continue;; esac; readlink -f "$l"
-  done
-  for s in "$SYSBLOCK"/nvme*; do
-    [ -r "$s/device/model" ] && grep -q {q(INSTANCE_STORE_MODEL)} "$s/device/model" && echo "/dev/${{s##*/}}"
-  done
-  return 0
-}}
-mdadm --assemble --scan >/dev/null 2>&1 || true
-free=()
-for d in $(discover | sort -u); do
-  [ "$(lsblk -dno TYPE "$d" 2>/dev/null)" = disk ] || continue
-  if [ -n "$(lsblk -no MOUNTPOINT "$d" | tr -d '[:space:]')" ] || [ -n "$(ls -A "/sys/block/${{d##*/}}/holders" 2>/dev/null)" ]; then
-    log "$d is in use, skipped"; continue
-  fi
-  free+=("$d")
-done
-if [ -e "$MD" ]; then target="$MD"
-else
-  if [ ${{#free[@]}} -eq 0 ]; then
-    log "ERROR: no free instance-store NVMe drive and no AMI volume at $AMI_VOLUME (expected $EXPECTED drives); $MOUNT not created"
-    exit 1
-  fi
-  [ "$EXPECTED" -eq 0 ] || [ ${{#free[@]}} -eq "$EXPECTED" ] || log "found ${{#free[@]}} drives, expected $EXPECTED"
-  if [ "$RAID" = raid0 ] && [ ${{#free[@]}} -gt 1 ]; then
-    mdadm --create "$MD" --name=scratch --level=0 --chunk="$CHUNK" --raid-devices=${{#free[@]}} --run "${{free[@]}}"
-    conf=/etc/mdadm/mdadm.conf; [ -d /etc/mdadm ] || conf=/etc/mdadm.conf
-    grep -qs "^ARRAY $MD " "$conf" || mdadm --detail --brief "$MD" >> "$conf"
-    target="$MD"
-  else target="${{free[0]}}"; fi
-fi
-blkid -s TYPE -o value "$target" >/dev/null 2>&1 || {mkfs}
-uuid=$(blkid -s UUID -o value "$target")
-mkdir -p "$MOUNT"
-sed -i "\\# $MOUNT {scratch.filesystem} #d" "$FSTAB"
-echo "UUID=$uuid $MOUNT {scratch.filesystem} $OPTS 0 2" >> "$FSTAB"
-mount "$MOUNT" && chmod 1777 "$MOUNT"
-log "$target mounted on $MOUNT"
+{{ command -v mdadm && command -v {mkfs}; }} >/dev/null 2>&1 || pkg_install {tools}
+exec "$SCRIPT" --require
 """
 
 
@@ -384,13 +345,15 @@ SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
     ("host_tuning", "grub-cmdline.cfg.j2", ("ubuntu",)),  # AL2023: grubby takes the arguments
     ("rdma", "nccl.conf.j2", _ALL),
     ("lustre_client", "lustre-mounts.sh.j2", _ALL),
+    ("nvme_scratch", "nvme-scratch.sh.j2", _ALL),
     ("sandbox", "runsc.toml.j2", _ALL),
 )
 """The role templates a cloud node gets, as ``(role, template, platforms)``: sysctls and
 hugepages, memlock limits for PAM sessions and systemd services, the GRUB kernel command line
 (Ubuntu's GRUB reads drop-ins; AL2023 boots through BLS entries that ``grubby`` edits),
-``/etc/nccl.conf``, the Lustre mount script (fstab entries, mounts, stripe layouts) and gVisor's
-``runsc.toml``."""
+``/etc/nccl.conf``, the Lustre mount script (fstab entries, mounts, stripe layouts), the NVMe
+scratch script (drive discovery and signature refusal, RAID0, filesystem, mdadm.conf, fstab; its
+task is skipped where no scratch is declared) and gVisor's ``runsc.toml``."""
 
 
 def cloud_role_vars(settings: NodeSettings, role: str, lustre: Mapping[str, LustreEndpoint]) -> dict[str, Any]:
@@ -485,7 +448,8 @@ def render_cloud_config(
             raw = str(f["content"]).encode("utf-8")
             if len(raw) > COMPRESS_OVER_BYTES:
                 f["encoding"] = "gz+b64"
-                f["content"] = LiteralScalarString(base64.encodebytes(gzip.compress(raw, 9, mtime=0)).decode("ascii"))
+                # one base64 line: a line-wrapped literal would spend its indentation on every 76 characters
+                f["content"] = base64.b64encode(gzip.compress(raw, 9, mtime=0)).decode("ascii")
     yaml = YAML()
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)

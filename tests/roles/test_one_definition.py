@@ -169,7 +169,7 @@ def test_the_cases_exercise_every_shared_file_and_condition(ansible_wrote) -> No
         written = set(_written(out / name))
         for path in ("/etc/sysctl.d/90-clusterforge.conf", "/etc/security/limits.d/90-clusterforge-memlock.conf",
                      "/etc/default/grub.d/90-clusterforge.cfg", "/etc/nccl.conf", "/etc/containerd/runsc.toml",
-                     "/usr/local/sbin/clusterforge-lustre-mounts"):
+                     "/usr/local/sbin/clusterforge-lustre-mounts", "/usr/local/sbin/clusterforge-nvme-scratch"):
             seen.setdefault(path, set()).add(path in written)
     assert seen.pop("/etc/sysctl.d/90-clusterforge.conf") == {True}
     assert all(v == {True, False} for v in seen.values()), seen

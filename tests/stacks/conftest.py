@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
 import io
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,8 +76,27 @@ def plan_variant(tmp_path: Path) -> Callable[..., PlanResult]:
 
 
 def user_data(lt: PlannedResource) -> str:
-    """The decoded user data of a launch template."""
-    return base64.b64decode(lt.inputs["userData"]).decode("utf-8")
+    """The decoded user data of a launch template (gunzipped when :func:`stacks.cloud_init.encode_user_data`
+    compressed a cloud-config over the 16 KB limit, as cloud-init does on the node)."""
+    raw = base64.b64decode(lt.inputs["userData"])
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+    return expand_gz_files(text)
+
+
+def expand_gz_files(text: str) -> str:
+    """``text`` (user data) with every ``write_files`` entry sent ``gz+b64`` shown as the literal cloud-init writes."""
+    return _GZ_FILE.sub(_gunzip_file, text)
+
+
+_GZ_FILE = re.compile(r"^( *)content: ([A-Za-z0-9+/=]+)\n\1encoding: gz\+b64\n", re.MULTILINE)
+
+
+def _gunzip_file(m: re.Match[str]) -> str:
+    """A ``write_files`` entry sent ``gz+b64`` (EKS user data over the limit), as the literal cloud-init writes."""
+    body = gzip.decompress(base64.b64decode(m.group(2))).decode("utf-8")
+    pad = m.group(1) + "  "
+    return (f"{m.group(1)}content: |\n" + "".join(pad + line + "\n" for line in body.splitlines())
+            + f"{m.group(1)}encoding: gz+b64 (unpacked here)\n")
 
 
 def by_id(plan: PlanResult) -> dict[str, PlannedResource]:

@@ -162,7 +162,8 @@ def assert_aws_facts(bp: Blueprint, plan: PlanResult) -> None:
         # 4. scratch: the AMI's own volume first, a loud error when nothing is there
         if g.local_nvme is not None:
             assert f"AMI_VOLUME=${{AMI_VOLUME:-{catalog().aws['dlami']['nvme_location']}}}" in text, where
-            assert "ERROR: no free instance-store NVMe drive" in text and "exit 0; fi" not in text, where
+            assert "ERROR: no free $([ \"$DISCOVERY\" = instance-store ] && echo instance-store NVMe" in text, where
+            assert "DISCOVERY=instance-store;" in text and "exec \"$SCRIPT\" --require" in text, where
     # 5. FSx for Lustre: Lustre ports both ways on both groups
     if plan.of_type(FSX):
         nodes, fsx = sg_named(plan, "-nodes"), sg_named(plan, "-fsx")

@@ -16,7 +16,7 @@ from clusterforge.cli import main
 from stacks.render import render_stack_config
 from tests.conftest import EXAMPLES, REPO
 
-from .conftest import variant_yaml
+from .conftest import expand_gz_files, variant_yaml
 
 pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -108,7 +108,7 @@ def test_render_writes_stack_config_and_user_data(tmp_path: Path) -> None:
     stack = (tmp_path / "Pulumi.eks-p4d.yaml").read_text()
     assert 'clusterforge:blueprint: "blueprint.yaml"' in stack
     assert (tmp_path / "blueprint.yaml").read_text() == (EXAMPLES / "aws-eks-p4d.yaml").read_text()
-    gpu = (tmp_path / "cloud-init" / "gpu.mime").read_text()
+    gpu = expand_gz_files((tmp_path / "cloud-init" / "gpu.mime").read_text())  # over 16 KB: larger files travel gz+b64
     assert "FSX_DATASETS_DNS_NAME@tcp:/FSX_DATASETS_MOUNT_NAME" in gpu
     assert render_stack_config(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml"), tmp_path / "x") == []
     assert not (tmp_path / "x").exists()

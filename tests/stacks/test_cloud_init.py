@@ -20,6 +20,7 @@ from blueprints import load_blueprint
 from blueprints.role_vars import node_role_vars
 from blueprints.settings import node_settings
 from stacks.cloud_init import (
+    INSTANCE_STORE_MODEL,
     USER_DATA_LIMIT_BYTES,
     LustreEndpoint,
     encode_user_data,
@@ -117,22 +118,29 @@ def test_instance_store_discovery_by_model_not_by_name(tmp_path: Path) -> None:
         (sysblock / name / "device" / "model").write_text(model.ljust(40) + "\n")
     s = settings_of("aws-p5-efa-lustre", "gpu")
     assert s.scratch is not None
-    script = scratch_script(s.scratch)
+    script = _role_script(s)
     func = re.search(r"^discover\(\) \{.*?^\}$", script, re.DOTALL | re.MULTILINE)
     assert func, "discover() not found"
-    prog = f"RESTRICT=(); BYID={byid}; SYSBLOCK={sysblock}\n{func.group(0)}\ndiscover | sort -u\n"
+    prog = (f"DISCOVERY=instance-store; INSTANCE_STORE_MODEL={shlex.quote(INSTANCE_STORE_MODEL)}; BYID={byid}; "
+            f"SYSBLOCK={sysblock}\n{func.group(0)}\ndiscover | sort -u\n")
     res = subprocess.run([BASH or "bash", "-c", prog], capture_output=True, text=True, check=True)
     assert res.stdout.split() == sorted([str(dev / "nvme1n1"), str(dev / "nvme3n1"), "/dev/nvme2n1"])
+
+
+def _role_script(s) -> str:
+    doc = cloud_config(render_cloud_config(s, placeholder_endpoints(s)))
+    return next(f["content"] for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-nvme-scratch")
 
 
 def test_scratch_script_settings_come_from_the_blueprint() -> None:
     s = settings_of("aws-p5-efa-lustre", "gpu")
     assert s.scratch is not None
-    script = scratch_script(s.scratch)
-    assert "MOUNT=/scratch; MD=/dev/md/scratch; RAID=raid0; CHUNK=512" in script
-    assert "EXPECTED=8;" in script, "p5.48xlarge has 8 instance-store drives (catalog)"
-    assert 'mkfs.xfs -q -K "$target"' in script
-    assert "OPTS=defaults,noatime,nofail" in script
+    script = _role_script(s)
+    assert "MOUNT=/scratch; FS=xfs; RAID=raid0\nCHUNK=512; OPTS=defaults,noatime,nofail; MODE=1777\n" in script
+    assert "MD=/dev/md/scratch; MD_NAME=scratch; EXPECTED=8\n" in script, "p5.48xlarge has 8 instance-store drives (catalog)"
+    assert "DISCOVERY=instance-store; WIPE=0\n" in script and f"INSTANCE_STORE_MODEL='{INSTANCE_STORE_MODEL}'" in script
+    assert "MKFS=(mkfs.xfs -q -K)" in script, "instance store is trimmed at launch: no discard pass"
+    assert 'exec "$SCRIPT" --require' in scratch_script(s.scratch), "the per-boot script runs the role's script"
 
 
 def test_eks_user_data_is_mime_multipart_with_cloud_config_and_nodeconfig(tmp_path: Path) -> None:

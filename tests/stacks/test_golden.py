@@ -9,6 +9,7 @@ After checking that the change is intended, regenerate with::
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from clusterforge.plan import PlanResult
 
 from ..golden_files import assert_golden
-from .conftest import AWS_EXAMPLES, plan_example
+from .conftest import AWS_EXAMPLES, expand_gz_files, plan_example
 
 pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -28,14 +29,19 @@ PROVIDER_KEYS = {"region", "kubeconfig", "enableServerSideApply"}
 
 
 def normalized(plan: PlanResult) -> dict[str, Any]:
-    """The plan as stable JSON: user data decoded to text, provider inputs reduced to what the program sets."""
+    """The plan as stable JSON: user data decoded to text (gzip and ``gz+b64`` files unpacked, the size sent on the
+    first line), provider inputs reduced to what the program sets."""
     resources = []
     for r in plan.resources:
         inputs = dict(r.inputs)
         if r.type.startswith("pulumi:providers:"):
             inputs = {k: v for k, v in inputs.items() if k in PROVIDER_KEYS}
         if "userData" in inputs:
-            inputs["userData"] = base64.b64decode(inputs["userData"]).decode("utf-8").splitlines()
+            raw = base64.b64decode(inputs["userData"])
+            gz = raw[:2] == b"\x1f\x8b"
+            text = expand_gz_files((gzip.decompress(raw) if gz else raw).decode("utf-8"))
+            # readable: a gzip'd document and gz+b64 files shown unpacked, each marked with its size as sent
+            inputs["userData"] = [f"<{len(raw)} bytes sent{', gzip' if gz else ''}>", *text.splitlines()]
         resources.append({"type": r.type, "name": r.name, "parent": r.parent, "inputs": inputs})
     invokes = sorted(([t, a] for t, a in plan.invokes), key=lambda x: json.dumps(x, sort_keys=True))
     return {"resources": resources, "outputs": plan.outputs, "invokes": invokes}

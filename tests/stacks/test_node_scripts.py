@@ -153,15 +153,172 @@ def test_scratch_without_drives_or_ami_volume_fails_and_leaves_no_mount_point(tm
     s = _settings("aws-p5-efa-lustre", "gpu")
     assert s.scratch is not None
     mount = tmp_path / "scratch"
-    script = scratch_script(s.scratch).replace(f"MOUNT={s.scratch.mount};", f"MOUNT={mount};")
+    wrapper = scratch_script(s.scratch).replace(f"MOUNT={s.scratch.mount};", f"MOUNT={mount};")
+    role_script = tmp_path / "clusterforge-nvme-scratch"
+    role_script.write_text(_script(s, "/usr/local/sbin/clusterforge-nvme-scratch").replace(
+        f"MOUNT={s.scratch.mount};", f"MOUNT={mount};"))
+    role_script.chmod(0o755)
     (tmp_path / "by-id").mkdir()
     (tmp_path / "block").mkdir()
     bindir, _ = _stubs(tmp_path)
-    res = _run(script, tmp_path, bindir, MOUNTED="", BYID=str(tmp_path / "by-id"), SYSBLOCK=str(tmp_path / "block"),
-               FSTAB=str(tmp_path / "fstab"))
+    res = _run(wrapper, tmp_path, bindir, MOUNTED="", BYID=str(tmp_path / "by-id"), SYSBLOCK=str(tmp_path / "block"),
+               FSTAB=str(tmp_path / "fstab"), SCRIPT=str(role_script), MDADM_CONF=str(tmp_path / "mdadm/mdadm.conf"))
     assert res.returncode == 1, "a declared scratch that cannot be built is an error on the node"
     assert "ERROR" in res.stderr and str(mount) in res.stderr
     assert not mount.exists(), "validation jobs must not find an empty directory where the scratch should be"
+    assert not (tmp_path / "fstab").exists() and not (tmp_path / "mdadm").exists(), "nothing is written"
+
+
+# --- scratch from the instance store: the nvme_scratch role's own script --------------------------
+
+class _Node:
+    """A fake instance: instance-store drives as image files behind ``by-id`` links, a sysfs tree,
+    fstab and mdadm.conf under ``tmp``; mdadm/mkfs/blkid/mount/mountpoint are logging stubs (the md
+    driver is not available here), ``wipefs`` is the real one, reading the images."""
+
+    def __init__(self, tmp: Path, n: int, settings, *, model: str = "Amazon EC2 NVMe Instance Storage") -> None:
+        self.tmp, self.s = tmp, settings
+        self.byid, self.block, self.dev = tmp / "by-id", tmp / "block", tmp / "dev"
+        for d in (self.byid, self.block, self.dev):
+            d.mkdir(exist_ok=True)
+        self.drives = []
+        for i in range(n):
+            img = self.dev / f"nvme{i + 1}n1"
+            with img.open("wb") as f:
+                f.truncate(8 * 1024 * 1024)
+            (self.byid / f"nvme-{model.replace(' ', '_')}_AWS{i:04d}").symlink_to(img)
+            (self.block / img.name / "holders").mkdir(parents=True)
+            self.drives.append(img)
+        self.mount, self.md = tmp / "scratch", tmp / "md-scratch"
+        self.fstab, self.conf = tmp / "fstab", tmp / "mdadm" / "mdadm.conf"
+        self.conf.parent.mkdir()
+        self.fstab.write_text("UUID=root / ext4 defaults 0 1\n")
+        self.bindir, self.log = tmp / "bin", tmp / "calls.log"
+        self.bindir.mkdir()
+        stubs = {
+            "mdadm": f'echo "mdadm $*" >> {self.log}; [ "$1" = --create ] && touch "$2"; exit 0',
+            "mkfs.xfs": f'echo "mkfs.xfs $*" >> {self.log}; echo xfs > "${{@: -1}}.fs"',
+            "blkid": f'echo "blkid $*" >> {self.log}; f="${{@: -1}}.fs"; [ -e "$f" ] || exit 2; '
+                     '[[ " $* " == *" UUID "* ]] && echo 1234-abcd || cat "$f"',
+            "mount": f'echo "mount $*" >> {self.log}; touch {tmp}/mounted',
+            "mountpoint": f'[ -e {tmp}/mounted ]',
+        }
+        for name, body in stubs.items():
+            (self.bindir / name).write_text(f"#!/bin/bash\n{body}\n")
+            (self.bindir / name).chmod(0o755)
+        text = _script(settings, "/usr/local/sbin/clusterforge-nvme-scratch")
+        for old, new in ((f"MOUNT={settings.scratch.mount};", f"MOUNT={self.mount};"),
+                         (f"MD={settings.scratch.md_device};", f"MD={self.md};"),
+                         (f"EXPECTED={settings.scratch.expected_drives}\n", f"EXPECTED={n}\n")):
+            assert old in text
+            text = text.replace(old, new)
+        self.script = tmp / "clusterforge-nvme-scratch"
+        self.script.write_text(text)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": f"{self.bindir}:/usr/sbin:/sbin:/usr/bin:/bin", "HOME": str(self.tmp), "BYID": str(self.byid),
+               "SYSBLOCK": str(self.block), "FSTAB": str(self.fstab), "MDADM_CONF": str(self.conf)}
+        return subprocess.run([BASH, str(self.script), *args], capture_output=True, text=True, env=env, check=False)
+
+    def calls(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+def _need_wipefs() -> None:
+    if shutil.which("wipefs") is None and not Path("/usr/sbin/wipefs").exists() and not Path("/sbin/wipefs").exists():
+        pytest.fail("wipefs (util-linux) is required")
+
+
+@pytest.mark.parametrize("drives", [2, 4, 8])
+def test_instance_store_first_boot_builds_raid0_and_a_reboot_changes_nothing(tmp_path: Path, drives: int) -> None:
+    _need_wipefs()
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    node = _Node(tmp_path, drives, s)
+    res = node.run("--require")
+    assert res.returncode == 0, res.stderr
+    create = next(line for line in node.calls().splitlines() if line.startswith("mdadm --create"))
+    assert "--level=0" in create and f"--raid-devices={drives}" in create and "--homehost=any" in create
+    assert "--run" not in create.split(), "mdadm's own prompt stays as a second guard"
+    assert sorted(create.split()[-drives:]) == sorted(str(d) for d in node.drives)
+    assert f"mkfs.xfs -q -K {node.md}" in node.calls()
+    assert node.fstab.read_text() == (f"UUID=root / ext4 defaults 0 1\n# clusterforge nvme_scratch\n"
+                                      f"{node.md} {node.mount} xfs defaults,noatime,nofail 0 0\n")
+    assert f"ARRAY {node.md} metadata=1.2 name=any:scratch" in node.conf.read_text()
+    assert (node.mount.stat().st_mode & 0o7777) == 0o1777
+    # a reboot: the array and the filesystem exist, fstab and mdadm.conf are right; nothing changes
+    before = (node.fstab.read_text(), node.conf.read_text())
+    res = node.run("--require")
+    assert res.returncode == 0 and "changed:" not in res.stdout, res.stdout
+    assert (node.fstab.read_text(), node.conf.read_text()) == before
+    assert node.calls().count("mdadm --create") == 1
+
+
+def test_instance_store_after_stop_start_rebuilds_on_the_blank_drives(tmp_path: Path) -> None:
+    """After a stop/start the instance store is blank and the array gone; fstab still holds our entry."""
+    _need_wipefs()
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    node = _Node(tmp_path, 2, s)
+    assert node.run("--require").returncode == 0
+    fstab = node.fstab.read_text()
+    node.md.unlink()
+    (tmp_path / "md-scratch.fs").unlink()
+    (tmp_path / "mounted").unlink()
+    res = node.run("--require")
+    assert res.returncode == 0, res.stderr
+    assert node.calls().count("mdadm --create") == 2 and node.fstab.read_text() == fstab
+
+
+@pytest.mark.parametrize("signature", ["ext4", "gpt"])
+def test_instance_store_drive_with_a_signature_is_refused_on_the_cloud_too(tmp_path: Path, signature: str) -> None:
+    _need_wipefs()
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    node = _Node(tmp_path, 2, s)
+    tool = shutil.which("mkfs.ext4", path="/usr/sbin:/sbin:/usr/bin") if signature == "ext4" else \
+        shutil.which("sfdisk", path="/usr/sbin:/sbin:/usr/bin")
+    if tool is None:
+        pytest.fail(f"{signature}: mkfs.ext4 / sfdisk (e2fsprogs, fdisk) are required")
+    if signature == "ext4":
+        subprocess.run([tool, "-q", "-F", str(node.drives[1])], check=True, capture_output=True)
+    else:
+        subprocess.run([tool, "-q", str(node.drives[1])], input="label: gpt\n,,L\n", text=True, check=True,
+                       capture_output=True)
+    digest = node.drives[1].read_bytes()
+    fstab = node.fstab.read_text()
+    res = node.run("--require")
+    assert res.returncode == 2
+    assert "refusing to build the scratch array:" in res.stderr and f"{node.drives[1]}: " in res.stderr
+    assert "Nothing was written" in res.stderr
+    assert "mdadm --create" not in node.calls() and "mkfs" not in node.calls()
+    assert node.drives[1].read_bytes() == digest and node.fstab.read_text() == fstab
+    assert not node.conf.exists() and not node.mount.exists()
+
+
+def test_an_fstab_entry_for_another_device_on_the_mount_point_is_kept(tmp_path: Path) -> None:
+    _need_wipefs()
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    node = _Node(tmp_path, 2, s)
+    node.fstab.write_text(f"/dev/md0 {node.mount} xfs defaults,nofail 0 0\n")
+    res = node.run("--require")
+    assert res.returncode == 2 and f"already mounts /dev/md0 on {node.mount}" in res.stderr
+    assert node.fstab.read_text() == f"/dev/md0 {node.mount} xfs defaults,nofail 0 0\n"
+    assert "mdadm --create" not in node.calls()
+
+
+def test_drives_of_another_model_or_in_use_are_not_taken(tmp_path: Path) -> None:
+    _need_wipefs()
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    node = _Node(tmp_path, 3, s)
+    (node.block / "nvme2n1" / "holders" / "md127").mkdir()  # a member of another array
+    ebs = tmp_path / "dev" / "nvme9n1"
+    ebs.touch()
+    (node.byid / "nvme-Amazon_Elastic_Block_Store_vol0123").symlink_to(ebs)
+    text = node.script.read_text().replace("EXPECTED=3\n", "EXPECTED=2\n")
+    node.script.write_text(text)
+    res = node.run("--require")
+    assert res.returncode == 0, res.stderr
+    create = next(line for line in node.calls().splitlines() if line.startswith("mdadm --create"))
+    assert create.split()[-2:] == [str(node.drives[0]), str(node.drives[2])]
+    assert "nvme2n1 is in use, skipped" in res.stderr
 
 
 # --- what each group's hardware has ---------------------------------------------------------------

@@ -3,6 +3,7 @@ and each assertion names the resource it is about."""
 
 from __future__ import annotations
 
+import base64
 import importlib
 import inspect
 import re
@@ -213,11 +214,13 @@ def test_user_data_builds_raid_mounts_lustre_and_writes_nccl_env(example: str) -
     for lt in plan.of_type(LT):
         g = b.group(group_of(lt.name, example))
         text = user_data(lt)
-        assert len(text.encode()) <= 16 * 1024, f"{lt.urn}: user data over the 16 KB EC2 limit"
+        sent = base64.b64decode(lt.inputs["userData"])  # what EC2 counts: the data before base64 (gzip'd if needed)
+        assert len(sent) <= 16 * 1024, f"{lt.urn}: user data over the 16 KB EC2 limit"
         assert "#cloud-config" in text
         if g.local_nvme is not None:
             assert "mdadm --create \"$MD\"" in text and "--level=0" in text, f"{lt.urn}: no RAID0"
-            assert "BYID=${BYID:-/dev/disk/by-id}" in text and '"$BYID"/nvme-Amazon_EC2_NVMe_Instance_Storage_' in text, (
+            assert "BYID=${BYID:-/dev/disk/by-id}" in text and '"$BYID"/nvme-"${INSTANCE_STORE_MODEL// /_}"_*' in text and (
+                "DISCOVERY=instance-store;" in text and "INSTANCE_STORE_MODEL='Amazon EC2 NVMe Instance Storage'" in text), (
                 f"{lt.urn}: instance-store drives not discovered by model")
             assert f"MOUNT={g.local_nvme.mount}" in text
         assert not re.search(r"/dev/nvme\d", text), f"{lt.urn}: fixed NVMe device name"
