@@ -6,7 +6,6 @@ import datetime
 from collections.abc import Iterator
 from typing import Any
 
-from ..models import LustreStorage
 from ._facts import fld, version, vstr
 from .registry import Hit, RuleContext, rule
 
@@ -281,16 +280,15 @@ def sandbox_driver_allow_list(ctx: RuleContext) -> Iterator[Hit]:
 def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
     if ctx.bp.is_aws or ctx.bp.software.kernel_updates is not None:
         return
-    lustre = any(isinstance(s, LustreStorage) and s.server is not None for s in ctx.bp.storage)
+    names = {"nvidia": "the NVIDIA driver", "lustre": "the Lustre client"}
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = ctx.cluster.group(g).hardware
-        mods = []
-        if hw.nvidia_gpus and not g.sandbox.passthrough:
-            mods.append("the NVIDIA driver")
+        # the modules the rendered host installs (a passthrough host with shared-NVSwitch Fabric Manager
+        # installs the driver too): the same settings the roles are rendered from
+        s = ctx.cluster.settings(g)
+        mods = [names.get(m, m) for m in s.out_of_tree_modules if m == "nvidia"]
         if ctx.bp.software.doca_ofed and ctx.bp.network.fabric in ("infiniband", "roce"):
             mods.append("DOCA-OFED")
-        if lustre:
-            mods.append("the Lustre client")
+        mods += [names.get(m, m) for m in s.out_of_tree_modules if m != "nvidia"]
         if mods:
             yield Hit(_sw(ctx, "kernel_updates", ("node_groups", i, "name")),
                       f"node group `{g.name}` runs {', '.join(mods)} as out-of-tree kernel modules and "
