@@ -734,6 +734,11 @@ class NfsStorage(StrictModel):
     export: Annotated[str, Field(description="Exported path.", pattern=ABS_PATH)]
     version: Annotated[Literal["3", "4.1", "4.2"], Field(description="NFS version.")] = "4.2"
     mount_options: Annotated[list[str], Field(description="Extra mount options.")] = ["_netdev", "nconnect=8"]
+    throughput_mb_s: Annotated[
+        float | None,
+        Field(description="Sequential throughput the NFS server delivers to one client node, MB/s (1e6 bytes/s); the "
+                          "fio expectation for the mount. Unset = fio results are judged for correctness only.", gt=0),
+    ] = None
 
 
 Storage = Annotated[Union[LustreStorage, NfsStorage], Field(discriminator="kind")]

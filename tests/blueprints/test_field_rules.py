@@ -673,6 +673,29 @@ def test_lustre_server_without_throughput(tmp_path: Path) -> None:
     assert lustre and lustre[0].read_mb_s == 20000 and lustre[0].write_mb_s == 20000
 
 
+@pytest.mark.parametrize("version", ["3", "4.1", "4.2"])
+def test_nfs_export_without_throughput(version: str) -> None:
+    doc = _onprem("l40s:4", 2, fabric="roce")
+    doc["storage"] = [{"kind": "nfs", "name": "home", "mount": "/home/shared", "server": "10.1.0.5",
+                       "export": "/export/home", "version": version}]
+    doc["validation"] = {"suites": ["fio"]}
+    hits = [f for f in _findings(doc) if f.rule_id == "fio-expectation-missing"]
+    assert hits and hits[0].fix == "set `storage.0.throughput_mb_s` to what the NFS server delivers to one client, in MB/s"
+    doc["validation"]["fio"] = {"targets": ["/scratch-elsewhere"]}
+    assert "fio-expectation-missing" not in _ids(doc)  # the mount is not tested
+    doc["validation"] = {"suites": ["nccl"]}
+    assert "fio-expectation-missing" not in _ids(doc)  # fio does not run
+    doc["validation"] = {"suites": ["fio"]}
+    doc["storage"][0]["throughput_mb_s"] = 2500
+    assert "fio-expectation-missing" not in _ids(doc)
+    from validate.expectations import context_from_blueprint
+
+    text, _ = emit(doc)
+    exp = context_from_blueprint(parse_blueprint(text, "v.yaml").blueprint)
+    [nfs] = [s for s in exp.storage if s.mount == "/home/shared"]
+    assert nfs.kind == "nfs" and nfs.read_mb_s == 2500 and nfs.write_mb_s == 2500 and "2500 MB/s" in nfs.derivation
+
+
 # --- kind 9: kernel drift ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant,trips", [
