@@ -7,6 +7,7 @@ import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..catalog import catalog
 from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, LustreStorage, Network, Nic, RoceNetwork
 from ..resolved import smallest_ipoib_prefix
 from ..settings import generated_nccl_env
@@ -16,6 +17,7 @@ from .registry import Hit, RuleContext, rule
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 NVIDIA_QOS = "https://docs.nvidia.com/networking/display/mlnxenv23106161lts/quality-of-service-(qos)"
+_NCCL_GDR = catalog().extras["nccl_gpudirect"]  # the minimum NCCL per GPUDirect RDMA method, with sources
 OFI_ENV = "https://github.com/aws/aws-ofi-nccl/blob/2daf7d303aa139a03140aa530957d10521e4478d/doc/efa-env-var.md"
 
 
@@ -132,8 +134,9 @@ def rdma_nics_declared(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="ipoib-netdev-declared",
     severity="warning",
-    summary="IPoIB addresses and Lustre LNet (`o2ib`) bind to the first InfiniBand port's `netdev`; without one they "
-            "use the kernel's old default `ib0`, which hosts with predictable interface names (`ibp12s0`) do not have.",
+    summary="IPoIB addresses and Lustre LNet (`o2ib`) bind to the first InfiniBand port's `netdev`; without one the "
+            "host gets no IPoIB address and LNet no `o2ib` interface (no name such as `ib0` is guessed: hosts with "
+            "predictable interface names call the port e.g. `ibp12s0`).",
     fix="add `netdev:` (the name `ip link` shows, e.g. `ibp24s0`) to the InfiniBand NICs in `hardware.nics`",
     source="https://wiki.lustre.org/Mounting_a_Lustre_File_System_on_Client_Nodes",
 )
@@ -149,7 +152,8 @@ def ipoib_netdev_declared(ctx: RuleContext) -> Iterator[Hit]:
         ib = [n for n in (g.hardware.nics if g.hardware else []) if n.link_layer == "infiniband"]
         if ib and not any(n.netdev for n in ib):
             yield Hit(("node_groups", i, "hardware", "nics", 0), f"group `{g.name}`: no InfiniBand NIC declares its "
-                      f"`netdev`, so {needs} would bind to `ib0`")
+                      f"`netdev`, so {needs} get{'s' if ' and ' not in needs else ''} no interface on these hosts "
+                      f"(no interface name is guessed)")
 
 
 @rule(
@@ -675,9 +679,9 @@ def roce_ecn_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="nccl-gpudirect-method",
     severity="error",
-    summary="The NCCL release must recognise the declared GPUDirect RDMA method: NCCL before 2.23.4 does not detect "
-            "the driver-bundled `nvidia-peermem` module and silently turns GPUDirect RDMA off; DMA-BUF needs NCCL "
-            "2.13 or newer (catalog `nccl_gpudirect`).",
+    summary="The NCCL release must recognise the declared GPUDirect RDMA method: NCCL before "
+            f"{_NCCL_GDR['nvidia-peermem']['min_nccl']} does not detect the driver-bundled `nvidia-peermem` module and "
+            f"silently turns GPUDirect RDMA off; DMA-BUF needs NCCL {_NCCL_GDR['dmabuf']['min_nccl']} or newer.",
     fix="raise `software.nccl`, or use `network.gpudirect_rdma.method: dmabuf` (open kernel modules)",
     source="https://github.com/NVIDIA/nccl/issues/1676",
 )
@@ -711,7 +715,7 @@ def _gid_unsafe(index: int, table: dict[str, object]) -> str | None:
     severity="error",
     summary="A fixed RoCE GID index that the standard GID table layout (per address: a RoCE v1 and a RoCE v2 entry, "
             "the IPv6 link-local pair first) puts on a RoCE v1 or link-local entry gives QP connection timeouts "
-            "between hosts (catalog `roce_gid_table`).",
+            "between hosts.",
     fix="set `network.roce.gid_index: discover` (each node finds the RoCE v2 GID of its data-plane address)",
     source="https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-class-infiniband",
 )

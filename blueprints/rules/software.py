@@ -115,9 +115,9 @@ def effective_driver(ctx: RuleContext) -> tuple[str | None, bool]:
 @rule(
     id="driver-branch-gpu",
     severity="error",
-    summary="Each GPU architecture has a first driver branch (the branch of its first CUDA toolkit) and some a last "
-            "one (Kepler ends at R470; Maxwell, Pascal and Volta at R580); some parts need a later release of the "
-            "branch (HGX B200: 570.133.20). A pinned driver outside the range does not drive the GPUs.",
+    summary="Each GPU architecture has a first driver branch (the branch of its first CUDA toolkit) and older ones a "
+            "last (newer branches dropped them); some parts also need a later release of the branch than its first. "
+            "A pinned driver outside the range does not drive the GPUs; the finding names the range.",
     fix="pin a driver branch inside the GPU's range",
     source=DRIVER_MATRIX,
 )
@@ -228,7 +228,7 @@ def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:
     id="sandbox-driver-allow-list",
     severity="error",
     summary="gVisor's GPU proxy (nvproxy) and Kata's GPU guest support exact driver releases, listed per runtime "
-            "release in the catalog (`sandbox_runtimes`): the runtime release must be listed and "
+            "runtime release in the hardware catalog: the runtime release must be listed and "
             "`software.driver_version` must be one of its drivers.",
     fix="pin `software.driver_version` to a release the runtime lists",
     source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",

@@ -109,7 +109,7 @@ def test_field_03_b200_driver_is_in_range(fixtures_dir: Path) -> None:
     assert node_settings(loaded.blueprint, "b200").driver_version == CAT.driver_release("570")
 
 
-# --- kind 1: NCCL variables that switch off or narrow declared hardware --------------------------------
+# --- NCCL variables that switch off or narrow declared hardware --------------------------------------
 
 def _satisfying(needs: str) -> dict[str, Any] | None:
     """A blueprint that declares what ``needs`` asks for (on-prem), or ``None`` for EFA-only needs."""
@@ -315,7 +315,7 @@ def test_generated_hca_replaced_by_a_covering_value_is_a_warning() -> None:
     assert hits and "NCCL_IB_HCA=mlx5` replaces `NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in hits[0].message
 
 
-# --- kind 2: interface names from declared netdevs or discovery -------------------------------------
+# --- interface names from declared netdevs or discovery ----------------------------------------------
 
 def _rendered_text(doc: dict[str, Any], tmp_path: Path) -> str:
     from clusterforge.ansible.render import render_ansible
@@ -412,7 +412,7 @@ def test_gid_discovery_is_the_default_and_reaches_the_role(tmp_path: Path) -> No
     assert node_settings(parse_blueprint(text, "v.yaml").blueprint, "gpu").nccl_env["NCCL_IB_GID_INDEX"] == "3"
 
 
-# --- kind 5: fixed GID indices -----------------------------------------------------------------------
+# --- fixed RoCE GID indices --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("index", range(8))
 @pytest.mark.parametrize("where", ["field", "env"])
@@ -426,7 +426,7 @@ def test_gid_indices_on_v1_or_link_local_entries_trip(index: int, where: str) ->
     assert ("roce-gid-index" in _ids(doc)) == unsafe
 
 
-# --- kind 3: driver branch against the GPU generation ------------------------------------------------
+# --- driver branch against the GPU generation --------------------------------------------------------
 
 BRANCHES = ["418", "450", "470", "520", "525", "535", "550", "570", "580", "590", "595"]
 NVIDIA_GPUS = [k for k in CAT.gpu_keys if CAT.gpu(k).vendor == "nvidia"]
@@ -497,7 +497,7 @@ def test_a_branch_without_a_catalogued_release_needs_an_exact_version_on_gpu_hos
     assert "driver-version-branch" not in _ids(doc)
 
 
-# --- kind 4: NCCL release against the GPUDirect method -----------------------------------------------
+# --- NCCL release against the GPUDirect method -------------------------------------------------------
 
 @pytest.mark.parametrize("method,open_modules,nccl,trips", [
     # unset method: DMA-BUF with the open kernel modules, nvidia-peermem with the proprietary ones
@@ -518,7 +518,7 @@ def test_nccl_release_against_gpudirect_method(method: str | None, open_modules:
     assert "nccl-gpudirect-method" not in _ids(doc)
 
 
-# --- kind 6: exact driver versions of sandbox runtimes -----------------------------------------------
+# --- exact driver versions of sandbox runtimes -------------------------------------------------------
 
 def _sandboxed(runtime: str, release: str, **software: Any) -> dict[str, Any]:
     doc = _onprem("h100-sxm:8", 0, fabric="ethernet",
@@ -566,7 +566,7 @@ def test_container_groups_have_no_allow_list() -> None:
     assert "sandbox-driver-allow-list" not in _ids(doc)
 
 
-# --- kind 7: NVSwitch fabric plan for passthrough ------------------------------------------------------
+# --- NVSwitch fabric plan for passthrough ------------------------------------------------------------
 
 SXM8 = [k for k in NVIDIA_GPUS if CAT.gpu(k).has_nvlink and CAT.gpu(k).nvlink_gen and k != "gb200-per-gpu"]
 
@@ -638,7 +638,7 @@ def test_rendered_settings_follow_the_plan(gpu: str, switches: int, tmp_path: Pa
     assert b.gpu_packages.fabric_mode == ("FABRIC_MODE", 0)
 
 
-# --- kind 8: fio expectations that vanish ------------------------------------------------------------
+# --- fio expectations that vanish --------------------------------------------------------------------
 
 @pytest.mark.parametrize("nvme,trips", [
     ({"count": 2}, True), ({"count": 2, "model": "no-such-drive"}, True), ({"count": 2, "model": "micron-7450"}, False),
@@ -696,7 +696,7 @@ def test_nfs_export_without_throughput(version: str) -> None:
     assert nfs.kind == "nfs" and nfs.read_mb_s == 2500 and nfs.write_mb_s == 2500 and "2500 MB/s" in nfs.derivation
 
 
-# --- kind 9: kernel drift ----------------------------------------------------------------------------
+# --- kernel drift under out-of-tree modules ----------------------------------------------------------
 
 @pytest.mark.parametrize("variant,trips", [
     ("gpu", True), ("cpu-only", False), ("cpu-lustre", True), ("cpu-doca-ib", True), ("passthrough", False),
