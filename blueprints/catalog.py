@@ -434,10 +434,33 @@ class Catalog:
 
     @property
     def nccl_env_fast_paths(self) -> list[dict[str, Any]]:
-        """The NCCL variables that switch off or narrow a declared fast path: dicts with ``name``,
-        ``values`` (``*`` = any), ``effect`` (``disables``/``narrows``), ``needs``, ``switches_off``.
+        """The NCCL / libfabric variables that switch off or narrow a declared fast path: dicts with
+        ``name``, ``values`` (strings; ``*`` = any), ``except`` (values that are harmless where
+        ``values`` is ``*``; may be empty), ``effect`` (``disables``/``narrows``), ``needs``,
+        ``switches_off`` and ``source`` (the row's own URL, else the table's). A row's
+        ``values_from`` (a dotted catalog path, e.g. ``aws.efa_software.disable_device_rdma.X``)
+        is resolved into ``values`` so a value clusterforge itself writes is kept once.
         Source: ``nccl_env_fast_paths.source`` (the NCCL environment variable reference)."""
-        return list(self.extras["nccl_env_fast_paths"]["variables"])
+        table = self.extras["nccl_env_fast_paths"]
+        out = []
+        for row in table["variables"]:
+            r = dict(row)
+            if "values_from" in r:
+                node: Any = {"aws": self.aws, **self.extras}
+                for part in str(r.pop("values_from")).split("."):
+                    node = node[part]
+                r["values"] = [node]
+            r["values"] = [str(v) for v in r["values"]]
+            r["except"] = [str(v) for v in r.get("except", [])]
+            r.setdefault("source", table["source"])
+            out.append(r)
+        return out
+
+    @property
+    def mnnvl_gpus(self) -> list[str]:
+        """GPU keys whose nodes join a multi-node NVLink domain (GB200 NVL72), where NCCL's
+        multi-node NVLink carries inter-node traffic. Source: ``nccl_env_fast_paths.mnnvl_source``."""
+        return [str(k) for k in self.extras["nccl_env_fast_paths"].get("mnnvl_gpus", [])]
 
     def infiniband_port_gbps(self, generation: str) -> float:
         """4x port rate in Gbit/s for an InfiniBand generation (``NDR`` -> 400).

@@ -256,7 +256,8 @@ class Nic(StrictModel):
     netdev: Annotated[str | None, Field(
         description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`. Needed on RoCE (QoS is set per interface; "
                     "a rule asks) and on InfiniBand with IPoIB or Lustre, which bind to the first InfiniBand port's "
-                    "netdev (the kernel's `ib0` when none is declared, which predictable interface names rarely give).")] = None
+                    "netdev: without one the host gets no IPoIB address and LNet no `o2ib` interface (no interface "
+                    "name is guessed). Also what `network.nccl.socket_ifname` is checked against.")] = None
     speed_gbps: Annotated[float, Field(description="Line rate in Gbit/s (1e9 bit/s).", gt=0)]
     numa_node: Annotated[int | None, Field(description="NUMA node the adapter is attached to.", ge=0)] = None
     link_layer: Annotated[
@@ -345,16 +346,22 @@ class NvswitchPlan(StrictModel):
     """How the NVSwitch fabric of an HGX/DGX baseboard is handled when its GPUs go into guests.
 
     ``full-passthrough``: every GPU and every NVSwitch of the host goes to one guest and Fabric
-    Manager runs inside the guest (the host runs none). ``shared-nvswitch``: Fabric Manager runs on
-    the host in shared NVSwitch mode (``FABRIC_MODE=1``), keeps the NVSwitches, and activates a GPU
-    partition of ``gpus_per_guest`` GPUs for each guest. Source:
-    https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html
+    Manager runs inside the guest (the host runs none); clusterforge binds the NVSwitches to
+    vfio-pci with the GPUs and sizes the guest's PCIe root ports. ``shared-nvswitch``: the host keeps
+    the NVSwitches; clusterforge installs the driver and Fabric Manager on the host and runs it in
+    shared NVSwitch mode (``FABRIC_MODE=1``), and ``check`` accepts only the partition sizes Fabric
+    Manager offers. Activating the partition of ``gpus_per_guest`` GPUs for each guest (Fabric
+    Manager API, or NVIDIA's ``fmpm -a <partition id>``, before the guest starts; deactivating it
+    after) is not rendered: the VM or Kata orchestrator must do it. Sources:
+    https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html,
+    https://github.com/NVIDIA/Fabric-Manager-Client
     """
 
     mode: Annotated[
         Literal["full-passthrough", "shared-nvswitch"],
         Field(description="`full-passthrough` (all GPUs + NVSwitches to one guest, Fabric Manager in the guest) or "
-                          "`shared-nvswitch` (Fabric Manager on the host assigns GPU partitions)."),
+                          "`shared-nvswitch` (Fabric Manager on the host in shared NVSwitch mode; each guest's GPU partition "
+                          "is activated by the VM/Kata orchestrator, not by clusterforge)."),
     ]
     gpus_per_guest: Annotated[
         int | None,
@@ -734,6 +741,11 @@ class NfsStorage(StrictModel):
     export: Annotated[str, Field(description="Exported path.", pattern=ABS_PATH)]
     version: Annotated[Literal["3", "4.1", "4.2"], Field(description="NFS version.")] = "4.2"
     mount_options: Annotated[list[str], Field(description="Extra mount options.")] = ["_netdev", "nconnect=8"]
+    throughput_mb_s: Annotated[
+        float | None,
+        Field(description="Sequential throughput the NFS server delivers to one client node, MB/s (1e6 bytes/s); the "
+                          "fio expectation for the mount. Unset = fio results are judged for correctness only.", gt=0),
+    ] = None
 
 
 Storage = Annotated[Union[LustreStorage, NfsStorage], Field(discriminator="kind")]

@@ -50,6 +50,7 @@ from blueprints.models import (
     InfinibandNetwork,
     LustreStorage,
     NcclThresholds,
+    NfsStorage,
     fabric_tag,
 )
 from blueprints.resolved import ResolvedGroup, resolve
@@ -392,6 +393,13 @@ def _shared_expectations(bp: Blueprint, client_gbps: float | None = None) -> lis
                                           derivation=f"declared server throughput {mb_s:.0f} MB/s (storage.server."
                                                      f"throughput_mb_s, file-system total)",
                                           source="blueprint storage.server.throughput_mb_s"))
+        elif isinstance(s, NfsStorage) and s.throughput_mb_s:
+            mb_s = float(s.throughput_mb_s)
+            out.append(StorageExpectation(mount=s.mount, kind="nfs", name=f"nfs {s.name} {s.mount}",
+                                          read_mb_s=mb_s, write_mb_s=mb_s,
+                                          derivation=f"declared NFS server throughput {mb_s:.0f} MB/s to one client "
+                                                     f"(storage.throughput_mb_s)",
+                                          source="blueprint storage.throughput_mb_s"))
         else:
             kind = "lustre" if isinstance(s, LustreStorage) else "nfs"
             out.append(StorageExpectation(mount=s.mount, kind=kind, name=f"{kind} {s.name} {s.mount}",

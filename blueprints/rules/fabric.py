@@ -7,6 +7,7 @@ import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..catalog import catalog
 from ..models import EfaNetwork, EthernetNetwork, InfinibandNetwork, LustreStorage, Network, Nic, RoceNetwork
 from ..resolved import smallest_ipoib_prefix
 from ..settings import generated_nccl_env
@@ -16,6 +17,7 @@ from .registry import Hit, RuleContext, rule
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 NVIDIA_QOS = "https://docs.nvidia.com/networking/display/mlnxenv23106161lts/quality-of-service-(qos)"
+_NCCL_GDR = catalog().extras["nccl_gpudirect"]  # the minimum NCCL per GPUDirect RDMA method, with sources
 OFI_ENV = "https://github.com/aws/aws-ofi-nccl/blob/2daf7d303aa139a03140aa530957d10521e4478d/doc/efa-env-var.md"
 
 
@@ -132,8 +134,9 @@ def rdma_nics_declared(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="ipoib-netdev-declared",
     severity="warning",
-    summary="IPoIB addresses and Lustre LNet (`o2ib`) bind to the first InfiniBand port's `netdev`; without one they "
-            "use the kernel's old default `ib0`, which hosts with predictable interface names (`ibp12s0`) do not have.",
+    summary="IPoIB addresses and Lustre LNet (`o2ib`) bind to the first InfiniBand port's `netdev`; without one the "
+            "host gets no IPoIB address and LNet no `o2ib` interface (no name such as `ib0` is guessed: hosts with "
+            "predictable interface names call the port e.g. `ibp12s0`).",
     fix="add `netdev:` (the name `ip link` shows, e.g. `ibp24s0`) to the InfiniBand NICs in `hardware.nics`",
     source="https://wiki.lustre.org/Mounting_a_Lustre_File_System_on_Client_Nodes",
 )
@@ -149,7 +152,8 @@ def ipoib_netdev_declared(ctx: RuleContext) -> Iterator[Hit]:
         ib = [n for n in (g.hardware.nics if g.hardware else []) if n.link_layer == "infiniband"]
         if ib and not any(n.netdev for n in ib):
             yield Hit(("node_groups", i, "hardware", "nics", 0), f"group `{g.name}`: no InfiniBand NIC declares its "
-                      f"`netdev`, so {needs} would bind to `ib0`")
+                      f"`netdev`, so {needs} get{'s' if ' and ' not in needs else ''} no interface on these hosts "
+                      f"(no interface name is guessed)")
 
 
 @rule(
@@ -334,13 +338,19 @@ class _Declared:
     hw: GroupHardware
     nics: list[Nic]
 
-    def has(self, need: str, net: Network) -> bool:
+    def has(self, need: str, net: Network, mnnvl_gpus: tuple[str, ...] = ()) -> bool:
+        """Whether this group declares what a fast-path table row ``needs`` (see the catalog's
+        ``nccl_env_fast_paths`` comment); ``mnnvl_gpus`` are the multi-node NVLink GPU keys."""
         # training groups never pass their GPUs into sandboxes: GPUDirect RDMA is on unless written off
         gdr = net.gpudirect_rdma.on_for(False) and net.fabric in ("efa", "infiniband", "roce")
         if net.fabric == "efa" and self.hw.instance is not None and self.hw.instance.gpudirect_rdma is False:
             gdr = False
+        rdma_read = bool(self.hw.instance is not None and self.hw.instance.efa_rdma_read)
         return {
             "multi-gpu": self.hw.gpus >= 2,
+            "mnnvl": self.hw.gpu_key in mnnvl_gpus,
+            "roce": net.fabric == "roce",
+            "efa-rdma-read": net.fabric == "efa" and gdr and rdma_read,
             "nvlink": self.hw.gpu is not None and self.hw.gpu.has_nvlink and self.hw.gpus >= 2,
             "nvls": self.hw.nvswitch and self.hw.gpu is not None and (self.hw.gpu.nvlink_gen or 0) >= 4,
             "rdma": net.fabric in ("infiniband", "roce"),
@@ -384,40 +394,47 @@ def _selected(value: str, name: str, port: int | None = None) -> bool:
     return hit != exclude
 
 
+def _row_matches(row: dict[str, object], value: str) -> bool:
+    """Whether ``value`` (a user's variable value) is one the fast-path table ``row`` flags."""
+    val = value.strip().lower()
+    values = [str(x).lower() for x in row["values"]]  # type: ignore[attr-defined]
+    if "*" in values:
+        return val not in [str(x).lower() for x in row["except"]]  # type: ignore[attr-defined]
+    return val in values
+
+
 def _fast_path_hits(ctx: RuleContext, effect: str) -> Iterator[Hit]:
     net = ctx.bp.network
     groups = _declared(ctx)
+    mnnvl = tuple(ctx.catalog.mnnvl_gpus)
+    table_source = ctx.catalog.extras["nccl_env_fast_paths"]["source"]
     for k, v in net.nccl.env.items():
-        val = v.strip().lower()
         for row in ctx.catalog.nccl_env_fast_paths:
-            if row["name"] != k or row["effect"] != effect:
+            if row["name"] != k or row["effect"] != effect or not _row_matches(row, v):
                 continue
-            if "*" not in row["values"] and val not in [str(x).lower() for x in row["values"]]:
-                continue
-            hit = [d for d in groups if d.has(str(row["needs"]), net)]
+            hit = [d for d in groups if d.has(str(row["needs"]), net, mnnvl)]
             if hit:
+                src = f" (source: {row['source']})" if row["source"] != table_source else ""
                 yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}={v}` switches off {row['switches_off']} "
-                          f"on {hit[0].describe()}", f"remove `{k}` from `network.nccl.env`")
+                          f"on {hit[0].describe()}{src}", f"remove `{k}` from `network.nccl.env`")
+                break
 
 
 @rule(
     id="nccl-env-disables-fabric",
     severity="error",
     summary="`network.nccl.env` must not switch off a fast path the blueprint declares: peer-to-peer and shared "
-            "memory between GPUs, NVLink SHARP, GPUDirect RDMA, the RDMA transport or network plugin, a declared "
-            "NIC left out of `NCCL_IB_HCA`, or a socket interface that matches no declared netdev (catalog "
-            "`nccl_env_fast_paths`).",
+            "memory between GPUs, NVLink SHARP, multi-node NVLink, GPUDirect RDMA (also the EFA device's RDMA), the "
+            "RDMA transport, libfabric provider or network plugin, RoCE v2 GIDs, a declared NIC left out of "
+            "`NCCL_IB_HCA`; and NCCL's socket interface must exist with an address: on Ethernet it carries the "
+            "data and must include the declared NICs, on RDMA fabrics it only carries bootstrap traffic and must "
+            "not name an InfiniBand port that gets no IPoIB address.",
     fix="remove the variable from `network.nccl.env`",
     source=NCCL_ENV,
 )
 def nccl_env_disables_fabric(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
     yield from _fast_path_hits(ctx, "disables")
-    if net.fabric == "efa":
-        v = net.nccl.env.get("FI_PROVIDER")
-        if v is not None and v.strip().lower() not in ("efa", ""):
-            yield Hit(("network", "nccl", "env", "FI_PROVIDER"), f"`network.nccl.env.FI_PROVIDER={v}` replaces the "
-                      f"libfabric `efa` provider on an EFA fabric", "remove it (clusterforge sets `FI_PROVIDER=efa`)")
     hca = net.nccl.env.get("NCCL_IB_HCA")
     if hca is not None and net.fabric in ("infiniband", "roce"):
         for d in _declared(ctx):
@@ -432,49 +449,118 @@ def nccl_env_disables_fabric(ctx: RuleContext) -> Iterator[Hit]:
                           f"{len(d.nics) - len(left)} of {len(d.nics)} rails; the generated value is `{gen}`",
                           "remove `NCCL_IB_HCA` from `network.nccl.env` (clusterforge lists every declared NIC)")
                 break
+    for path, value in _socket_values(ctx):
+        yield from _socket_hits(ctx, path, value, "disables")
+
+
+def _socket_values(ctx: RuleContext) -> list[tuple[tuple[object, ...], str]]:
+    """``(path, value)`` of each NCCL socket interface selection the blueprint writes."""
+    net = ctx.bp.network
+    out: list[tuple[tuple[object, ...], str]] = []
     for path, value in ((("network", "nccl", "socket_ifname"), net.nccl.socket_ifname),
                         (("network", "nccl", "env", "NCCL_SOCKET_IFNAME"), net.nccl.env.get("NCCL_SOCKET_IFNAME"))):
-        if not value:
+        if value and value.strip():
+            out.append((path, value))
+    return out
+
+
+def _ipoib_addressed(ctx: RuleContext, d: _Declared) -> set[str]:
+    """The InfiniBand netdevs of group ``d`` that get an IPoIB address from the blueprint: the first
+    InfiniBand port's netdev when `network.infiniband.ipoib` is enabled with a `cidr`."""
+    net = ctx.bp.network
+    if not isinstance(net, InfinibandNetwork) or not net.infiniband.ipoib.enabled or not net.infiniband.ipoib.cidr:
+        return set()
+    first = next((n.netdev for n in d.nics if n.netdev and n.link_layer == "infiniband"), None)
+    return {first} if first else set()
+
+
+def _socket_hits(ctx: RuleContext, path: tuple[object, ...], value: str, effect: str) -> Iterator[Hit]:
+    """NCCL_SOCKET_IFNAME against the declared interfaces (NCCL env reference, NCCL_SOCKET_IFNAME).
+
+    On an RDMA fabric (InfiniBand, RoCE, EFA) the sockets carry only NCCL's bootstrap and
+    out-of-band traffic: any interface with an address will do (a management NIC is right), but an
+    InfiniBand port without an IPoIB address gives NCCL no socket interface (``disables``). On
+    plain Ethernet the sockets carry the data: a value that selects none of the declared data NICs
+    moves the traffic elsewhere (``disables``), one that leaves some out narrows it (``narrows``)."""
+    net = ctx.bp.network
+    exclude, exact, items = _match_list(value)
+    for d in _declared(ctx):
+        if net.fabric == "ethernet":
+            data = [n.netdev for n in d.nics if n.netdev and n.link_layer == "ethernet"]
+            if not data:
+                continue
+            left = [nd for nd in data if not _selected(value, nd)]
+            if effect == "disables" and len(left) == len(data):
+                yield Hit(path, f"`{fld(path)}` `{value}` selects none of the Ethernet NICs {d.describe()} declares "
+                          f"({', '.join(data)}): on `fabric: ethernet` NCCL's socket transport carries the data, so it "
+                          f"would run over another interface",
+                          f"name the declared data NICs (e.g. `={','.join(data)}`) or remove it")
+                return
+            if effect == "narrows" and 0 < len(left) < len(data):
+                yield Hit(path, f"`{fld(path)}` `{value}` leaves out {len(left)} of the {len(data)} Ethernet NICs "
+                          f"{d.describe()} declares ({', '.join(left)}): NCCL's socket transport uses "
+                          f"{len(data) - len(left)} of them",
+                          f"include every declared data NIC (e.g. `={','.join(data)}`) or remove it")
+                return
             continue
-        for d in _declared(ctx):
-            netdevs = [n.netdev for n in d.nics if n.netdev]
-            if netdevs and not any(_selected(value, nd) for nd in netdevs):
-                yield Hit(path, f"`{fld(path)}` `{value}` matches none of the interfaces {d.describe()} declares "
-                          f"({', '.join(netdevs)}): NCCL finds no socket interface on those nodes",
-                          f"name a declared netdev (e.g. `={netdevs[0]}`) or declare the interface under `hardware.nics`")
-                break
+        if effect != "disables" or exclude or not items or net.fabric not in ("infiniband", "roce", "efa"):
+            continue
+        ib = [n.netdev for n in d.nics if n.netdev and n.link_layer == "infiniband"]
+        if not ib:
+            continue
+        addressed = _ipoib_addressed(ctx, d)
+        declared = [n.netdev for n in d.nics if n.netdev]
+
+        def picks(item: tuple[str, int | None], nd: str) -> bool:
+            return nd == item[0] if exact else nd.startswith(item[0])
+
+        # every listed name picks only InfiniBand ports without an address (and some such port)
+        bare = [nd for nd in ib if nd not in addressed]
+        if all(any(picks(it, nd) for nd in bare) and not any(picks(it, nd) for nd in declared if nd not in bare)
+               for it in items):
+            named = sorted({nd for it in items for nd in bare if picks(it, nd)})
+            why = ("`network.infiniband.ipoib.cidr` is unset" if not addressed
+                   else f"only `{next(iter(addressed))}` gets the IPoIB address")
+            yield Hit(path, f"`{fld(path)}` `{value}` names only InfiniBand ports of {d.describe()} that get no IPoIB "
+                      f"address ({', '.join(named)}; {why}): NCCL's bootstrap finds no socket interface with an "
+                      f"address. On an RDMA fabric the socket interface carries only bootstrap traffic",
+                      "name the management interface the hosts' addresses are on (e.g. `=eno1`), or remove it"
+                      + (f" or use `={next(iter(addressed))}`" if addressed else
+                         " (or set `network.infiniband.ipoib.cidr` and name the first InfiniBand port)"))
+            return
 
 
 @rule(
     id="nccl-env-narrows-fabric",
     severity="warning",
     summary="`network.nccl.env` narrows what NCCL may use on the declared hardware (forced algorithms or protocols, "
-            "GPUDirect read off, fewer channels, CollNet off, cross-NIC off on a non-rail fabric): debugging settings "
-            "that cost bandwidth when left in a cluster-wide environment.",
+            "GPUDirect read off, fewer channels, CollNet off, cross-NIC off on a non-rail fabric, a socket interface "
+            "that leaves out declared Ethernet data NICs): debugging settings that cost bandwidth when left in a "
+            "cluster-wide environment.",
     fix="remove the variable from `network.nccl.env` unless a measured regression needs it",
     source=NCCL_ENV,
 )
 def nccl_env_narrows_fabric(ctx: RuleContext) -> Iterator[Hit]:
     yield from _fast_path_hits(ctx, "narrows")
-
-
-_GENERATED = ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_NET_PLUGIN", "NCCL_IB_DISABLE",
-              "NCCL_NET_GDR_LEVEL", "LD_LIBRARY_PATH", "FI_EFA_USE_DEVICE_RDMA")
+    for path, value in _socket_values(ctx):
+        yield from _socket_hits(ctx, path, value, "narrows")
 
 
 @rule(
     id="nccl-env-overrides-generated",
     severity="warning",
     summary="A value in `network.nccl.env` replaces one clusterforge generates from the declared hardware "
-            "(`NCCL_IB_HCA` from the NICs, `NCCL_IB_GID_INDEX` from the RoCE GID table, `NCCL_IB_TC` from the "
-            "DSCP ...); the finding shows both values.",
+            "(`NCCL_IB_HCA` from the NICs, `NCCL_IB_GID_INDEX` from the RoCE GID table or per-node discovery, "
+            "`NCCL_IB_TC` from the DSCP, the EFA plugin path and libfabric settings from the instance type) or from "
+            "another blueprint field; the finding shows both values.",
     fix="remove the variable from `network.nccl.env` and declare the hardware instead",
     source=NCCL_ENV,
 )
 def nccl_env_overrides_generated(ctx: RuleContext) -> Iterator[Hit]:
     net = ctx.bp.network
+    switched_off = {h.path[-1] for h in _fast_path_hits(ctx, "disables")}  # reported as errors already
     for k, v in net.nccl.env.items():
-        if k not in _GENERATED:
+        if k in switched_off:
             continue
         for i, g, _ in training_groups(ctx.bp, ctx.catalog):
             gen = generated_nccl_env(ctx.bp, g)
@@ -487,7 +573,7 @@ def nccl_env_overrides_generated(ctx: RuleContext) -> Iterator[Hit]:
                 break
             if k in gen and gen[k] != v.strip():
                 yield Hit(("network", "nccl", "env", k), f"`network.nccl.env.{k}={v}` replaces `{k}={gen[k]}` that "
-                          f"clusterforge generates for node group `{g.name}`")
+                          f"clusterforge writes for node group `{g.name}`")
                 break
 
 
@@ -593,9 +679,9 @@ def roce_ecn_needs_ofed(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="nccl-gpudirect-method",
     severity="error",
-    summary="The NCCL release must recognise the declared GPUDirect RDMA method: NCCL before 2.23.4 does not detect "
-            "the driver-bundled `nvidia-peermem` module and silently turns GPUDirect RDMA off; DMA-BUF needs NCCL "
-            "2.13 or newer (catalog `nccl_gpudirect`).",
+    summary="The NCCL release must recognise the declared GPUDirect RDMA method: NCCL before "
+            f"{_NCCL_GDR['nvidia-peermem']['min_nccl']} does not detect the driver-bundled `nvidia-peermem` module and "
+            f"silently turns GPUDirect RDMA off; DMA-BUF needs NCCL {_NCCL_GDR['dmabuf']['min_nccl']} or newer.",
     fix="raise `software.nccl`, or use `network.gpudirect_rdma.method: dmabuf` (open kernel modules)",
     source="https://github.com/NVIDIA/nccl/issues/1676",
 )
@@ -629,7 +715,7 @@ def _gid_unsafe(index: int, table: dict[str, object]) -> str | None:
     severity="error",
     summary="A fixed RoCE GID index that the standard GID table layout (per address: a RoCE v1 and a RoCE v2 entry, "
             "the IPv6 link-local pair first) puts on a RoCE v1 or link-local entry gives QP connection timeouts "
-            "between hosts (catalog `roce_gid_table`).",
+            "between hosts.",
     fix="set `network.roce.gid_index: discover` (each node finds the RoCE v2 GID of its data-plane address)",
     source="https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-class-infiniband",
 )

@@ -6,7 +6,6 @@ import datetime
 from collections.abc import Iterator
 from typing import Any
 
-from ..models import LustreStorage
 from ._facts import fld, version, vstr
 from .registry import Hit, RuleContext, rule
 
@@ -116,9 +115,9 @@ def effective_driver(ctx: RuleContext) -> tuple[str | None, bool]:
 @rule(
     id="driver-branch-gpu",
     severity="error",
-    summary="Each GPU architecture has a first driver branch (the branch of its first CUDA toolkit) and some a last "
-            "one (Kepler ends at R470; Maxwell, Pascal and Volta at R580); some parts need a later release of the "
-            "branch (HGX B200: 570.133.20). A pinned driver outside the range does not drive the GPUs.",
+    summary="Each GPU architecture has a first driver branch (the branch of its first CUDA toolkit) and older ones a "
+            "last (newer branches dropped them); some parts also need a later release of the branch than its first. "
+            "A pinned driver outside the range does not drive the GPUs; the finding names the range.",
     fix="pin a driver branch inside the GPU's range",
     source=DRIVER_MATRIX,
 )
@@ -229,7 +228,7 @@ def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:
     id="sandbox-driver-allow-list",
     severity="error",
     summary="gVisor's GPU proxy (nvproxy) and Kata's GPU guest support exact driver releases, listed per runtime "
-            "release in the catalog (`sandbox_runtimes`): the runtime release must be listed and "
+            "runtime release in the hardware catalog: the runtime release must be listed and "
             "`software.driver_version` must be one of its drivers.",
     fix="pin `software.driver_version` to a release the runtime lists",
     source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
@@ -281,16 +280,15 @@ def sandbox_driver_allow_list(ctx: RuleContext) -> Iterator[Hit]:
 def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
     if ctx.bp.is_aws or ctx.bp.software.kernel_updates is not None:
         return
-    lustre = any(isinstance(s, LustreStorage) and s.server is not None for s in ctx.bp.storage)
+    names = {"nvidia": "the NVIDIA driver", "lustre": "the Lustre client"}
     for i, g in enumerate(ctx.bp.node_groups):
-        hw = ctx.cluster.group(g).hardware
-        mods = []
-        if hw.nvidia_gpus and not g.sandbox.passthrough:
-            mods.append("the NVIDIA driver")
+        # the modules the rendered host installs (a passthrough host with shared-NVSwitch Fabric Manager
+        # installs the driver too): the same settings the roles are rendered from
+        s = ctx.cluster.settings(g)
+        mods = [names.get(m, m) for m in s.out_of_tree_modules if m == "nvidia"]
         if ctx.bp.software.doca_ofed and ctx.bp.network.fabric in ("infiniband", "roce"):
             mods.append("DOCA-OFED")
-        if lustre:
-            mods.append("the Lustre client")
+        mods += [names.get(m, m) for m in s.out_of_tree_modules if m != "nvidia"]
         if mods:
             yield Hit(_sw(ctx, "kernel_updates", ("node_groups", i, "name")),
                       f"node group `{g.name}` runs {', '.join(mods)} as out-of-tree kernel modules and "

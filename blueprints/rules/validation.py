@@ -6,7 +6,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from ..models import LustreStorage
+from ..models import LustreStorage, NfsStorage
 from ..settings import on_mount
 from ._facts import mounts
 from .registry import Hit, RuleContext, rule
@@ -111,7 +111,8 @@ def slurm_partition_name(ctx: RuleContext) -> Iterator[Hit]:
     id="fio-expectation-missing",
     severity="warning",
     summary="fio results are judged against the throughput the blueprint implies: NVMe drives without a catalog "
-            "`model` (or per-drive MB/s) and a Lustre server without `throughput_mb_s` leave no expectation, so "
+            "`model` (or per-drive MB/s) and a Lustre server or NFS export without `throughput_mb_s` leave no "
+            "expectation, so "
             "those mounts are judged for correctness only.",
     fix="set the field the message names",
     source="https://github.com/axboe/fio/blob/master/HOWTO.rst",
@@ -148,3 +149,7 @@ def fio_expectation_missing(ctx: RuleContext) -> Iterator[Hit]:
             yield Hit(("storage", i, "server"), f"Lustre `{s.name}` (`storage.{i}.server`) declares no "
                       f"`throughput_mb_s`: fio on `{s.mount}` has no throughput to be judged against",
                       f"set `storage.{i}.server.throughput_mb_s` to the servers' throughput in MB/s")
+        elif isinstance(s, NfsStorage) and s.throughput_mb_s is None and tested(s.mount):
+            yield Hit(("storage", i), f"NFS `{s.name}` (`storage.{i}`) declares no `throughput_mb_s`: fio on "
+                      f"`{s.mount}` has no throughput to be judged against",
+                      f"set `storage.{i}.throughput_mb_s` to what the NFS server delivers to one client, in MB/s")

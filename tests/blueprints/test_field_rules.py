@@ -109,14 +109,18 @@ def test_field_03_b200_driver_is_in_range(fixtures_dir: Path) -> None:
     assert node_settings(loaded.blueprint, "b200").driver_version == CAT.driver_release("570")
 
 
-# --- kind 1: NCCL variables that switch off or narrow declared hardware --------------------------------
+# --- NCCL variables that switch off or narrow declared hardware --------------------------------------
 
 def _satisfying(needs: str) -> dict[str, Any] | None:
     """A blueprint that declares what ``needs`` asks for (on-prem), or ``None`` for EFA-only needs."""
-    if needs in ("efa",):
-        doc = _doc("aws-p5-efa-lustre")
+    if needs in ("efa", "efa-rdma-read"):
+        doc = _doc("aws-p5-efa-lustre")  # p5: EFA with RDMA read, GPUDirect RDMA on by default
         doc.pop("storage", None)
         return doc
+    if needs == "mnnvl":
+        return _onprem("gb200:4", 4)
+    if needs == "roce":
+        return _onprem("l40s:4", 2, fabric="roce")
     if needs == "rdma-not-rail":
         doc = _onprem("h100-sxm:8", 8)
         doc["network"]["infiniband"]["rail_optimized"] = False
@@ -139,8 +143,15 @@ def _not_satisfying(needs: str) -> dict[str, Any]:
             doc = _onprem("h100-sxm:8", 8)
             doc["network"]["gpudirect_rdma"] = {"enabled": True, "method": "nvidia-peermem"}
         return doc
-    if needs == "efa":
-        return _onprem("h100-sxm:8", 8)
+    if needs in ("efa", "roce"):
+        return _onprem("h100-sxm:8", 8)  # InfiniBand
+    if needs == "efa-rdma-read":
+        doc = _doc("aws-p5-efa-lustre")
+        doc.pop("storage", None)
+        doc["network"]["gpudirect_rdma"] = {"enabled": False}  # the EFA device's RDMA is off by choice
+        return doc
+    if needs == "mnnvl":
+        return _onprem("b200:8", 8)  # NVSwitch inside the node only
     if needs == "rdma-not-rail":
         return _onprem("h100-sxm:8", 8)  # rail-optimized (the default)
     raise AssertionError(needs)
@@ -175,6 +186,22 @@ def test_harmless_values_of_table_variables_are_silent() -> None:
     assert not {"nccl-env-disables-fabric", "nccl-env-narrows-fabric"} & _ids(doc)
 
 
+def test_rows_reading_values_elsewhere_and_harmless_exceptions() -> None:
+    """The EFA device-RDMA switch is read from the EFA software entry clusterforge writes it from, and a
+    row matching any value keeps its harmless values (``FI_PROVIDER=efa``) silent."""
+    rows = {r["name"]: r for r in CAT.nccl_env_fast_paths}
+    off = CAT.aws["efa_software"]["disable_device_rdma"]["FI_EFA_USE_DEVICE_RDMA"]
+    assert rows["FI_EFA_USE_DEVICE_RDMA"]["values"] == [str(off)]
+    assert all(r["source"].startswith("https://") for r in rows.values())
+    for value, trips in [("efa", False), ("EFA", False), ("tcp", True), ("sockets", True)]:
+        doc = _satisfying("efa")
+        doc["network"]["nccl"] = {"env": {"FI_PROVIDER": value}}
+        assert ("nccl-env-disables-fabric" in _ids(doc)) == trips, value
+    doc = _satisfying("efa-rdma-read")
+    doc["network"]["nccl"] = {"env": {"FI_EFA_USE_DEVICE_RDMA": "1"}}
+    assert "nccl-env-disables-fabric" not in _ids(doc)
+
+
 def _hca_values(devices: list[str]) -> tuple[list[str], list[str]]:
     """(values that leave a declared NIC out, values that select all of them) in NCCL's syntaxes."""
     leave, keep = [], ["mlx5", "=" + ",".join(devices), "^mlx5_9", "mlx5_", "=" + ",".join(f"{d}:1" for d in devices)]
@@ -204,16 +231,66 @@ def test_ib_hca_leaving_out_declared_rails(nics: int, fabric: str) -> None:
         assert "nccl-env-disables-fabric" not in ids, value
 
 
+def _socket(doc: dict[str, Any], where: str, value: str) -> dict[str, Any]:
+    doc["network"]["nccl"] = {"env": {"NCCL_SOCKET_IFNAME": value}} if where == "env" else {"socket_ifname": value}
+    return doc
+
+
+def _socket_hits(doc: dict[str, Any], rule_id: str = "nccl-env-disables-fabric") -> list[Any]:
+    return [f for f in _findings(doc) if f.rule_id == rule_id]
+
+
+# on an RDMA fabric the socket interface only carries NCCL's bootstrap: a management NIC is right,
+# an InfiniBand port is right only where it gets an IPoIB address (the first port, with a `cidr`)
+BOOTSTRAP_OK = ["eno1", "=eno1", "eth0", "bond0", "^docker,lo", "^ibp", "^=ibp10s0", "eno1,ibp", "=eno1,ibp11s0"]
+NO_ADDRESS = ["=ibp10s0", "ibp", "ibp1", "=ibp11s0,ibp12s0", "ibp12", "=ibp13s0"]
+
+
 @pytest.mark.parametrize("where", ["env", "field"])
-def test_socket_ifname_must_match_a_declared_netdev(where: str) -> None:
-    for value, trips in [("eth0", True), ("=ib0", True), ("^ibp", True), ("ibp", False), ("=ibp10s0", False),
-                         ("^docker,lo", False), ("ibp1", False)]:
-        doc = _onprem("h100-sxm:8", 4)
-        doc["network"]["nccl"] = {"env": {"NCCL_SOCKET_IFNAME": value}} if where == "env" else {"socket_ifname": value}
-        hits = [f for f in _findings(doc) if f.rule_id == "nccl-env-disables-fabric"]
-        assert bool(hits) == trips, value
-        if trips:
-            assert "ibp10s0" in hits[0].message and "socket interface" in hits[0].message
+@pytest.mark.parametrize("value", BOOTSTRAP_OK)
+def test_management_socket_interface_on_rdma_fabrics_is_fine(where: str, value: str) -> None:
+    for doc in (_onprem("h100-sxm:8", 4), _onprem("b200:8", 8), _onprem("l40s:4", 2, fabric="roce")):
+        assert not _socket_hits(_socket(doc, where, value)), value
+    efa = _doc("aws-p5-efa-lustre")
+    efa.pop("storage", None)
+    assert not _socket_hits(_socket(efa, where, value)), value
+
+
+@pytest.mark.parametrize("where", ["env", "field"])
+@pytest.mark.parametrize("value", NO_ADDRESS)
+def test_socket_interface_on_an_infiniband_port_without_ipoib_address(where: str, value: str) -> None:
+    doc = _socket(_onprem("h100-sxm:8", 4), where, value)
+    hits = _socket_hits(doc)
+    assert len(hits) == 1 and "no IPoIB address" in hits[0].message and "bootstrap" in hits[0].message, value
+    assert "`network.infiniband.ipoib.cidr` is unset" in hits[0].message and "=eno1" in hits[0].fix
+    # with an IPoIB subnet the first InfiniBand port (ibp10s0) gets the address: naming it is fine
+    doc["network"]["infiniband"]["ipoib"] = {"enabled": True, "cidr": "192.168.100.0/24"}
+    hits = _socket_hits(doc)
+    if "ibp10s0" in value or value in ("ibp", "ibp1"):
+        assert not hits, value
+    else:
+        assert len(hits) == 1 and "only `ibp10s0` gets the IPoIB address" in hits[0].message, value
+        assert "`=ibp10s0`" in hits[0].fix
+    doc["network"]["infiniband"]["ipoib"] = {"enabled": False}
+    assert _socket_hits(doc), value
+
+
+@pytest.mark.parametrize("where", ["env", "field"])
+def test_socket_interface_on_ethernet_must_carry_the_declared_nics(where: str) -> None:
+    """On plain Ethernet the socket transport carries the data: every declared data NIC belongs in it."""
+    for value, disables, narrows in [
+        ("ens", False, False), ("=ens10s0,ens11s0", False, False), ("^docker,lo", False, False), ("ens1", False, False),
+        ("eno1", True, False), ("=eth0", True, False), ("^ens", True, False),
+        ("=ens10s0", False, True), ("^=ens11s0", False, True), ("ens11", False, True),
+    ]:
+        doc = _socket(_onprem("l40s:4", 2, fabric="ethernet"), where, value)
+        d = _socket_hits(doc)
+        n = _socket_hits(doc, "nccl-env-narrows-fabric")
+        assert bool(d) == disables and bool(n) == narrows, value
+        if d:
+            assert "ens10s0, ens11s0" in d[0].message and d[0].fix.startswith("name the declared data NICs")
+        if n:
+            assert "leaves out 1 of the 2 Ethernet NICs" in n[0].message
 
 
 @pytest.mark.parametrize("name,user,trips", [
@@ -238,7 +315,7 @@ def test_generated_hca_replaced_by_a_covering_value_is_a_warning() -> None:
     assert hits and "NCCL_IB_HCA=mlx5` replaces `NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in hits[0].message
 
 
-# --- kind 2: interface names from declared netdevs or discovery -------------------------------------
+# --- interface names from declared netdevs or discovery ----------------------------------------------
 
 def _rendered_text(doc: dict[str, Any], tmp_path: Path) -> str:
     from clusterforge.ansible.render import render_ansible
@@ -335,7 +412,7 @@ def test_gid_discovery_is_the_default_and_reaches_the_role(tmp_path: Path) -> No
     assert node_settings(parse_blueprint(text, "v.yaml").blueprint, "gpu").nccl_env["NCCL_IB_GID_INDEX"] == "3"
 
 
-# --- kind 5: fixed GID indices -----------------------------------------------------------------------
+# --- fixed RoCE GID indices --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("index", range(8))
 @pytest.mark.parametrize("where", ["field", "env"])
@@ -349,7 +426,7 @@ def test_gid_indices_on_v1_or_link_local_entries_trip(index: int, where: str) ->
     assert ("roce-gid-index" in _ids(doc)) == unsafe
 
 
-# --- kind 3: driver branch against the GPU generation ------------------------------------------------
+# --- driver branch against the GPU generation --------------------------------------------------------
 
 BRANCHES = ["418", "450", "470", "520", "525", "535", "550", "570", "580", "590", "595"]
 NVIDIA_GPUS = [k for k in CAT.gpu_keys if CAT.gpu(k).vendor == "nvidia"]
@@ -420,7 +497,7 @@ def test_a_branch_without_a_catalogued_release_needs_an_exact_version_on_gpu_hos
     assert "driver-version-branch" not in _ids(doc)
 
 
-# --- kind 4: NCCL release against the GPUDirect method -----------------------------------------------
+# --- NCCL release against the GPUDirect method -------------------------------------------------------
 
 @pytest.mark.parametrize("method,open_modules,nccl,trips", [
     # unset method: DMA-BUF with the open kernel modules, nvidia-peermem with the proprietary ones
@@ -441,7 +518,7 @@ def test_nccl_release_against_gpudirect_method(method: str | None, open_modules:
     assert "nccl-gpudirect-method" not in _ids(doc)
 
 
-# --- kind 6: exact driver versions of sandbox runtimes -----------------------------------------------
+# --- exact driver versions of sandbox runtimes -------------------------------------------------------
 
 def _sandboxed(runtime: str, release: str, **software: Any) -> dict[str, Any]:
     doc = _onprem("h100-sxm:8", 0, fabric="ethernet",
@@ -489,7 +566,7 @@ def test_container_groups_have_no_allow_list() -> None:
     assert "sandbox-driver-allow-list" not in _ids(doc)
 
 
-# --- kind 7: NVSwitch fabric plan for passthrough ------------------------------------------------------
+# --- NVSwitch fabric plan for passthrough ------------------------------------------------------------
 
 SXM8 = [k for k in NVIDIA_GPUS if CAT.gpu(k).has_nvlink and CAT.gpu(k).nvlink_gen and k != "gb200-per-gpu"]
 
@@ -561,7 +638,7 @@ def test_rendered_settings_follow_the_plan(gpu: str, switches: int, tmp_path: Pa
     assert b.gpu_packages.fabric_mode == ("FABRIC_MODE", 0)
 
 
-# --- kind 8: fio expectations that vanish ------------------------------------------------------------
+# --- fio expectations that vanish --------------------------------------------------------------------
 
 @pytest.mark.parametrize("nvme,trips", [
     ({"count": 2}, True), ({"count": 2, "model": "no-such-drive"}, True), ({"count": 2, "model": "micron-7450"}, False),
@@ -596,10 +673,34 @@ def test_lustre_server_without_throughput(tmp_path: Path) -> None:
     assert lustre and lustre[0].read_mb_s == 20000 and lustre[0].write_mb_s == 20000
 
 
-# --- kind 9: kernel drift ----------------------------------------------------------------------------
+@pytest.mark.parametrize("version", ["3", "4.1", "4.2"])
+def test_nfs_export_without_throughput(version: str) -> None:
+    doc = _onprem("l40s:4", 2, fabric="roce")
+    doc["storage"] = [{"kind": "nfs", "name": "home", "mount": "/home/shared", "server": "10.1.0.5",
+                       "export": "/export/home", "version": version}]
+    doc["validation"] = {"suites": ["fio"]}
+    hits = [f for f in _findings(doc) if f.rule_id == "fio-expectation-missing"]
+    assert hits and hits[0].fix == "set `storage.0.throughput_mb_s` to what the NFS server delivers to one client, in MB/s"
+    doc["validation"]["fio"] = {"targets": ["/scratch-elsewhere"]}
+    assert "fio-expectation-missing" not in _ids(doc)  # the mount is not tested
+    doc["validation"] = {"suites": ["nccl"]}
+    assert "fio-expectation-missing" not in _ids(doc)  # fio does not run
+    doc["validation"] = {"suites": ["fio"]}
+    doc["storage"][0]["throughput_mb_s"] = 2500
+    assert "fio-expectation-missing" not in _ids(doc)
+    from validate.expectations import context_from_blueprint
+
+    text, _ = emit(doc)
+    exp = context_from_blueprint(parse_blueprint(text, "v.yaml").blueprint)
+    [nfs] = [s for s in exp.storage if s.mount == "/home/shared"]
+    assert nfs.kind == "nfs" and nfs.read_mb_s == 2500 and nfs.write_mb_s == 2500 and "2500 MB/s" in nfs.derivation
+
+
+# --- kernel drift under out-of-tree modules ----------------------------------------------------------
 
 @pytest.mark.parametrize("variant,trips", [
     ("gpu", True), ("cpu-only", False), ("cpu-lustre", True), ("cpu-doca-ib", True), ("passthrough", False),
+    ("shared-nvswitch-vm", True), ("shared-nvswitch-kata", True), ("full-passthrough", False),
 ])
 def test_kernel_drift_where_out_of_tree_modules_run(variant: str, trips: bool) -> None:
     doc = _onprem("h100-sxm:8", 4)
@@ -616,6 +717,16 @@ def test_kernel_drift_where_out_of_tree_modules_run(variant: str, trips: bool) -
         doc["software"]["doca_ofed"] = "2.9.1"
     if variant == "passthrough":
         doc = _passthrough("l40s:4", "vm", gpus_per_vm=2)
+    if variant.startswith("shared-nvswitch"):
+        # the host keeps the NVSwitches: it installs the driver and Fabric Manager (out-of-tree modules)
+        runtime = variant.rsplit("-", 1)[1]
+        doc = _passthrough("h100-sxm:8", runtime, {"mode": "shared-nvswitch", "gpus_per_guest": 2},
+                           2 if runtime == "vm" else None)
+    if variant == "full-passthrough":
+        doc = _passthrough("h100-sxm:8", "vm", "full-passthrough", 8)  # the driver runs in the guest
+    text, _ = emit(doc)
+    installs = any(s.install_gpu_driver for s in cluster_settings(parse_blueprint(text, "v.yaml").blueprint).values())
+    assert installs == (variant in ("gpu", "shared-nvswitch-vm", "shared-nvswitch-kata"))
     del doc["software"]["kernel_updates"]
     assert ("kernel-drift" in _ids(doc)) == trips
     for choice in ("hold", "dkms-verify"):

@@ -216,7 +216,8 @@ CASES: list[Case] = [
          "use `fabric: efa` (EFA-capable instance types) or `fabric: ethernet`"),
     Case("fio-expectation-missing", "roce", [D("node_groups.0.hardware.nvme.model")], "node_groups.0.hardware.nvme",
          lambda c: f"set `node_groups.0.hardware.nvme.model` (one of "
-                   f"{', '.join(k for k, v in c.storage_devices.items() if isinstance(v, dict))}) or `seq_read_mb_s`/`seq_write_mb_s`"),
+                   f"{', '.join(k for k, v in c.storage_devices.items() if isinstance(v, dict))}) or `seq_read_mb_s`/`seq_write_mb_s`",
+         good=[S("storage.0.throughput_mb_s", 2500)]),  # the example's NFS export declares no server figure
     Case("fio-targets-mounted", "p5", [S("validation.fio", {"targets": ["/data"]})], "validation.fio.targets.0",
          good=[S("validation.fio", {"targets": ["/fsx/bench", "/scratch"]})]),
     Case("fsx-availability-zone", "p5", [S(f"{FSX}.availability_zone", "us-east-1b")], f"{FSX}.availability_zone",
