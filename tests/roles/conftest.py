@@ -101,6 +101,28 @@ def shape_as(root: Path, os_name: str) -> None:
     (root / "etc/debian_version").write_text("bookworm/sid\n")
 
 
+def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[str, Any]) -> list[str]:
+    """Run ``role`` (with ``tags``) against the root filesystem ``root`` through the chroot connection, facts
+    gathered; returns the failure messages (one line each). Asserts that the playbook ran."""
+    import ansible_runner
+
+    from clusterforge.ansible.render import ROLES_DIR
+    from clusterforge.ansible.runner import ansible_path
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    play = [{"name": f"Run {role}.", "hosts": "target", "gather_facts": True, "roles": [{"role": role}]}]
+    r = ansible_runner.run(
+        private_data_dir=str(tmp), playbook=play, quiet=True, tags=tags, extravars=extravars,
+        inventory={"all": {"hosts": {"target": {"ansible_connection": "community.general.chroot",
+                                                "ansible_host": str(root), "ansible_python_interpreter": "/usr/bin/python3"}}}},
+        envvars={"ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1", "PATH": ansible_path()},
+        suppress_env_files=True,
+    )
+    assert any(e["event"] == "playbook_on_stats" for e in r.events), "the playbook ran"
+    return [" ".join(str((e.get("event_data") or {}).get("res", {}).get("msg", "")).split())
+            for e in r.events if e["event"] == "runner_on_failed"]
+
+
 def blueprint_for(example: str, os_name: str, work: Path) -> Path:
     """The example blueprint with ``target.os`` set to ``os_name`` (a copy under ``work`` when it differs)."""
     src = EXAMPLES / f"{example}.yaml"

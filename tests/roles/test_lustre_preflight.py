@@ -8,13 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
 import pytest
 
-from clusterforge.ansible.render import ROLES_DIR
-from clusterforge.ansible.runner import ansible_path
-
-from .conftest import UBUNTU, copy_rootfs, shape_as
+from .conftest import UBUNTU, copy_rootfs, role_failures, shape_as
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")]
@@ -24,19 +20,8 @@ MOUNT = {"name": "lustre", "mount": "/lustre", "source": "192.168.100.2@o2ib:/lu
 
 
 def _play(root: Path, tmp: Path, **extravars: Any) -> list[str]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    play = [{"name": "Mount Lustre.", "hosts": "target", "gather_facts": True, "roles": [{"role": "lustre_client"}]}]
-    r = ansible_runner.run(
-        private_data_dir=str(tmp), playbook=play, quiet=True, tags="lustre_client_preflight,lustre_client_configure",
-        extravars={"lustre_client_mounts": [MOUNT], "lustre_client_lnet_networks": "o2ib0(ibp24s0)", **extravars},
-        inventory={"all": {"hosts": {"target": {"ansible_connection": "community.general.chroot",
-                                                "ansible_host": str(root), "ansible_python_interpreter": "/usr/bin/python3"}}}},
-        envvars={"ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1", "PATH": ansible_path()},
-        suppress_env_files=True,
-    )
-    assert any(e["event"] == "playbook_on_stats" for e in r.events), "the playbook ran"
-    return [" ".join(str((e.get("event_data") or {}).get("res", {}).get("msg", "")).split())
-            for e in r.events if e["event"] == "runner_on_failed"]
+    return role_failures(root, tmp, "lustre_client", "lustre_client_preflight,lustre_client_configure",
+                         {"lustre_client_mounts": [MOUNT], "lustre_client_lnet_networks": "o2ib0(ibp24s0)", **extravars})
 
 
 @pytest.mark.parametrize("os_name", ["debian-12", *UBUNTU])

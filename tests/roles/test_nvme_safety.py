@@ -20,13 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
 import pytest
 
-from clusterforge.ansible.render import ROLES_DIR
-from clusterforge.ansible.runner import ansible_path
-
-from .conftest import copy_rootfs
+from .conftest import copy_rootfs, role_failures
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection and loop devices need root")]
@@ -119,21 +115,9 @@ def _digest(p: Path) -> str:
 
 def _play(root: Path, tmp: Path, **extravars: Any) -> list[str]:
     """Run the nvme_scratch preflight in ``root``; returns the failure messages."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    play = [{"name": "Prepare the NVMe scratch drives.", "hosts": "target", "gather_facts": True,
-             "roles": [{"role": "nvme_scratch"}]}]
-    r = ansible_runner.run(
-        private_data_dir=str(tmp), playbook=play, quiet=True, tags="nvme_scratch_preflight",
-        extravars={"__nvme_scratch_device_facts": {}, "__nvme_scratch_mount_facts": [], "nvme_scratch_mount": "/scratch",
-                   **extravars},
-        inventory={"all": {"hosts": {"target": {"ansible_connection": "community.general.chroot",
-                                                "ansible_host": str(root), "ansible_python_interpreter": "/usr/bin/python3"}}}},
-        envvars={"ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1", "PATH": ansible_path()},
-        suppress_env_files=True,
-    )
-    assert any(e["event"] == "playbook_on_stats" for e in r.events), "the playbook ran"
-    return [" ".join(str((e.get("event_data") or {}).get("res", {}).get("msg", "")).split())
-            for e in r.events if e["event"] == "runner_on_failed"]
+    return role_failures(root, tmp, "nvme_scratch", "nvme_scratch_preflight",
+                         {"__nvme_scratch_device_facts": {}, "__nvme_scratch_mount_facts": [],
+                          "nvme_scratch_mount": "/scratch", **extravars})
 
 
 @pytest.mark.parametrize("case", list(SIGNATURES))
