@@ -240,6 +240,13 @@ class Catalog:
         for k in self._gpus:
             self._gpu_aliases[k.lower()] = k
 
+    @property
+    def bare_metal(self) -> dict[str, Any]:
+        """The ``bare_metal`` section (plain data, every entry with a ``source`` URL): NVIDIA driver
+        branches and packages, CUDA and DOCA repositories, container toolkit, Lustre client, Kata,
+        gVisor, and the other vendor facts of the bare-metal roles."""
+        return self.extras["bare_metal"]
+
     # ---- GPUs -------------------------------------------------------------------------------
     @staticmethod
     def _gpu(key: str, v: dict[str, Any]) -> GpuSpec:

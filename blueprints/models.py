@@ -760,7 +760,7 @@ def _bare_metal() -> dict[str, Any]:
     """The catalog's ``bare_metal`` section (software defaults live there with their sources)."""
     from .catalog import catalog
 
-    return catalog().extras["bare_metal"]
+    return catalog().bare_metal
 
 
 class Software(StrictModel):

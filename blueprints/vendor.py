@@ -34,8 +34,8 @@ __all__ = [
 
 
 def bare_metal() -> dict[str, Any]:
-    """The catalog's ``bare_metal`` section (plain data, every entry with a ``source`` URL)."""
-    return catalog().extras["bare_metal"]
+    """The catalog's ``bare_metal`` section (:attr:`blueprints.catalog.Catalog.bare_metal`)."""
+    return catalog().bare_metal
 
 
 class DriverPackages(BaseModel):

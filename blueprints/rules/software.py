@@ -148,10 +148,6 @@ def driver_branch_gpu(ctx: RuleContext) -> Iterator[Hit]:
                       f"set `software.driver_version` to {rng.min_driver} or newer")
 
 
-def _bare_metal(ctx: RuleContext) -> dict[str, Any]:
-    return ctx.catalog.extras["bare_metal"]
-
-
 @rule(
     id="driver-branch-supported",
     severity="warning",
@@ -161,7 +157,7 @@ def _bare_metal(ctx: RuleContext) -> dict[str, Any]:
     source="https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html",
 )
 def driver_branch_supported(ctx: RuleContext) -> Iterator[Hit]:
-    nd = _bare_metal(ctx)["nvidia_driver"]
+    nd = ctx.catalog.bare_metal["nvidia_driver"]
     branch = ctx.bp.software.driver_branch.split(".")[0]
     row = nd["branches"].get(branch)
     this_month = datetime.date.today().strftime("%Y-%m")
@@ -204,7 +200,7 @@ def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
     source="https://nvidia.custhelp.com/app/answers/detail/a_id/5659",
 )
 def container_toolkit_cve(ctx: RuleContext) -> Iterator[Hit]:
-    ct = _bare_metal(ctx)["container_toolkit"]
+    ct = ctx.catalog.bare_metal["container_toolkit"]
     have, need = version(ctx.bp.software.container_toolkit), version(ct["minimum_version"])
     if have is not None and need is not None and have < need:
         yield Hit(("software", "container_toolkit"), f"`software.container_toolkit` {ctx.bp.software.container_toolkit} "
