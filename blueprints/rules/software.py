@@ -223,7 +223,7 @@ def _allow_list_groups(ctx: RuleContext) -> Iterator[tuple[int, str, str]]:
 @rule(
     id="sandbox-driver-allow-list",
     severity="error",
-    summary="gVisor's GPU proxy (nvproxy) and Kata's GPU guest support exact driver releases, listed per runtime "
+    summary="gVisor's GPU proxy (nvproxy) and Kata's GPU guest support exact driver releases, listed per "
             "runtime release in the hardware catalog: the runtime release must be listed and "
             "`software.driver_version` must be one of its drivers.",
     fix="pin `software.driver_version` to a release the runtime lists",
