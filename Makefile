@@ -21,9 +21,9 @@ demo: setup ## check, plan, render and validate the example blueprints on this m
 test: setup ## the whole test suite (real fio, torch, Ansible converge, Pulumi mocks)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
-lint: setup ## ruff, mypy on stacks/, ansible-lint (production profile)
+lint: setup ## ruff, mypy on every package, ansible-lint (production profile)
 	$(BIN)/ruff check blueprints clusterforge stacks validate tests bench
-	$(BIN)/mypy stacks
+	$(BIN)/mypy blueprints clusterforge stacks validate
 	cd roles/.. && $(BIN)/ansible-lint --profile production roles
 
 bench: setup ## benchmarks (figures printed, never asserted)

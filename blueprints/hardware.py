@@ -79,8 +79,8 @@ def group_hardware(bp: Blueprint, g: NodeGroup, cat: Catalog | None = None) -> G
         return GroupHardware(None, None, 0, None, False, drives, None)
     key = cat.resolve_gpu_key(hw.gpu.model)
     spec = cat.gpu(key) if key else None
-    nvswitch = hw.gpu.nvswitch
-    if nvswitch is None:  # SXM parts in 8-GPU baseboards sit on NVSwitch
-        nvswitch = spec is not None and spec.has_nvlink and hw.gpu.count >= 8
+    # unset: SXM parts in 8-GPU baseboards sit on NVSwitch
+    nvswitch = (hw.gpu.nvswitch if hw.gpu.nvswitch is not None else
+                spec is not None and bool(spec.has_nvlink) and hw.gpu.count >= 8)
     mem = spec.memory_gb * GB if spec and spec.memory_gb else None
     return GroupHardware(spec, key or hw.gpu.model, hw.gpu.count, mem, bool(nvswitch), drives, None)

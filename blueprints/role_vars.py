@@ -88,7 +88,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "host_tuning_disable_acs": s.disable_acs,
         }
     if role == "nvidia_driver":
-        v = {
+        v: dict[str, Any] = {
             "nvidia_driver_branch": s.driver_branch,
             "nvidia_driver_version": s.driver_version or "",
             "nvidia_driver_open_kernel_modules": s.driver_open_kernel_modules,
@@ -113,7 +113,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             })
         return v
     if role == "rdma":
-        v: dict[str, Any] = {
+        v = {
             "rdma_fabric": s.fabric,
             "rdma_devices": list(s.rdma_devices),
             "rdma_nccl_env": dict(s.nccl_env),

@@ -29,11 +29,11 @@ from .errors import ClusterforgeError
 COMMAND_MODULES = ["check", "schema", "rules", "plan", "render", "up", "validate", "judge", "report"]
 """Modules under clusterforge.commands that register verbs (missing ones are skipped)."""
 
-def _click_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
+def _click_classes() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """ClickException / Abort classes of the click that typer uses: its vendored copy
     (``typer._click`` in recent releases) or else the ``click`` package."""
-    errors: list[type] = []
-    aborts: list[type] = []
+    errors: list[type[BaseException]] = []
+    aborts: list[type[BaseException]] = []
     for modname in ("typer._click.exceptions", "click.exceptions"):
         try:
             mod = import_module(modname)
@@ -159,18 +159,19 @@ def _run(args: list[str], debug: bool) -> int:
     except _CLICK_ABORT:
         fail("aborted")
         return 130
-    except _CLICK_ERRORS as e:
-        if type(e).__name__.startswith("NoArgsIsHelp"):
+    except _CLICK_ERRORS as exc:
+        click_error: Any = exc  # a click ClickException: format_message(), ctx, exit_code
+        if type(click_error).__name__.startswith("NoArgsIsHelp"):
             from .console import err_console
 
-            err_console.print(e.format_message(), markup=False)
+            err_console.print(click_error.format_message(), markup=False)
             return 2
         hint = ""
-        ctx = getattr(e, "ctx", None)
+        ctx = getattr(click_error, "ctx", None)
         if ctx is not None:
             hint = f" (see `{ctx.command_path} --help`)"
-        fail(f"usage: {e.format_message()}{hint}")
-        return int(getattr(e, "exit_code", 2) or 2)
+        fail(f"usage: {click_error.format_message()}{hint}")
+        return int(getattr(click_error, "exit_code", 2) or 2)
     except BlueprintInvalid as e:
         if debug:
             raise

@@ -77,6 +77,7 @@ class CheckVerdict(StrEnum):
 
 NA = CheckVerdict.NA
 """Check verdict: the blueprint declares no such hardware and the node has none."""
+PASS, FAIL = CheckVerdict.PASS, CheckVerdict.FAIL
 
 CHECK_VERDICTS: tuple[str, ...] = tuple(v.value for v in CheckVerdict)
 
@@ -234,9 +235,10 @@ def node_expectation(bp: Blueprint, group: str | NodeGroup) -> NodeExpectation:
 # ---------------------------------------------------------------------------------------------
 
 
-def _mk(cid: str, verdict: str, measured: str, expected: str, cause: str = "", fix: str = "") -> Check:
+def _mk(cid: str, verdict: CheckVerdict | str, measured: str, expected: str, cause: str = "", fix: str = "") -> Check:
     spec = CHECKS[cid]
-    return Check(cid, verdict, measured, expected, cause, fix, spec.source, spec.blocking and verdict == "fail")
+    v = CheckVerdict(verdict)
+    return Check(cid, v, measured, expected, cause, fix, spec.source, spec.blocking and v == CheckVerdict.FAIL)
 
 
 def _passthrough_gpus(f: NodeFacts) -> tuple[int, int]:
@@ -494,7 +496,8 @@ def check_ports(f: NodeFacts, e: NodeExpectation) -> Check:
     if devs is None:
         return _mk("fabric.ports", "fail", "no /sys/class/infiniband", exp,
                    "the RDMA stack is not loaded (ib_core / mlx5_ib)", "install rdma-core or DOCA-OFED and load mlx5_ib")
-    bad, good = [], []
+    bad: list[str] = []
+    good: list[str] = []
     for n in nics:
         base = f"/sys/class/infiniband/{n.device}/ports/{n.port}"
         state, phys, rate, ll = (f.sysfs(f"{base}/{x}") for x in ("state", "phys_state", "rate", "link_layer"))
@@ -582,7 +585,8 @@ def check_roce_gid(f: NodeFacts, e: NodeExpectation) -> Check:
     if idx == "discover":
         return _check_discovered_gid(f, e, rtype)
     exp = f"GID index {idx} = {rtype} GID of each interface's IPv4 address"
-    bad, good = [], []
+    bad: list[str] = []
+    good: list[str] = []
     for n in e.nics:
         base = f"/sys/class/infiniband/{n.device}/ports/{n.port}"
         gid, typ, ndev = (f.sysfs(f"{base}/{x}") for x in (f"gids/{idx}", f"gid_attrs/types/{idx}", f"gid_attrs/ndevs/{idx}"))
@@ -610,7 +614,8 @@ def _check_discovered_gid(f: NodeFacts, e: NodeExpectation, rtype: str) -> Check
     """``gid_index: discover``: the renderers look the index up on each node, so what must hold is that
     every declared NIC has a RoCE v2 GID for its data-plane IPv4 address (at whatever index)."""
     exp = f"a {rtype} GID for each interface's IPv4 address (index discovered on the node)"
-    bad, good = [], []
+    bad: list[str] = []
+    good: list[str] = []
     for n in e.nics:
         found = gid_index_found(f, n.device, n.port, n.netdev)
         if not found:
@@ -632,7 +637,9 @@ def check_roce_qos(f: NodeFacts, e: NodeExpectation) -> Check:
         return _mk("fabric.roce-qos", NA, "not a RoCE fabric" if q is None else "no netdev declared", "RoCE QoS")
     exp = (f"trust {q.trust}, PFC {q.pfc_vector if q.flow_control == 'pfc' else 'off'}, DSCP {q.dscp} -> priority "
            f"{q.pfc_priority}" + (", ECN on" if q.ecn else ""))
-    bad, seen, missing = [], [], []
+    bad: list[str] = []
+    seen: list[str] = []
+    missing: list[str] = []
     for nd in q.interfaces:
         c = f.cmd(f"mlnx_qos -i {nd}")
         qos = parse_mlnx_qos(c.stdout) if c.ok else None
@@ -896,7 +903,8 @@ def check_shared(f: NodeFacts, e: NodeExpectation) -> Check:
     exp = "; ".join(f"{k} on {p}" + (f" ({','.join(o)})" if o else "") for k, p, o in want)
     if not f.cmd("findmnt").ok:
         return _mk("storage.shared", "invalid", "findmnt gave nothing", exp, "", "install util-linux (findmnt)")
-    bad, good = [], []
+    bad: list[str] = []
+    good: list[str] = []
     for kind, path, opts in want:
         m = _mount_at(f, path)
         if m is None:
@@ -910,10 +918,10 @@ def check_shared(f: NodeFacts, e: NodeExpectation) -> Check:
         miss = [o for o in opts if o not in have and not (o.startswith("nconnect") and kind == "nfs" and
                                                            any(h.startswith("nconnect") for h in have))]
         (bad if miss else good).append(f"{path} {fs}" + (f" without {','.join(miss)}" if miss else ""))
-    for m in e.ns.nfs:
-        mm = _mount_at(f, m.mount)
-        if mm and not any(o in (f"vers={m.version}", f"nfsvers={m.version}") for o in mm["options"]):
-            bad.append(f"{m.mount} not NFS version {m.version} ({','.join(o for o in mm['options'] if 'vers' in o)})")
+    for nfs in e.ns.nfs:
+        mm = _mount_at(f, nfs.mount)
+        if mm and not any(o in (f"vers={nfs.version}", f"nfsvers={nfs.version}") for o in mm["options"]):
+            bad.append(f"{nfs.mount} not NFS version {nfs.version} ({','.join(o for o in mm['options'] if 'vers' in o)})")
     if bad:
         return _mk("storage.shared", "fail", "; ".join(bad + good), exp,
                    "a shared file system is missing or mounted without the declared options (flock missing breaks "
@@ -970,7 +978,8 @@ def check_modules(f: NodeFacts, e: NodeExpectation) -> Check:
     exp = ("built for the running kernel: " + ", ".join(want)) if want else "no out-of-tree module declared"
     if not want:
         return _mk("software.modules", NA, f"kernel {f.kernel}", exp)
-    bad, good = [], []
+    bad: list[str] = []
+    good: list[str] = []
     for mod in want:
         c = f.cmd(f"modinfo {mod}")
         vm = c.stdout.strip().split()[0] if c.ok and c.stdout.strip() else None
@@ -1057,10 +1066,10 @@ def check_runtime_class(cluster: list[dict[str, Any]], e: NodeExpectation) -> Ch
     have = {str(rc.get("name")): str(rc.get("handler")) for d in cluster for rc in d.get("runtimeclasses") or []}
     meas = ", ".join(f"{k} -> {v}" for k, v in sorted(have.items())) or "no RuntimeClass"
     if have.get(want[0]) == want[1]:
-        return Check("cross.runtimeclass", "pass", meas, exp, source=src)
+        return Check("cross.runtimeclass", PASS, meas, exp, source=src)
     cause = (f"RuntimeClass {want[0]} is missing: pods asking for it are rejected" if want[0] not in have else
              f"RuntimeClass {want[0]} names handler {have[want[0]]}, the nodes register {want[1]}: pods never start")
-    return Check("cross.runtimeclass", "fail", meas, exp, cause,
+    return Check("cross.runtimeclass", FAIL, meas, exp, cause,
                  "create the RuntimeClass with the node's handler (the stack's Kubernetes add-ons do it)", src, True)
 
 
@@ -1074,24 +1083,23 @@ def cross_checks(nodes: list[tuple[NodeFacts, NodeExpectation]], cluster: list[d
     if mtus:
         vals = sorted(set(mtus.values()))
         meas = "; ".join(f"{h}/{nd} {v}" for (h, nd), v in sorted(mtus.items()))
-        out.append(Check("cross.mtu", "pass" if len(vals) == 1 else "fail", meas if len(vals) > 1 else f"MTU {vals[0]} on "
+        out.append(Check("cross.mtu", PASS if len(vals) == 1 else FAIL, meas if len(vals) > 1 else f"MTU {vals[0]} on "
                          f"{len(mtus)} interface(s)", exp, "" if len(vals) == 1 else
                          "MTU differs between nodes or ports: path MTU mismatches drop large RDMA/IPoIB frames",
                          "" if len(vals) == 1 else "set one MTU (network.mtu) on every fabric interface and switch port",
                          _src("infiniband_port"), len(vals) > 1))
     else:
         out.append(Check("cross.mtu", NA, "no fabric interface", exp, source=_src("infiniband_port")))
-    drv = {f.host: (f.smi or {}).get("driver_version") for f, _ in nodes}
-    drv = {h: v for h, v in drv.items() if v}
+    drv = {f.host: str(v) for f, _ in nodes if (v := (f.smi or {}).get("driver_version"))}
     if drv:
-        vals = sorted(set(drv.values()))
-        out.append(Check("cross.driver", "pass" if len(vals) == 1 else "fail",
-                         f"driver {vals[0]} on {len(drv)} node(s)" if len(vals) == 1 else
+        versions = sorted(set(drv.values()))
+        out.append(Check("cross.driver", PASS if len(versions) == 1 else FAIL,
+                         f"driver {versions[0]} on {len(drv)} node(s)" if len(versions) == 1 else
                          "; ".join(f"{h} {v}" for h, v in sorted(drv.items())), exp,
-                         "" if len(vals) == 1 else "nodes run different driver versions: NCCL and CUDA behave "
+                         "" if len(versions) == 1 else "nodes run different driver versions: NCCL and CUDA behave "
                          "differently per node; Fabric Manager must match each driver",
-                         "" if len(vals) == 1 else "install one driver version on every node",
-                         _src("nvidia_smi"), len(vals) > 1))
+                         "" if len(versions) == 1 else "install one driver version on every node",
+                         _src("nvidia_smi"), len(versions) > 1))
     else:
         out.append(Check("cross.driver", NA, "no GPU driver seen", exp, source=_src("nvidia_smi")))
     gids: dict[str, set[int | None]] = {}
@@ -1103,7 +1111,7 @@ def cross_checks(nodes: list[tuple[NodeFacts, NodeExpectation]], cluster: list[d
     if gids:
         allv = {v for s in gids.values() for v in s if v is not None}
         ok = len(allv) == 1 and all(None not in s for s in gids.values())
-        out.append(Check("cross.gid", "pass" if ok else "fail",
+        out.append(Check("cross.gid", PASS if ok else FAIL,
                          "; ".join(f"{h}: {sorted(map(str, s))}" for h, s in sorted(gids.items())), exp,
                          "" if ok else "the RoCE v2 GID sits at different indexes on different nodes: one "
                          "NCCL_IB_GID_INDEX cannot serve them all", "" if ok else

@@ -183,7 +183,8 @@ def parse_mdstat(text: str) -> dict[str, dict[str, Any]]:
     for line in (text or "").splitlines():
         m = re.match(r"^(md\S+)\s*:\s*(\S+)\s+(?:\((?:auto-)?read-only\)\s+)?(\S+)\s+(.*)$", line)
         if m:
-            members, failed = [], []
+            members: list[str] = []
+            failed: list[str] = []
             for tok in m.group(4).split():
                 mm = re.match(r"([^\[\s]+)\[\d+\](\([A-Z]\))?", tok)
                 if mm:
@@ -212,7 +213,7 @@ def parse_findmnt(text: str) -> list[dict[str, Any]]:
                         "options": [o for o in str(fs.get("options") or "").split(",") if o]})
             walk(fs.get("children") or [])
 
-    walk(doc.get("filesystems") if isinstance(doc, dict) else [])
+    walk((doc.get("filesystems") or []) if isinstance(doc, dict) else [])
     return out
 
 

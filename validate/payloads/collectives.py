@@ -503,10 +503,14 @@ class _Bench:
                 def op() -> None:
                     reduce_scatter_t(mine, buf, op=red)
             elif coll == "alltoall":
+                assert scratch is not None
+
                 def op() -> None:
                     dist.all_to_all_single(scratch, buf)
                     buf.copy_(scratch)
             elif coll == "sendrecv":
+                assert scratch is not None
+
                 def op() -> None:
                     scratch.copy_(buf)
                     p2p(scratch, buf)
@@ -544,7 +548,7 @@ class _Bench:
                 continue
             seen.add(size)
             res = self.run_size(coll, count)
-            wrongs = []
+            wrongs: list[int | None] = []
             for _, w in res:
                 if w is None:
                     wrongs.append(None)
@@ -553,7 +557,7 @@ class _Bench:
                 wt = torch.tensor([w], dtype=torch.int64, device=self.device)
                 dist.all_reduce(wt)
                 wrongs.append(int(wt.item()))
-            cols = []
+            cols: list[tuple[float, float, float, int | None]] = []
             for (t, _), w in zip(res, wrongs):
                 alg = algbw_gbps(size, t)
                 bus = alg * bus_factor(coll, n)
