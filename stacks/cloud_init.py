@@ -78,6 +78,8 @@ __all__ = [
     "role_files",
     "runtime_handler",
     "scratch_script",
+    "sizing_endpoints",
+    "user_data_payload",
 ]
 
 Platform = Literal["ubuntu", "al2023"]
@@ -112,6 +114,14 @@ def placeholder_endpoints(settings: NodeSettings) -> dict[str, LustreEndpoint]:
         for m in settings.lustre
         if m.fsx
     }
+
+
+def sizing_endpoints(settings: NodeSettings, region: str) -> dict[str, LustreEndpoint]:
+    """Stand-ins for FSx endpoints with the length of real ones, for sizing user data before
+    deploy: ``fs-<17 hex digits>.fsx.<region>.amazonaws.com`` and an 8-character mount name, the
+    forms FSx for Lustre assigns (https://docs.aws.amazon.com/fsx/latest/LustreGuide/mounting-ec2-instance.html)."""
+    return {m.name: LustreEndpoint(f"fs-{'0' * 17}.fsx.{region}.amazonaws.com", "a" * 8)
+            for m in settings.lustre if m.fsx}
 
 
 def lustre_source(mount: LustreMount, endpoints: Mapping[str, LustreEndpoint]) -> str:
@@ -514,19 +524,28 @@ def _mime(settings: NodeSettings, cc: str) -> str:
     return "".join(out)
 
 
-def encode_user_data(text: str) -> str:
-    """Base64 of ``text`` (UTF-8), as launch templates want it.
+def user_data_payload(text: str) -> bytes:
+    """The bytes EC2 receives as user data for ``text`` (before base64).
 
     A ``#cloud-config`` document (EC2 instances) larger than :data:`USER_DATA_LIMIT_BYTES` is
-    gzip-compressed first (fixed timestamp, so the plan stays stable); cloud-init detects and
-    unpacks gzip'd user data
-    (https://cloudinit.readthedocs.io/en/latest/explanation/format.html). EKS MIME documents are
-    never compressed: the EKS node group merges them with its own bootstrap part as text.
-    Raises ``ValueError`` when the data (compressed where allowed) still exceeds the limit.
-    """
+    gzip-compressed (fixed timestamp, so the plan stays stable); cloud-init detects and unpacks
+    gzip'd user data (https://cloudinit.readthedocs.io/en/latest/explanation/format.html). EKS MIME
+    documents are never compressed: the EKS node group merges them with its own bootstrap part as
+    text. The result may still exceed the limit: :func:`encode_user_data` refuses it."""
     raw = text.encode("utf-8")
     if len(raw) > USER_DATA_LIMIT_BYTES and text.startswith("#cloud-config"):
         raw = gzip.compress(raw, compresslevel=9, mtime=0)
+    return raw
+
+
+def encode_user_data(text: str) -> str:
+    """Base64 of :func:`user_data_payload` of ``text``, as launch templates want it.
+
+    Raises ``ValueError`` when the data (compressed where allowed) still exceeds
+    :data:`USER_DATA_LIMIT_BYTES`; ``clusterforge plan``, ``render`` and ``up`` report that
+    earlier, with the node group's position (``AwsTarget.preflight``).
+    """
+    raw = user_data_payload(text)
     if len(raw) > USER_DATA_LIMIT_BYTES:
         raise ValueError(f"user data is {len(raw)} bytes; EC2 allows {USER_DATA_LIMIT_BYTES} — "
                          "drop stripe settings or sandbox features from this node group")

@@ -25,9 +25,9 @@ def render_all(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
     ``out/validation``; returns the files written per sub-directory (empty ones left out)."""
     from validate.launchers import render_artifacts
 
-    from ..targets import target_for
+    from ..targets import checked_target
 
-    target = target_for(loaded.blueprint.target.provider)
+    target = checked_target(loaded)
     written: dict[str, list[Path]] = {}
     for sub, fn in ((target.render_dir, target.render), ("validation", render_artifacts)):
         files = fn(loaded, out / sub)

@@ -37,13 +37,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Deploy: AWS with Pulumi (local state), on-prem with Ansible."""
         from ..blueprint_io import load_checked
-        from ..targets import DeployOptions, target_for
+        from ..targets import DeployOptions, checked_target
 
         loaded = load_checked(blueprint)
+        target = checked_target(loaded)
         options = DeployOptions(state_dir=state_dir, preview=preview, output=output, check=check,
                                 tags=tuple(t.strip() for t in (tags or "").split(",") if t.strip()), limit=limit,
                                 yes=yes)
-        target_for(loaded.blueprint.target.provider).up(loaded, options)
+        target.up(loaded, options)
 
     @app.command("down")
     def down_cmd(

@@ -18,7 +18,7 @@ from .base import DeployOptions, Plan, Target
 if TYPE_CHECKING:
     from blueprints import LoadedBlueprint
 
-__all__ = ["TARGETS", "DeployOptions", "Plan", "Target", "plan", "target_for"]
+__all__ = ["TARGETS", "DeployOptions", "Plan", "Target", "checked_target", "plan", "target_for"]
 
 TARGETS: dict[str, str] = {
     "aws": "clusterforge.targets.aws",
@@ -40,6 +40,22 @@ def target_for(provider: str) -> Target:
     return target
 
 
+def checked_target(loaded: LoadedBlueprint) -> Target:
+    """The target of ``loaded`` after its :meth:`Target.preflight` found no error.
+
+    Raises :class:`blueprints.findings.BlueprintInvalid` with the preflight's findings (printed like
+    ``check``'s, ``FILE:LINE:COL: rule-id: message — fix``) when one is an error.
+    """
+    from blueprints.findings import BlueprintInvalid
+
+    target = target_for(loaded.blueprint.target.provider)
+    findings = target.preflight(loaded)
+    if any(f.severity == "error" for f in findings):
+        raise BlueprintInvalid(findings)
+    return target
+
+
 def plan(loaded: LoadedBlueprint) -> Plan:
-    """Plan ``loaded`` with its target (:meth:`Target.plan`): what ``up`` would do, offline."""
-    return target_for(loaded.blueprint.target.provider).plan(loaded)
+    """Plan ``loaded`` with its target (:meth:`Target.plan`): what ``up`` would do, offline.
+    Raises :class:`blueprints.findings.BlueprintInvalid` when the target's preflight fails."""
+    return checked_target(loaded).plan(loaded)

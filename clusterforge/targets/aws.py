@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rich.tree import Tree
 
     from blueprints import LoadedBlueprint
+    from blueprints.findings import Finding
 
     from ..plan import PlannedResource, PlanResult
 
@@ -206,6 +207,38 @@ class AwsTarget(Target):
 
     provider = "aws"
     render_dir = "pulumi"
+
+    def preflight(self, loaded: LoadedBlueprint) -> list[Finding]:
+        """``user-data-size``: each node group's user data, rendered as the stack renders it
+        (FSx endpoints of the real length, :func:`stacks.cloud_init.sizing_endpoints`) and
+        compressed where EC2 allows, must fit
+        EC2's 16 KB limit (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html);
+        the finding sits at the node group."""
+        from blueprints.models import KubernetesOrchestrator
+        from stacks.cloud_init import (
+            USER_DATA_LIMIT_BYTES,
+            render_user_data,
+            sizing_endpoints,
+            user_data_payload,
+        )
+
+        eks = isinstance(loaded.blueprint.orchestrator, KubernetesOrchestrator)
+        region = str(getattr(loaded.blueprint.target, "region", "us-east-1"))
+        out: list[Finding] = []
+        for r in loaded.cluster.groups:
+            text = render_user_data(r.settings, sizing_endpoints(r.settings, region), eks=eks)
+            size = len(user_data_payload(text))
+            if size > USER_DATA_LIMIT_BYTES:
+                how = "as MIME text (EKS merges it uncompressed)" if eks else "gzip-compressed"
+                out.append(loaded.finding(
+                    "user-data-size", "error",
+                    f"node group `{r.name}`: its user data is {size} bytes {how}; EC2 allows "
+                    f"{USER_DATA_LIMIT_BYTES} (the NCCL environment, Lustre mounts and stripe settings and the "
+                    "sandbox setup of the group all travel in it)",
+                    "set fewer `network.nccl.env` variables or Lustre stripe settings, or move the extra "
+                    "settings into the container image",
+                    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html", r.path))
+        return out
 
     def plan(self, loaded: LoadedBlueprint) -> AwsPlan:
         """Run the stack program against the mock engine; a refusal of the program

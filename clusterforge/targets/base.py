@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from blueprints import LoadedBlueprint
+    from blueprints.findings import Finding
 
 __all__ = ["DeployOptions", "Plan", "Target"]
 
@@ -74,6 +75,12 @@ class Target(ABC):
 
     render_dir: ClassVar[str]
     """Sub-directory of ``clusterforge render -o DIR`` this target writes its files to."""
+
+    def preflight(self, loaded: LoadedBlueprint) -> list[Finding]:
+        """Findings only this target's renderer can compute (too costly for ``check``'s start-up),
+        each located in the blueprint like a rule's. ``plan``, ``render`` and ``up`` run it first
+        and stop on an error (:func:`clusterforge.targets.checked_target`). Default: none."""
+        return []
 
     @abstractmethod
     def plan(self, loaded: LoadedBlueprint) -> Plan:

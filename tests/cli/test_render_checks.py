@@ -148,3 +148,51 @@ def test_efa_interfaces_beyond_a_storage_groups_type_fail_check(tmp_path: Path, 
     assert rc == 1 and len(mine) == 1, errors
     assert mine[0].startswith(f"✗ {path}:{line}:{col}: efa-interfaces-max: ")
     assert f"`{instance_type}` (`node_groups.1`, group `prep`) supports at most {spec.max_efa_interfaces}" in mine[0]
+
+
+# ---- EC2 user data: sized before the stack runs -------------------------------------------------
+
+def _with_nccl_env(text: str, variables: int) -> str:
+    """``text`` with ``variables`` NCCL environment entries of 40 random (incompressible) characters
+    under ``network:``; seeded, so each run writes the same file."""
+    import random
+
+    rnd = random.Random(variables)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    lines = "".join(f"      NCCL_SITE_{k:03d}: {''.join(rnd.choice(alphabet) for _ in range(40))}\n"
+                    for k in range(variables))
+    assert "\nnetwork:\n" in text and "  nccl:" not in text
+    return text.replace("\nnetwork:\n", "\nnetwork:\n  nccl:\n    env:\n" + lines, 1)
+
+
+@pytest.mark.parametrize("example", ["P5", "EKS"])
+@pytest.mark.parametrize("variables", [4, 400])
+def test_user_data_over_the_ec2_limit_stops_plan_and_render_at_the_node_group(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], example: str, variables: int) -> None:
+    """A GPU group whose user data cannot fit EC2's 16 KB (even gzip'd) used to pass `check` and end
+    `plan` with an internal error from inside the Pulumi program; now `plan`, `render` and `up` stop
+    first with one positioned line, and a group that fits renders user data within the limit."""
+    text = _with_nccl_env({"P5": P5, "EKS": EKS}[example], variables)
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    out_dir = tmp_path / "out"
+    if variables == 4:
+        assert main(["render", str(path), "-o", str(out_dir)]) == 0
+        from stacks.cloud_init import USER_DATA_LIMIT_BYTES, user_data_payload
+
+        for f in (out_dir / "pulumi" / "cloud-init").iterdir():
+            assert len(user_data_payload(f.read_text())) <= USER_DATA_LIMIT_BYTES
+        return
+    line, col = _position(text, "- name: gpu")
+    for argv in (["plan", str(path)], ["render", str(path), "-o", str(out_dir)], ["up", str(path), "--preview"]):
+        rc = main(argv)
+        captured = capsys.readouterr()
+        err = captured.err
+        assert rc == 1, (argv, captured.out, err)
+        assert "Traceback" not in err and "internal error" not in err
+        lines = [ln for ln in err.splitlines() if ": user-data-size: " in ln]
+        gpu = [ln for ln in lines if f"{path}:{line}:{col + 2}: user-data-size: node group `gpu`: " in ln]
+        assert len(gpu) == 1 and all(ln.startswith(f"✗ {path}:") for ln in lines), err
+        size = int(re.search(r"user data is (\d+) bytes", gpu[0]).group(1))  # type: ignore[union-attr]
+        assert size > 16384 and "EC2 allows 16384" in gpu[0]
+    assert not out_dir.exists() or not any(out_dir.iterdir())
