@@ -23,6 +23,7 @@ from .models import (
     EfaNetwork,
     EthernetNetwork,
     InfinibandNetwork,
+    KubernetesOrchestrator,
     LustreStorage,
     NfsStorage,
     NodeGroup,
@@ -191,25 +192,52 @@ class NodeSettings(_Frozen):
     """
 
     blueprint: str
+    """The blueprint's ``name``."""
     group: str
+    """The node group's ``name``."""
     role: str
+    """The node group's ``role``: ``compute``, ``login``, ``controller`` or ``storage``."""
     provider: Literal["aws", "onprem"]
+    """``target.provider``: ``aws`` (cloud-init user data) or ``onprem`` (Ansible roles)."""
     os: str
+    """The operating system the node runs: ``target.os`` on-prem (``ubuntu-22.04``, ``ubuntu-24.04``,
+    ``debian-12``); on AWS the image the stack boots (catalog ``node_images``: ``ubuntu-22.04`` for
+    the Deep Learning AMI and Canonical's Ubuntu, ``al2023`` for EKS managed node groups)."""
     gpu_model: str | None
+    """Hardware-catalog key of the node's NVIDIA GPU (``h100-sxm``); ``None`` without NVIDIA GPUs."""
     gpu_count: int
+    """NVIDIA GPUs per node (0 without)."""
     nvswitch: bool
+    """The node's GPUs sit on NVSwitches (HGX/DGX baseboards): Fabric Manager territory."""
     training_node: bool
+    """A compute node whose GPUs the host itself uses (not passed into guests): gets the training
+    tuning (``iommu=pt``, PCIe ACS off) and is measured by the validation suites."""
     passthrough_host: bool
+    """The node passes its GPUs into Kata or VM guests (VFIO): IOMMU on, GPUs bound to ``vfio-pci``."""
     # host tuning
     memlock_unlimited: bool
+    """Unlimited locked memory for PAM sessions and systemd services (RDMA registers pinned memory;
+    ``SOURCES["memlock"]``)."""
     sysctls: dict[str, str]
+    """Kernel parameters written to ``/etc/sysctl.d`` (name -> value; byte values in bytes): memory
+    maps for large models, NUMA balancing off, 256 MiB socket buffers, neighbour tables sized for
+    thousands of peers."""
     hugepages_2m: int
+    """2 MiB huge pages to reserve (count; 0: none)."""
     cpu_governor: str
+    """cpufreq governor set on every core (``performance``: no frequency ramp during collectives)."""
     kernel_cmdline: list[str]
+    """Kernel command-line parameters (``key=value``) added at boot: ``iommu=pt`` on training nodes
+    (``SOURCES["iommu"]``), ``intel_iommu=on iommu=pt`` on passthrough hosts (``SOURCES["vfio"]``)."""
     disable_acs: bool
+    """Turn PCIe Access Control Services off at boot so GPU peer-to-peer and GPUDirect RDMA traffic
+    is not redirected through the root complex (``SOURCES["acs"]``)."""
     # GPU stack
     install_gpu_driver: bool
+    """The host gets the NVIDIA driver (GPU nodes, except passthrough hosts whose guests own the GPUs;
+    shared-NVSwitch hosts keep it for Fabric Manager)."""
     driver_branch: str
+    """NVIDIA driver branch (``software.driver_branch``, e.g. ``580``)."""
     driver_version: str | None
     """Exact driver release (``software.driver_version`` or the catalog's release of the branch);
     ``None`` when the catalog knows no release of the branch (the branch's newest package)."""
@@ -224,27 +252,45 @@ class NodeSettings(_Frozen):
     """Kernel modules built outside the kernel that this bare-metal host loads (``nvidia`` with a driver
     install, ``lustre`` with a Lustre mount): checked against the running kernel at every boot."""
     driver_open_kernel_modules: bool
+    """Install NVIDIA's open GPU kernel modules (``-open`` packages; required for DMA-BUF GPUDirect RDMA)."""
     gpu_packages: DriverPackages | None
     """On-prem GPU hosts with a driver install: the pinned NVIDIA packages (see :mod:`blueprints.vendor`)."""
     fabric_manager: bool
+    """Install and run NVIDIA Fabric Manager (NVSwitch hosts that keep their NVSwitches)."""
     fabric_manager_mode: Literal["default", "shared-nvswitch"] | None
     """Fabric Manager mode on this host: ``default`` (bare-metal NVSwitch system),
     ``shared-nvswitch`` (``FABRIC_MODE=1``: guests get GPU partitions), ``None`` (no Fabric
     Manager on the host: no NVSwitch, or the NVSwitches are passed into the guest)."""
     dcgm: bool
+    """Install DCGM 4 (``nvidia-dcgm`` service; GPU hosts that use their GPUs)."""
     cuda: str
+    """CUDA version (``software.cuda``, ``major.minor``): picks DCGM's CUDA package."""
     nccl_version: str
+    """NCCL version (``software.nccl``) the validation payloads and rules assume."""
     container_toolkit: str
+    """NVIDIA Container Toolkit version (``software.container_toolkit``)."""
     container_toolkit_packages: list[str]
+    """The four toolkit packages pinned to that version (apt specs ``name=version-1``)."""
     # fabric
     fabric: Literal["efa", "infiniband", "roce", "ethernet"]
+    """``network.fabric``: the GPU data-plane fabric."""
     rdma: bool
+    """The fabric is RDMA-capable (EFA, InfiniBand, RoCE): rdma-core and memlock limits matter."""
     gpudirect_rdma: Literal["nvidia-peermem", "dmabuf"] | None
+    """How NICs reach GPU memory on InfiniBand/RoCE: ``dmabuf`` (open kernel modules, kernel 5.12+),
+    ``nvidia-peermem`` (only with DOCA-OFED), ``None``: off or not an ib_verbs fabric
+    (``SOURCES["peermem"]``)."""
     rdma_devices: list[str]
+    """``device:port`` of each declared InfiniBand/RoCE NIC (``mlx5_0:1``), in ``NCCL_IB_HCA`` order."""
     nccl_env: dict[str, str]
+    """NCCL / libfabric environment (name -> value): derived from the hardware, then
+    ``network.nccl.env`` on top (``SOURCES["nccl_env"]``, ``SOURCES["efa_env"]``)."""
     efa_installer: str | None
+    """EFA installer version for EFA groups (``software.efa_installer``); ``None`` elsewhere."""
     aws_ofi_nccl: str | None
+    """aws-ofi-nccl plugin version on EFA GPU groups (``software.aws_ofi_nccl``); ``None`` elsewhere."""
     opensm: bool
+    """A host of this group runs the InfiniBand subnet manager (``opensm``)."""
     opensm_priority: int | None
     """Subnet-manager priority of this group's opensm (0-15; ``None`` where the group runs no opensm)."""
     doca_ofed: str | None
@@ -253,19 +299,29 @@ class NodeSettings(_Frozen):
     """On-prem hosts with ``doca_ofed``: the DOCA repository of the host's OS (``None`` elsewhere, and where
     the catalog knows no DOCA distribution for the OS: the ``doca-ofed-os`` rule reports that)."""
     ipoib: bool
+    """IPoIB addresses are configured (``network.infiniband.ipoib.enabled``)."""
     ipoib_mode: str | None
+    """IPoIB mode (``datagram`` or ``connected``); ``None`` off InfiniBand."""
     ipoib_netdev: str | None
     """The IPoIB interface (LNet o2ib and IPoIB addresses bind to it): the group's first declared
     InfiniBand port with a netdev (``ibp24s0`` on a DGX H100); ``None`` when none is declared."""
     roce: RoceQos | None
+    """Host-side RoCE QoS (trust, PFC, DSCP, ECN) on RoCE fabrics; ``None`` elsewhere."""
     # storage
     scratch: ScratchSettings | None
+    """The NVMe scratch array (``local_nvme``); ``None`` when the group declares none."""
     lustre: list[LustreMount]
+    """Lustre client mounts, one per ``storage`` entry of kind ``lustre``."""
     nfs: list[NfsMount]
+    """NFS client mounts, one per ``storage`` entry of kind ``nfs``."""
     # containers and sandboxes
     container_shm_size: str
+    """Default ``/dev/shm`` size of containers (``1G``; NCCL's shared-memory transport and data
+    loader workers need more than Docker's 64 MB)."""
     container_default_runtime: str
+    """Docker/containerd default runtime: ``nvidia`` on GPU hosts that use their GPUs, else ``runc``."""
     sandbox: SandboxSettings
+    """The group's workload sandbox runtime (container, Kata, gVisor or VM) and GPU passthrough plan."""
     container_toolkit_repo_url: str
     """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
     lustre_client_packages: list[str]
@@ -427,7 +483,12 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                                 options=list(s.mount_options)))
     sw = bp.software
     cat = catalog()
-    onprem_os = bp.target.os if bp.target.provider == "onprem" else "ubuntu-22.04"
+    if bp.target.provider == "onprem":
+        node_os = bp.target.os
+    else:  # the image the stack boots (catalog ``node_images``): EKS AL2023, else the DLAMI or Ubuntu
+        image = ("eks" if isinstance(bp.orchestrator, KubernetesOrchestrator)
+                 else "ec2_gpu" if gpu_count else "ec2_cpu")
+        node_os = cat.aws["node_images"][image]["os"]
     driver_version = sw.driver_version or cat.driver_release(sw.driver_branch)
     plan = g.sandbox.nvswitch.mode if (passthrough and nvswitch and g.sandbox.nvswitch) else None
     guest_gpus = root_ports = None
@@ -442,7 +503,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     gpu_packages = None
     if install_driver and bp.target.provider == "onprem" and driver_version:
         gpu_packages = driver_packages(
-            os=onprem_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
+            os=node_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
             fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda,
             fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default")
@@ -453,7 +514,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         group=g.name,
         role=g.role,
         provider=bp.target.provider,
-        os=onprem_os,
+        os=node_os,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
         nvswitch=nvswitch,
@@ -503,7 +564,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         opensm=opensm,
         opensm_priority=net.infiniband.subnet_manager.priority if opensm and isinstance(net, InfinibandNetwork) else None,
         doca_ofed=sw.doca_ofed,
-        doca_repository=(doca_repository(sw.doca_ofed, onprem_os)
+        doca_repository=(doca_repository(sw.doca_ofed, node_os)
                          if sw.doca_ofed and bp.target.provider == "onprem" else None),
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
         ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,

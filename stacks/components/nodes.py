@@ -39,7 +39,7 @@ import pulumi
 import pulumi_aws as aws
 
 from blueprints.aws import instance_arch, kvm_source
-from blueprints.catalog import InstanceTypeSpec
+from blueprints.catalog import InstanceTypeSpec, catalog
 from blueprints.models import Capacity as CapacityModel
 from blueprints.models import (
     CapacityBlockCapacity,
@@ -63,16 +63,15 @@ __all__ = [
     "efa_layout",
 ]
 
-DLAMI_SSM_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-"""SSM parameter of the latest AWS Deep Learning Base OSS NVIDIA Driver GPU AMI (Ubuntu 22.04):
-driver, CUDA, EFA and aws-ofi-nccl preinstalled (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html)."""
+DLAMI_SSM_PARAMETER: str = catalog().aws["node_images"]["ec2_gpu"]["ssm_parameter"]
+"""SSM parameter of the latest AWS Deep Learning Base OSS NVIDIA Driver GPU AMI: driver, CUDA, EFA
+and aws-ofi-nccl preinstalled (catalog ``node_images.ec2_gpu``, with its source)."""
 
-UBUNTU_SSM_PARAMETER = "/aws/service/canonical/ubuntu/server/22.04/stable/current/{arch}/hvm/ebs-gp2/ami-id"
-"""SSM parameter of Canonical's Ubuntu 22.04 AMI, for node groups without GPUs
-(https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/)."""
+UBUNTU_SSM_PARAMETER: str = catalog().aws["node_images"]["ec2_cpu"]["ssm_parameter"]
+"""SSM parameter of Canonical's Ubuntu AMI, for node groups without GPUs (catalog ``node_images.ec2_cpu``)."""
 
-EKS_ROOT_DEVICE = "/dev/xvda"
-"""Root device name of the EKS-optimized Amazon Linux 2023 AMIs."""
+EKS_ROOT_DEVICE: str = catalog().aws["node_images"]["eks"]["root_device"]
+"""Root device name of the EKS-optimized Amazon Linux 2023 AMIs (catalog ``node_images.eks``)."""
 
 @dataclass(frozen=True)
 class NicSlot:

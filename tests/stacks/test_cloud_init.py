@@ -244,3 +244,22 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
         assert "sha512sum -c" in sandbox, "runsc must be verified against its published checksum"
         runsc = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/containerd/runsc.toml")
         assert 'nvproxy = "true"' in runsc
+
+
+@pytest.mark.parametrize("example", AWS_EXAMPLES)
+def test_node_settings_name_the_os_of_the_image_the_stack_boots(example: str) -> None:
+    """``node-settings.json`` on a cloud node says which OS it runs: AL2023 on EKS managed node groups
+    (the EKS-optimized AMIs), else the Ubuntu release of the SSM parameter the launch template reads."""
+    from blueprints.hardware import instance_spec
+    from blueprints.models import KubernetesOrchestrator
+    from stacks.components.nodes import ami_parameter
+
+    loaded = load_blueprint(EXAMPLES / f"{example}.yaml")
+    eks = isinstance(loaded.blueprint.orchestrator, KubernetesOrchestrator)
+    for r in loaded.cluster.groups:
+        if eks:
+            assert r.settings.os == "al2023"
+            continue
+        release = r.settings.os.removeprefix("ubuntu-")
+        assert r.settings.os.startswith("ubuntu-") and f"/{release}/" in ami_parameter(
+            str(r.group.instance_type), instance_spec(r.group)).replace("-ubuntu-", "/")
