@@ -3,7 +3,11 @@ side by side, ``clusterforge`` (CLI and glue) is the top. An import never runs u
 sideways between ``stacks`` and ``validate``, and no module imports itself back through others.
 
 Every ``import`` statement counts, including the ones inside functions: a deferred import is how
-an upward dependency or a circle usually hides.
+an upward dependency or a circle usually hides. So do the imports Python cannot see statically:
+``import_module`` / ``__import__`` calls (a literal name, or an f-string: every module under its
+constant prefix, ``{__name__}`` standing for the importing package), and a string that names a
+project submodule exactly (a registry such as ``TARGETS`` maps names to modules it imports later;
+a bare package name is more often a distribution or resource name).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     is_pkg = path.name == "__init__.py"
     base = name.split(".") if is_pkg else name.split(".")[:-1]
     found: set[str] = set()
+    package = ".".join(base)
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         targets: list[str] = []
         if isinstance(node, ast.Import):
@@ -56,14 +61,52 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             else:
                 mod = node.module or ""
             subs = [f"{mod}.{a.name}" for a in node.names]
-            # `from pkg import sub` imports the submodule; `from mod import name` imports mod.
-            targets = [t for t in subs if t in known] or [mod]
+            # `from pkg import sub` imports the submodule; `from mod import name` imports mod; a mixed
+            # `from pkg import sub, name` both.
+            targets = [t for t in subs if t in known]
+            if len(targets) < len(subs):
+                targets.append(mod)
+        elif isinstance(node, ast.Call) and _is_dynamic_import(node) and node.args:
+            targets = _dynamic_targets(node.args[0], name, package, known)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+                and node.value in known:
+            targets = [node.value]  # a module named in a registry, imported by name later
         for t in targets:
             while t and t not in known:
                 t = t.rpartition(".")[0]
             if t and t != name:
                 found.add(t)
     return found
+
+
+def _is_dynamic_import(call: ast.Call) -> bool:
+    f = call.func
+    return (isinstance(f, ast.Name) and f.id in ("import_module", "__import__")) or (
+        isinstance(f, ast.Attribute) and f.attr == "import_module")
+
+
+def _dynamic_targets(arg: ast.expr, name: str, package: str, known: dict[str, Path]) -> list[str]:
+    """Modules an ``import_module(arg)`` call in module ``name`` (of ``package``) may import: the
+    literal name, or every known module under an f-string's constant prefix."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        target = arg.value
+        return [f"{package}{target}" if target.startswith(".") else target]
+    if not isinstance(arg, ast.JoinedStr):
+        return []
+    prefix = ""
+    for part in arg.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            prefix += part.value
+        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+              and part.value.id == "__name__" and not prefix):
+            prefix = name
+        else:
+            break
+    if prefix.startswith("."):
+        prefix = package + prefix
+    if not prefix.rstrip("."):
+        return []
+    return [m for m in known if m.startswith(prefix) and m != name]
 
 
 def _graph() -> dict[str, set[str]]:
