@@ -34,7 +34,7 @@ def reserved_groups(bp: Blueprint) -> list[NodeGroup]:
         return []
     names = t.capacity.node_groups
     if names is None:
-        return [g for g in bp.node_groups if g.role == "compute"]
+        return [g for g in bp.node_groups if g.compute]
     return [g for g in bp.node_groups if g.name in names]
 
 

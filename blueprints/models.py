@@ -439,6 +439,13 @@ class NodeGroup(StrictModel):
         """Number of nodes: `count` for AWS groups, the number of hosts on-prem."""
         return self.count if self.count is not None else len(self.hosts)
 
+    @property
+    def compute(self) -> bool:
+        """A compute group (``role: compute``): its nodes run jobs, are validated and use the hardware
+        catalog's instance types. The one definition; :class:`blueprints.resolved.ResolvedGroup` and
+        the rules read it."""
+        return self.role == "compute"
+
 
 # ---------------------------------------------------------------------------------------------
 # network

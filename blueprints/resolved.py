@@ -77,7 +77,7 @@ class ResolvedGroup:
     @property
     def compute(self) -> bool:
         """A compute group: ``role: compute`` (the nodes that run jobs and are validated)."""
-        return self.group.role == "compute"
+        return self.group.compute
 
     @property
     def gpus(self) -> int:

@@ -45,17 +45,18 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
     sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
     validation_tools: compute groups. kernel_updates: hosts with out-of-tree modules or a kernel hold.
     """
+    compute = bp.group(s.group).compute
     wanted = {
         "host_tuning": True,
         "nvidia_driver": s.install_gpu_driver,
-        "rdma": s.rdma or s.opensm or (bool(s.nccl_env) and s.role == "compute"),
+        "rdma": s.rdma or s.opensm or (bool(s.nccl_env) and compute),
         "nvme_scratch": s.scratch is not None,
         "lustre_client": any(m.source for m in s.lustre),
         "nfs_client": bool(s.nfs),
         "container_runtime": s.gpu_count > 0 or s.sandbox.runtime in ("kata", "gvisor")
         or bp.orchestrator.kind == "kubernetes",
         "sandbox": s.sandbox.runtime != "container" or s.sandbox.gpu_passthrough,
-        "validation_tools": s.role == "compute",
+        "validation_tools": compute,
         "kernel_updates": bool(s.out_of_tree_modules or s.kernel_hold_packages),
     }
     return [r for r in ROLE_ORDER if wanted[r]]

@@ -407,7 +407,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     gpu_model = hw.gpu_key if gpu_count else None
     nvswitch = hw.nvswitch and gpu_count > 0
     passthrough = g.sandbox.passthrough and gpu_count > 0
-    training = g.role == "compute" and gpu_count > 0 and not passthrough
+    training = g.compute and gpu_count > 0 and not passthrough
     cpu = g.hardware.cpu_vendor if g.hardware else None
     cmdline: list[str] = []
     if passthrough:

@@ -629,7 +629,7 @@ def capacity_node_groups(ctx: RuleContext) -> Iterator[Hit]:
         return
     types = {g.instance_type for _, g in reserved}
     for i, g in enumerate(ctx.bp.node_groups):
-        if g.role != "compute" and g.instance_type in types:
+        if not g.compute and g.instance_type in types:
             yield Hit(("node_groups", i, "instance_type"),
                       f"{g.role} group `{g.name}` has the reserved type `{g.instance_type}`: is it in reservation "
                       f"`{t.capacity.reservation_id}` or on demand?")
@@ -659,7 +659,7 @@ def instance_type_exists(ctx: RuleContext) -> Iterator[Hit]:
     names = ec2_instance_type_names()
     for i, g in enumerate(ctx.bp.node_groups):
         t = g.instance_type
-        if g.role == "compute" or not t or t in names or instance_spec(g, ctx.catalog) is not None:
+        if g.compute or not t or t in names or instance_spec(g, ctx.catalog) is not None:
             continue
         if accelerator_family(t, ctx.catalog):
             continue  # instance-type-accelerator-not-nvidia names the accelerator

@@ -32,7 +32,7 @@ def instance_type_format(ctx: RuleContext) -> Iterator[Hit]:
     if not ctx.bp.is_aws:
         return
     for i, g in enumerate(ctx.bp.node_groups):  # other roles: instance-type-exists (EC2's own list)
-        if g.role == "compute" and g.instance_type and not INSTANCE_NAME.match(g.instance_type):
+        if g.compute and g.instance_type and not INSTANCE_NAME.match(g.instance_type):
             yield Hit(("node_groups", i, "instance_type"),
                       f"`node_groups.{i}.instance_type` `{g.instance_type}` is not an EC2 instance type name"
                       f"{_close(g.instance_type, ctx.catalog.instance_type_names)}")
@@ -51,7 +51,7 @@ def instance_type_unknown(ctx: RuleContext) -> Iterator[Hit]:
         return
     names = ctx.catalog.instance_type_names
     for i, g in enumerate(ctx.bp.node_groups):
-        if (g.role == "compute" and g.instance_type and INSTANCE_NAME.match(g.instance_type)
+        if (g.compute and g.instance_type and INSTANCE_NAME.match(g.instance_type)
                 and instance_spec(g, ctx.catalog) is None and not accelerator_family(g.instance_type, ctx.catalog)):
             yield Hit(("node_groups", i, "instance_type"),
                       f"compute group `{g.name}`: `node_groups.{i}.instance_type` `{g.instance_type}` is not in the "
@@ -71,7 +71,7 @@ def instance_type_not_in_catalog(ctx: RuleContext) -> Iterator[Hit]:
     if not ctx.bp.is_aws:
         return
     for i, g in enumerate(ctx.bp.node_groups):
-        if (g.role != "compute" and g.instance_type and ACCELERATED_FAMILY.match(g.instance_type)
+        if (not g.compute and g.instance_type and ACCELERATED_FAMILY.match(g.instance_type)
                 and instance_spec(g, ctx.catalog) is None and not accelerator_family(g.instance_type, ctx.catalog)):
             yield Hit(("node_groups", i, "instance_type"),
                       f"{g.role} group `{g.name}`: accelerated type `{g.instance_type}` is not in the hardware catalog")
@@ -212,7 +212,7 @@ def rail_nic_count(ctx: RuleContext) -> Iterator[Hit]:
         return
     for i, g in enumerate(ctx.bp.node_groups):
         hw = g.hardware
-        if hw is None or hw.gpu is None or not hw.nics or g.role != "compute":
+        if hw is None or hw.gpu is None or not hw.nics or not g.compute:
             continue
         if len(hw.nics) != hw.gpu.count:
             yield Hit(("node_groups", i, "hardware", "nics"),
