@@ -294,10 +294,10 @@ def kernel_drift(ctx: RuleContext) -> Iterator[Hit]:
 
 @rule(
     id="sandbox-runtime-floating",
-    severity="warning",
+    severity="error",
     summary="`software.gvisor: latest` installs whichever gVisor release is current when a node is provisioned; its "
             "GPU proxy supports a moving list of exact drivers (older ones are dropped), so GPU nodes provisioned later "
-            "can reject the pinned driver. The check uses the newest catalogued release.",
+            "can reject the pinned driver. GPU gVisor groups need a pinned release whose driver list the catalog has.",
     fix="pin `software.gvisor` to a release (e.g. the newest catalogued one)",
     source="https://github.com/google/gvisor/blob/master/pkg/sentry/devices/nvproxy/version.go",
 )
