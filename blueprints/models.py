@@ -854,6 +854,27 @@ class NcclThresholds(StrictModel):
     ] = None
     warn_ratio: Annotated[float, Field(description="Below this fraction of expected: warn.", gt=0, le=1)] = 0.8
     fail_ratio: Annotated[float, Field(description="Below this fraction of expected: fail.", gt=0, le=1)] = 0.5
+    socket_fallback_ratio: Annotated[float, Field(
+        description="On an RDMA fabric, multi-node peak busbw below this fraction of the inter-node rate is named as "
+                    "NCCL's TCP socket fallback (single-digit Gbit/s per NIC instead of hundreds).", gt=0, le=1)] = 0.25
+    above_ratio: Annotated[float, Field(
+        description="Peak busbw above this multiple of the ring-model expectation gets a note (NVLS, SHARP or tree "
+                    "algorithms move less data than the ring formula assumes).", ge=1)] = 1.15
+    dip_ratio: Annotated[float, Field(
+        description="A message size whose busbw is more than this fraction below the best smaller size is a dip "
+                    "(noted).", gt=0, le=1)] = 0.05
+    curve_floor_ratio: Annotated[float, Field(
+        description="Sizes whose best busbw so far is below this fraction of the peak are not judged for dips "
+                    "(latency-bound, noisy).", ge=0, le=1)] = 0.10
+    cliff_ratio: Annotated[float, Field(
+        description="A dip over two or more sizes that recovers is a mid-size cliff (warn) when deeper than this "
+                    "fraction.", gt=0, le=1)] = 0.25
+    collapse_warn_ratio: Annotated[float, Field(
+        description="busbw that stays this fraction or more below its best up to the largest size (two or more "
+                    "sizes) is a sustained collapse: warn.", gt=0, le=1)] = 0.15
+    collapse_fail_ratio: Annotated[float, Field(
+        description="A sustained collapse this deep or deeper: fail (one last size this deep: warn).",
+        gt=0, le=1)] = 0.5
 
 
 class NcclSuite(StrictModel):
@@ -906,6 +927,8 @@ class AmpThresholds(StrictModel):
 
     min_mfu: Annotated[float | None, Field(description="Minimum MFU (0-1); unset = the GPU's floor.", gt=0, le=1)] = None
     min_speedup_vs_fp32: Annotated[float, Field(description="AMP must be at least this much faster than fp32.", gt=0)] = 1.1
+    mfu_fail_fraction: Annotated[float, Field(
+        description="MFU below this fraction of the floor fails (between it and the floor: warn).", gt=0, le=1)] = 0.5
 
 
 class AmpSuite(StrictModel):

@@ -95,7 +95,7 @@ TORCHTITAN_H100 = "https://github.com/pytorch/torchtitan/blob/main/benchmarks/ll
 """Source of the 33-39% MFU reference (Llama 3.1 8B, bf16 FSDP, 8-128 H100)."""
 
 MFU_FLOOR_HOPPER = 0.30
-"""Default MFU floor (warn below, fail below half) for an H100-class GPU running the bf16 GPT
+"""Default MFU floor (warn below, fail below `validation.amp.thresholds.mfu_fail_fraction` of it) for an H100-class GPU running the bf16 GPT
 step: just under torchtitan's 33-39% MFU on H100 (:data:`TORCHTITAN_H100`); the project's own
 measurements of this step on one H200 (torch 2.11, CUDA 13) reach 31.8% (GPT-124M, eager) to 59%
 (GPT-1.3B+, compiled). Scaled for other GPUs by their measured matmul efficiency (MAMF)."""

@@ -493,3 +493,37 @@ def test_fio_error_lines(fixtures_dir):
     (r,) = judge_text("fio: io_u error on file /scratch/x: Input/output error: write offset=0\n" + doc,
                       JudgeContext(), source="fio.json", kind="fio")
     assert r.verdict == "warn" and "alongside the results" in r.reasons[0]
+
+
+def test_curve_thresholds_come_from_the_blueprint(fixtures_dir):
+    """The collapse and cliff limits are the blueprint's `validation.nccl.thresholds`: the same
+    result fails at the defaults and only warns when the blueprint allows a deeper collapse, and a
+    mid-size cliff the defaults warn about is accepted with a larger `cliff_ratio`."""
+    import dataclasses
+
+    from blueprints.models import NcclThresholds
+
+    base = (fixtures_dir / "nccl-tests" / "nccl-04.txt").read_text()
+    ctx = context_from_flags(**FLAGS["nccl-04.txt"])
+    collapse = _scale(base, lambda s: 0.3 if s >= 2**31 else 1.0)
+    (r,) = judge_text(collapse, ctx, source="x.log", kind="nccl")
+    assert r.verdict == "fail"
+    lenient = dataclasses.replace(ctx, nccl=NcclThresholds(collapse_fail_ratio=0.8))
+    (r,) = judge_text(collapse, lenient, source="x.log", kind="nccl")
+    assert r.verdict == "warn" and any("does not recover" in x for x in r.reasons)
+    cliff = _scale(base, lambda s: 0.5 if s in (2**26, 2**27, 2**28) else 1.0)
+    (r,) = judge_text(cliff, dataclasses.replace(ctx, nccl=NcclThresholds(cliff_ratio=0.6)), source="x.log", kind="nccl")
+    assert r.verdict == "pass" and not any("mid-size cliff" in x for x in r.reasons)
+
+
+def test_nccl_thresholds_reach_the_judge_from_a_blueprint_file(tmp_path):
+    """`validation.nccl.thresholds` written in a blueprint file is what the judge context carries."""
+    text = (EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text()
+    assert "\nvalidation:\n" in text
+    text = text.replace("\nvalidation:\n", "\nvalidation:\n  nccl:\n    thresholds: {cliff_ratio: 0.4, socket_fallback_ratio: 0.1}\n", 1)
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    from validate.expectations import context_from_blueprint
+
+    ctx = context_from_blueprint(load_blueprint(path).blueprint)
+    assert ctx.nccl.cliff_ratio == 0.4 and ctx.nccl.socket_fallback_ratio == 0.1 and ctx.nccl.dip_ratio == 0.05

@@ -7,7 +7,7 @@ writing one JSON document (``raw/<id>.json``).
 
 Judge: another GPU than the declared one -> invalid; error -> fail; non-finite or rising loss ->
 fail (flat -> warn); MFU below the GPU's floor (:func:`validate.expectations.mfu_floor`, or
-``validation.amp.thresholds.min_mfu``) -> warn (below half of it -> fail); AMP slower than fp32 ->
+``validation.amp.thresholds.min_mfu``) -> warn (below `mfu_fail_fraction` of it, default half -> fail); AMP slower than fp32 ->
 fail, less than ``validation.amp.thresholds.min_speedup_vs_fp32`` -> warn (GPU only; on CPU these
 are notes).
 
@@ -314,8 +314,9 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
                  "PERFORMANCE`)")
         if mfu > 1.0:
             r.degrade(Verdict.WARN, f"MFU {pct(mfu)} is above 100%: the peak ({peak:g} TFLOP/s) or the FLOP count is wrong")
-        elif mfu < floor / 2:
-            r.degrade(Verdict.FAIL, fig + f", below half the floor. {cause}")
+        elif mfu < floor * ctx.amp.mfu_fail_fraction:
+            r.degrade(Verdict.FAIL, fig + f", below {ctx.amp.mfu_fail_fraction:g} of the floor "
+                      f"(validation.amp.thresholds.mfu_fail_fraction). {cause}")
         elif mfu < floor:
             r.degrade(Verdict.WARN, fig + f". {cause}")
         else:

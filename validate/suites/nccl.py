@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from blueprints.catalog import catalog
+from blueprints.models import NcclThresholds
 
 from ..expectations import (
     BUSBW_BOUND_MARGIN,
@@ -241,21 +242,8 @@ class NcclSuite(RanksSuite):
 # judging
 # ---------------------------------------------------------------------------------------------
 
-DIP = 0.05
-"""A size whose busbw is more than 5% below the best smaller size is a dip (ignored below 10% of
-the peak, where latency dominates and noise is large)."""
-CLIFF = 0.25
-"""A dip spanning two or more sizes that recovers is a mid-size cliff (warn) when deeper than 25%."""
-COLLAPSE = 0.15
-"""busbw that stays more than 15% below its best up to the last size (two or more sizes) is a
-sustained collapse (warn); 50% or more is a fail."""
-ABOVE = 1.15
-"""Peak busbw above 115% of the ring-model expectation gets a note (NVLS/SHARP/tree). Above the physical
-upper bound (:data:`~validate.expectations.BUSBW_BOUND_MARGIN`) the result is ``invalid``."""
-SOCKET = 0.25
-"""On an RDMA fabric, multi-node busbw below 25% of the inter-node expectation is the socket-fallback
-signature (single-digit Gbit/s per NIC instead of hundreds; docs/troubleshooting.md#socket-on-rdma)."""
-
+# The curve-shape thresholds (dips, cliffs, collapse, socket fallback, above-expectation note) are
+# the blueprint's `validation.nccl.thresholds` (blueprints.models.NcclThresholds), with their defaults.
 
 
 def _first_errors(errors: list[str], limit: int = 2) -> list[str]:
@@ -459,7 +447,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if run.is_cpu:
         r.note(f"CPU measurement ({run.backend or 'gloo'} over shared memory / TCP sockets): no GPU or fabric "
                f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
-        _curve(run, r, peak_bw, cpu=True)
+        _curve(run, r, peak_bw, ctx.nccl, cpu=True)
         return r
     # ---- transport and NICs (NCCL INFO lines) ------------------------------------------------
     fabric = ctx.fabric
@@ -468,7 +456,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if ranks is None:
         r.note("number of ranks unknown (no 'Using devices' lines and the table does not pin it down): pass --nodes "
                "and --gpus-per-node to judge the bandwidth")
-        _curve(run, r, peak_bw)
+        _curve(run, r, peak_bw, ctx.nccl)
         return r
     nodes_eff = nodes or 1
     exp = expected_busbw(ctx, collective=coll, ranks=ranks, nodes=nodes_eff, gpu_key=gpu_key,
@@ -488,7 +476,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                           f"'Using devices' lines), so NVLink and the network cannot be told apart (peak busbw "
                           f"{peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded). Fix: pass --nodes and --gpus-per-node "
                           f"(or --blueprint) ({doc_ref('network-unknown')})")
-        _curve(run, r, peak_bw)
+        _curve(run, r, peak_bw, ctx.nccl)
         return r
     if multi and ctx.nic_gbps is None and ctx.nccl.min_busbw_gbps is None:
         r.degrade(Verdict.WARN, f"no bandwidth verdict: a run across {nodes_eff} nodes is limited by the network, and no NIC "
@@ -497,7 +485,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         if exp is not None and exp.upper_gbps:
             r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
         _check_ranks(run, ctx, r, ranks)
-        _curve(run, r, peak_bw)
+        _curve(run, r, peak_bw, ctx.nccl)
         return r
     if exp is None:
         missing = []
@@ -507,7 +495,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             missing.append("the NIC rate (--nic-gbps, --nics-per-node)")
         r.note("no expectation: " + (" and ".join(missing) or "not enough hardware facts") + " unknown; "
                f"peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
-        _curve(run, r, peak_bw)
+        _curve(run, r, peak_bw, ctx.nccl)
         return r
     ratio = peak_bw / exp.busbw_gbps
     th = ctx.nccl
@@ -526,7 +514,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     inter = exp.inter_gbps
     explained = any("NET/Socket" in x or "TCP sockets" in x for x in r.reasons)
     if ratio < th.fail_ratio:
-        if fabric in RDMA_FABRICS and multi and inter and peak_bw < SOCKET * inter:
+        if fabric in RDMA_FABRICS and multi and inter and peak_bw < th.socket_fallback_ratio * inter:
             assert fabric is not None
             r.degrade(Verdict.FAIL, fig + f": socket speed on an RDMA fabric ({pct(peak_bw / inter)} of the "
                                     f"inter-node rate {inter:.4g} GB/s). {_socket_cause(fabric)}")
@@ -538,13 +526,13 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                   + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
     else:
         r.note(fig)
-        if ratio > ABOVE and exp.basis != "threshold":
+        if ratio > th.above_ratio and exp.basis != "threshold":
             nvls = _nvlink_gen(gpu_key) >= 4
             r.note("above the ring-model expectation: "
                    + ("NVLS (NVSwitch SHARP) or tree algorithms move" if nvls else "tree algorithms move")
                    + " less data than busbw's point-to-point ring formula assumes (nccl-tests issue #153)")
     _check_ranks(run, ctx, r, ranks)
-    _curve(run, r, peak_bw)
+    _curve(run, r, peak_bw, ctx.nccl)
     return r
 
 
@@ -672,7 +660,7 @@ def _check_ranks(run: NcclRun, ctx: JudgeContext, r: JudgeResult, ranks: int) ->
         r.note(f"the run used {len(per_host)} of the blueprint's {ctx.nodes} nodes")
 
 
-def _curve(run: NcclRun, r: JudgeResult, peak: float, cpu: bool = False) -> None:
+def _curve(run: NcclRun, r: JudgeResult, peak: float, th: NcclThresholds, cpu: bool = False) -> None:
     """Shape of the size curve per placement: isolated dips (note), cliffs (warn), collapse (warn/fail).
 
     For CPU (gloo) runs the anomalies are counted into one note: processes sharing a few cores
@@ -680,13 +668,13 @@ def _curve(run: NcclRun, r: JudgeResult, peak: float, cpu: bool = False) -> None
     """
     if cpu:
         probe = JudgeResult(source=r.source, kind=r.kind)
-        _curve(run, probe, peak)
+        _curve(run, probe, peak, th)
         n = len(probe.reasons) + sum("dips" in x for x in probe.notes)
         if n:
             r.note(f"the CPU curve is irregular ({n} dip(s) or drop(s) between sizes): expected for gloo processes "
                    "sharing a machine's cores; not judged")
         return
-    floor = 0.10 * peak
+    floor = th.curve_floor_ratio * peak
     for placement in ("out-of-place", "in-place"):
         pts = list(iter_curve(run, placement))
         if len(pts) < 3:
@@ -695,7 +683,7 @@ def _curve(run: NcclRun, r: JudgeResult, peak: float, cpu: bool = False) -> None
         best_at = 0
         low: list[tuple[int, float, float, int]] = []  # (index, depth, best before, size of best)
         for i, (size, bw) in enumerate(pts):
-            if best >= floor and best > 0 and bw < best * (1 - DIP):
+            if best >= floor and best > 0 and bw < best * (1 - th.dip_ratio):
                 low.append((i, 1 - bw / best, best, best_at))
             if bw > best:
                 best, best_at = bw, size
@@ -712,14 +700,14 @@ def _curve(run: NcclRun, r: JudgeResult, peak: float, cpu: bool = False) -> None
             lo_size = pts[first][0]
             end_size, end_bw = pts[last]
             recovered = last < len(pts) - 1
-            if not recovered and ((len(seg) >= 2 and depth >= COLLAPSE) or depth >= 0.5):
+            if not recovered and ((len(seg) >= 2 and depth >= th.collapse_warn_ratio) or depth >= th.collapse_fail_ratio):
                 cliff = by_id("busbw-cliff")
                 msg = (f"{placement} busbw cliff from {fmt_bytes(lo_size)}: busbw collapses from {ref_bw:.4g} GB/s at "
                        f"{fmt_bytes(ref_size)} to {end_bw:.4g} GB/s at {fmt_bytes(end_size)} (-{pct(depth)}) and does "
                        f"not recover. {cliff.text()}")
                 r.metrics.setdefault("cliff_start_bytes", lo_size)
-                r.degrade(Verdict.FAIL if depth >= 0.5 and len(seg) >= 2 else Verdict.WARN, msg)
-            elif recovered and len(seg) >= 2 and depth >= CLIFF:
+                r.degrade(Verdict.FAIL if depth >= th.collapse_fail_ratio and len(seg) >= 2 else Verdict.WARN, msg)
+            elif recovered and len(seg) >= 2 and depth >= th.cliff_ratio:
                 msg = (f"{placement} mid-size cliff: busbw drops from {ref_bw:.4g} GB/s ({fmt_bytes(ref_size)}) to "
                        f"{min(pts[i][1] for i, *_ in seg):.4g} GB/s between {fmt_bytes(lo_size)} and {fmt_bytes(end_size)} "
                        f"(-{pct(depth)}) and recovers at {fmt_bytes(pts[last + 1][0])}. Likely cause: a poor "
