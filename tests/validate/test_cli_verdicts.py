@@ -1,4 +1,6 @@
-"""Behaviour added while integrating the validation parts: fio payload errors and render output."""
+"""Verdicts and artefacts as the CLI gives them: a fio payload that could not run, the validation
+artefacts `render` writes, a GPU blueprint run on a CPU machine, busbw above the physical bound, a
+truncated NCCL log."""
 
 from __future__ import annotations
 
