@@ -15,6 +15,7 @@ from typing import Any
 
 from .models import Blueprint
 from .settings import NodeSettings
+from .vendor import kata_tarball
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -212,8 +213,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
             "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
-        if sb.kata_tarball:
-            v["sandbox_kata_tarball"] = sb.kata_tarball
+        if sb.kata_tarball:  # `{arch}`: the node's Debian architecture, filled in by the role's script
+            v["sandbox_kata_tarball"] = kata_tarball(sb.kata_version, "{arch}")
         if sb.vm_vcpus is not None:
             v["sandbox_vm_vcpus"] = sb.vm_vcpus
         if sb.vm_memory_gib is not None:
