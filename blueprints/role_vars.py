@@ -180,6 +180,13 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
             "lustre_client_packages": list(s.lustre_client_packages),
+            **({} if s.lustre_client_repo is None else {  # on premises the site names its repository
+                "lustre_client_apt_repo_url": s.lustre_client_repo.url,
+                "lustre_client_apt_repo_key_url": s.lustre_client_repo.key_url,
+                "lustre_client_apt_repo_suite": s.lustre_client_repo.suite,
+                "lustre_client_apt_repo_components": list(s.lustre_client_repo.components),
+            }),
+            **({"lustre_client_dnf_packages": list(s.lustre_client_dnf_packages)} if s.lustre_client_dnf_packages else {}),
         }
     if role == "nfs_client":
         return {

@@ -22,8 +22,9 @@ written through ``write_files`` (:func:`role_files`). What a node gets at first 
   model ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller
   model in sysfs — what ``nvme id-ctrl`` reports), never by device name, refuses drives holding a
   signature, builds RAID0 with ``mdadm``, formats, persists and mounts it;
-* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then
-  the ``lustre_client`` role's mount script: an ``/etc/fstab`` mount of
+* Lustre: the ``lustre_client`` role's install script with the catalog's FSx source (Amazon's
+  FSx client repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then the role's mount
+  script: an ``/etc/fstab`` mount of
   ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options and the declared
   ``lfs setstripe`` layouts;
 * the sandbox runtime: the NVIDIA runtime as Docker's default, or the ``sandbox`` role's script
@@ -186,25 +187,17 @@ exec "$SCRIPT" --require
 
 
 def _lustre_script() -> str:
-    lines = [
-        "#!/bin/bash",
-        "# clusterforge: Lustre client, then the mounts (rendered from NodeSettings.lustre).",
-        "set -euo pipefail",
-        _PKG.rstrip("\n"),
-        "if ! modinfo lustre >/dev/null 2>&1; then",
-        "  if command -v apt-get >/dev/null 2>&1; then",
-        ("    curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
-        " | gpg --dearmor --yes -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg"),
-        ('    echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg]'
-        ' https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $(. /etc/os-release; echo $VERSION_CODENAME) main"'
-        " > /etc/apt/sources.list.d/fsxlustreclientrepo.list"),
-        '    apt-get update -q && pkg_install "lustre-client-modules-$(uname -r)"',
-        "  else pkg_install lustre-client; fi",
-        "fi",
-        "# fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)",
-        "/usr/local/sbin/clusterforge-lustre-mounts",
-    ]
-    return "\n".join(lines) + "\n"
+    """First-boot Lustre script: the client, unless the AMI already has the ``lustre`` module, from
+    the ``lustre_client`` role's install script (its source chosen by the settings: Amazon's FSx
+    client repository and ``lustre-client-modules-<kernel>`` on Ubuntu, ``lustre-client`` with dnf
+    on AL2023, catalog ``aws.fsx_client``), then the role's mount script."""
+    return """#!/bin/bash
+# clusterforge: Lustre client (the lustre_client role's install script), then the mounts (NodeSettings.lustre).
+set -euo pipefail
+modinfo lustre >/dev/null 2>&1 || /usr/local/sbin/clusterforge-lustre-client-install
+# fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)
+/usr/local/sbin/clusterforge-lustre-mounts
+"""
 
 
 def _efa_script(settings: NodeSettings, platform: Platform) -> str:
@@ -318,6 +311,7 @@ SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
     ("host_tuning", "systemd-limits.conf.j2", _ALL),
     ("host_tuning", "grub-cmdline.cfg.j2", ("ubuntu",)),  # AL2023: grubby takes the arguments
     ("rdma", "nccl.conf.j2", _ALL),
+    ("lustre_client", "lustre-client-install.sh.j2", _ALL),
     ("lustre_client", "lustre-mounts.sh.j2", _ALL),
     ("nvme_scratch", "nvme-scratch.sh.j2", _ALL),
     ("sandbox", "runsc.toml.j2", _ALL),
@@ -326,7 +320,8 @@ SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
 """The role templates a cloud node gets, as ``(role, template, platforms)``: sysctls and
 hugepages, memlock limits for PAM sessions and systemd services, the GRUB kernel command line
 (Ubuntu's GRUB reads drop-ins; AL2023 boots through BLS entries that ``grubby`` edits),
-``/etc/nccl.conf``, the Lustre mount script (fstab entries, mounts, stripe layouts), the NVMe
+``/etc/nccl.conf``, the Lustre client install and mount scripts (repository and packages; fstab
+entries, mounts, stripe layouts), the NVMe
 scratch script (drive discovery and signature refusal, RAID0, filesystem, mdadm.conf, fstab; its
 task is skipped where no scratch is declared), gVisor's ``runsc.toml`` and the sandbox runtime
 script (gVisor / Kata / libvirt install, containerd shim links, ``vfio-pci`` binding; skipped for

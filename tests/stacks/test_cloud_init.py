@@ -17,9 +17,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from blueprints import load_blueprint
+from blueprints.catalog import catalog
+from blueprints.role_templates import role_file
 from blueprints.role_vars import node_role_vars
 from blueprints.settings import node_settings
-from blueprints.role_templates import role_file
 from stacks.cloud_init import (
     INSTANCE_STORE_MODEL,
     SANDBOX_SCRIPT,
@@ -166,12 +167,24 @@ def test_eks_user_data_is_mime_multipart_with_cloud_config_and_nodeconfig(tmp_pa
     msg = email.message_from_string(text)
     assert msg.is_multipart()
     parts = {p.get_content_type(): p.get_payload() for p in msg.get_payload()}
-    assert set(parts) == {"application/node.eks.aws", "text/cloud-config"}
+    # the cloud-config part travels gzip'd when the text would pass the 16 KB limit (gVisor's runtime script)
+    assert set(parts) in ({"application/node.eks.aws", "text/cloud-config"}, {"application/node.eks.aws", "application/x-gzip"})
+    assert len(text.encode()) <= USER_DATA_LIMIT_BYTES
     nodeconfig = YAML(typ="safe", pure=True).load(parts["application/node.eks.aws"])
     assert nodeconfig["kind"] == "NodeConfig" and "io.containerd.runsc.v1" in nodeconfig["spec"]["containerd"]["config"]
-    doc = cloud_config(parts["text/cloud-config"])
+    doc = cloud_config(mime_cloud_config(text))
     lustre = next(f for f in doc["write_files"] if f["path"].endswith("clusterforge-lustre.sh"))["content"]
     assert lustre.rstrip().endswith("/usr/local/sbin/clusterforge-lustre-mounts"), "the client install runs the mounts"
+    # the client install is the lustre_client role's script, its source Amazon's (catalog aws.fsx_client)
+    install = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-lustre-client-install")
+    want = role_file("lustre_client", "lustre-client-install.sh.j2",
+                     cloud_role_vars(s, "lustre_client", {"datasets": LustreEndpoint("fs-1.fsx.us-west-2.amazonaws.com",
+                                                                                     "abcd1234")}), "RedHat")
+    assert want is not None and (install["content"], install["permissions"]) == (want.content, want.mode)
+    fsx = catalog().aws["fsx_client"]
+    assert f"REPO_URL={fsx['apt']['repo_url']}" in install["content"]
+    assert "DNF_PACKAGES=(" + " ".join(fsx["dnf"]["packages"]) + ")" in install["content"]
+    assert "modinfo lustre >/dev/null 2>&1 || /usr/local/sbin/clusterforge-lustre-client-install" in lustre
     mounts = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-lustre-mounts")
     assert mounts["permissions"] == "0755"
     assert "lustre_mount /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in mounts["content"]

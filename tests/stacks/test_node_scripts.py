@@ -388,7 +388,7 @@ class _Releases:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -493,7 +493,7 @@ def test_kata_release_is_unpacked_linked_and_registered_once(tmp_path: Path, rel
     (root / sb.kata_version).mkdir()
     subprocess.run(["tar", "--zstd", "-cf", str(root / sb.kata_version / name), "-C", str(tree), "opt"], check=True)
     script = script.replace(f"KATA_URL={sb.kata_release_url}", f"KATA_URL={url}")
-    bindir, log = _sandbox_stubs(tmp_path)
+    bindir, _ = _sandbox_stubs(tmp_path)
     (tmp_path / "root").mkdir()
     env = {"PATH": f"{bindir}:/usr/bin:/bin", **_sandbox_env(tmp_path, bindir)}
     args = ["--docker"] if docker else []
@@ -534,7 +534,7 @@ PCI = {
 
 @pytest.mark.parametrize("plan", ["full-passthrough", "shared-nvswitch"])
 def test_passthrough_devices_are_found_and_bound_once_after_the_iommu_reboot(tmp_path: Path, plan: str) -> None:
-    s, script, wrapper = _sandbox("kata", tmp_path, {"sandbox": {"runtime": "kata", "gpu_passthrough": True,
+    s, script, _ = _sandbox("kata", tmp_path, {"sandbox": {"runtime": "kata", "gpu_passthrough": True,
                                                                  "nvswitch": plan}})
     assert s.sandbox.gpu_passthrough
     assert "/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh" in _paths(s, "ubuntu"), "bound at every boot"
@@ -556,3 +556,65 @@ def test_passthrough_devices_are_found_and_bound_once_after_the_iommu_reboot(tmp
     assert bound == sorted(w.split()[0] for w in want)
     again = subprocess.run([BASH, "-c", tail, "x"], capture_output=True, text=True, env=env, check=False)
     assert again.returncode == 0 and not [c for c in _changed(again) if "vfio-pci" in c], again.stdout
+
+
+# --- Lustre client: the lustre_client role's install script with Amazon's source ---------------------
+
+def test_fsx_client_comes_from_amazons_repository_for_the_running_kernel(tmp_path: Path, releases) -> None:
+    """Ubuntu: the FSx repository's key and a deb822 entry for the node's codename, then the client modules
+    built for the running kernel; a second run (packages installed) changes nothing."""
+    root, url = releases
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    fsx = catalog().aws["fsx_client"]["apt"]
+    script = _script(s, "/usr/local/sbin/clusterforge-lustre-client-install")
+    key = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nstand-in\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    (root / "fsx-ubuntu-public-key.asc").write_text(key)
+    assert f"KEY_URL={fsx['key_url']}" in script
+    script = script.replace(f"KEY_URL={fsx['key_url']}", f"KEY_URL={url}/fsx-ubuntu-public-key.asc")
+    bindir, log = _sandbox_stubs(tmp_path)
+    installed = tmp_path / "installed"
+    (bindir / "dpkg-query").write_text(f'#!/bin/bash\ngrep -qx "${{@: -1}}" {installed} 2>/dev/null && echo -n "install ok installed" || exit 1\n')
+    (bindir / "apt-get").write_text(f'#!/bin/bash\necho "apt-get $*" >> {log}\n[ "$1" = install ] && for p in "$@"; do echo "$p" >> {installed}; done\nexit 0\n')
+    for f in ("dpkg-query", "apt-get"):
+        (bindir / f).chmod(0o755)
+    (tmp_path / "os-release").write_text("ID=ubuntu\nVERSION_CODENAME=jammy\n")
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "KEYRING": str(tmp_path / "keyrings/lustre-client.asc"),
+           "SOURCES": str(tmp_path / "sources/lustre-client.sources"), "OS_RELEASE": str(tmp_path / "os-release")}
+    res = subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    kernel = os.uname().release
+    assert (tmp_path / "keyrings/lustre-client.asc").read_text() == key
+    entry = _keyvals_colon((tmp_path / "sources/lustre-client.sources").read_text())
+    assert entry == {"Types": "deb", "URIs": fsx["repo_url"], "Suites": "jammy", "Components": "main",
+                     "Signed-By": str(tmp_path / "keyrings/lustre-client.asc")}
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("apt-get update"), "a new repository is indexed before the install"
+    assert calls[1].endswith(f" lustre-client-modules-{kernel}") and calls[1].startswith("apt-get install")
+    again = subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True, env=env, check=False)
+    assert again.returncode == 0 and _changed(again) == [], again.stdout
+    assert len(log.read_text().splitlines()) == 2, "nothing is installed or indexed again"
+
+
+def test_al2023_installs_amazon_linuxs_lustre_client_with_dnf(tmp_path: Path) -> None:
+    s = _settings("aws-eks-p4d", "gpu")
+    if not s.lustre:
+        pytest.fail("the EKS example declares an FSx file system")
+    script = _script(s, "/usr/local/sbin/clusterforge-lustre-client-install", platform="al2023")
+    bindir, log = _stubs(tmp_path)
+    (bindir / "apt-get").unlink()
+    (bindir / "rpm").write_text("#!/bin/bash\nexit 1\n")
+    (bindir / "rpm").chmod(0o755)
+    shim = tmp_path / "nobin"  # no apt-get anywhere on PATH: the dnf branch
+    shim.mkdir()
+    for tool in ("bash", "cat", "grep", "uname", "mktemp", "rm", "cmp", "ls"):
+        if (p := shutil.which(tool)) is not None:
+            (shim / tool).symlink_to(p)
+    res = subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True,
+                         env={"PATH": f"{bindir}:{shim}"}, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "dnf install -y -q lustre-client" in log.read_text()
+    assert _changed(res) == ["changed: installed lustre-client"]
+
+
+def _keyvals_colon(text: str) -> dict[str, str]:
+    return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines() if ln and not ln.startswith("#"))}
