@@ -15,6 +15,7 @@ from typing import Any
 
 from .models import Blueprint
 from .settings import NodeSettings
+from .vendor import kata_tarball
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -179,6 +180,13 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
             "lustre_client_packages": list(s.lustre_client_packages),
+            **({} if s.lustre_client_repo is None else {  # on premises the site names its repository
+                "lustre_client_apt_repo_url": s.lustre_client_repo.url,
+                "lustre_client_apt_repo_key_url": s.lustre_client_repo.key_url,
+                "lustre_client_apt_repo_suite": s.lustre_client_repo.suite,
+                "lustre_client_apt_repo_components": list(s.lustre_client_repo.components),
+            }),
+            **({"lustre_client_dnf_packages": list(s.lustre_client_dnf_packages)} if s.lustre_client_dnf_packages else {}),
         }
     if role == "nfs_client":
         return {
@@ -212,8 +220,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
             "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
-        if sb.kata_tarball:
-            v["sandbox_kata_tarball"] = sb.kata_tarball
+        if sb.kata_tarball:  # `{arch}`: the node's Debian architecture, filled in by the role's script
+            v["sandbox_kata_tarball"] = kata_tarball(sb.kata_version, "{arch}")
         if sb.vm_vcpus is not None:
             v["sandbox_vm_vcpus"] = sb.vm_vcpus
         if sb.vm_memory_gib is not None:

@@ -11,7 +11,7 @@ setting states where it comes from in :data:`SOURCES`.
 
 # No `from __future__ import annotations`: pydantic then evaluates no annotation strings when it
 # builds the models below (a few ms of every cold `clusterforge check`, bench/bench_cli_startup.py).
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,6 +42,7 @@ from .versions import version
 
 __all__ = [
     "SOURCES",
+    "LustreClientRepo",
     "NodeSettings",
     "cluster_settings",
     "generated_nccl_env",
@@ -90,6 +91,18 @@ def on_mount(path: str, mount: str) -> bool:
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LustreClientRepo(_Frozen):
+    """A signed apt repository of Lustre client packages (catalog ``aws.fsx_client.apt``,
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/install-lustre-client.html)."""
+
+    url: str
+    key_url: str
+    """ASCII-armoured signing key (apt's ``Signed-By``)."""
+    suite: str
+    """``Suites:`` of the sources entry; ``{codename}`` is the node's distribution codename."""
+    components: list[str]
 
 
 class ScratchSettings(_Frozen):
@@ -325,7 +338,14 @@ class NodeSettings(_Frozen):
     container_toolkit_repo_url: str
     """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
     lustre_client_packages: list[str]
-    """Lustre client packages installed from the site's repository (catalog ``bare_metal.lustre_client``)."""
+    """Lustre client packages installed with apt (``{kernel}``: the running kernel's release, ``uname -r``):
+    from the site's repository on premises (catalog ``bare_metal.lustre_client``), from Amazon's FSx client
+    repository on AWS (catalog ``aws.fsx_client.apt``)."""
+    lustre_client_repo: LustreClientRepo | None = None
+    """The apt repository of the Lustre client; ``None`` on premises, where the site names its own
+    (``lustre_client_apt_repo_url``: Whamcloud's client builds or a local build)."""
+    lustre_client_dnf_packages: list[str] = []
+    """Lustre client packages installed with dnf (Amazon Linux 2023 on AWS: ``lustre-client``)."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -593,8 +613,20 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             gvisor_release_url=bare_metal()["gvisor"]["release_url"],
         ),
         container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
-        lustre_client_packages=list(bare_metal()["lustre_client"]["packages"]),
+        **_lustre_client(bp),
     )
+
+
+def _lustre_client(bp: Blueprint) -> dict[str, Any]:
+    """Where the Lustre client comes from: the site's repository on premises, Amazon's on AWS."""
+    if bp.target.provider == "aws":
+        fsx = catalog().aws["fsx_client"]
+        apt = fsx["apt"]
+        return {"lustre_client_packages": list(apt["packages"]),
+                "lustre_client_repo": LustreClientRepo(url=apt["repo_url"], key_url=apt["key_url"], suite=apt["suite"],
+                                                       components=list(apt["components"])),
+                "lustre_client_dnf_packages": list(fsx["dnf"]["packages"])}
+    return {"lustre_client_packages": list(bare_metal()["lustre_client"]["packages"])}
 
 
 def cluster_settings(bp: Blueprint) -> dict[str, NodeSettings]:

@@ -22,13 +22,15 @@ written through ``write_files`` (:func:`role_files`). What a node gets at first 
   model ``Amazon EC2 NVMe Instance Storage`` (``/dev/disk/by-id`` links, else the controller
   model in sysfs — what ``nvme id-ctrl`` reports), never by device name, refuses drives holding a
   signature, builds RAID0 with ``mdadm``, formats, persists and mounts it;
-* Lustre: the client (FSx repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then
-  the ``lustre_client`` role's mount script: an ``/etc/fstab`` mount of
+* Lustre: the ``lustre_client`` role's install script with the catalog's FSx source (Amazon's
+  FSx client repository on Ubuntu, ``lustre-client`` on Amazon Linux 2023), then the role's mount
+  script: an ``/etc/fstab`` mount of
   ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options and the declared
   ``lfs setstripe`` layouts;
-* the sandbox runtime: the NVIDIA runtime as default, gVisor (``runsc``; ``nvproxy`` from the
-  ``sandbox`` role's ``runsc.toml``), Kata Containers, or libvirt/QEMU; passthrough hosts bind their GPUs to
-  ``vfio-pci`` and reboot once into the IOMMU kernel command line.
+* the sandbox runtime: the NVIDIA runtime as Docker's default, or the ``sandbox`` role's script
+  ``clusterforge-sandbox-runtime`` — gVisor (``runsc``; ``nvproxy`` from the role's ``runsc.toml``),
+  Kata Containers or libvirt/QEMU, registered with Docker on Ubuntu; passthrough hosts reboot once
+  into the IOMMU kernel command line and the script binds their GPUs to ``vfio-pci`` at every boot.
 
 Two platforms: ``ubuntu`` (the AWS Deep Learning Base AMI, EC2 instances: Docker is configured)
 and ``al2023`` (EKS managed node groups: containerd is configured through a ``nodeadm``
@@ -60,11 +62,11 @@ from blueprints.catalog import catalog
 from blueprints.role_templates import OsFamily, RoleFile, role_file
 from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
-from blueprints.vendor import kata_tarball
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
     "INSTANCE_STORE_MODEL",
+    "SANDBOX_SCRIPT",
     "SHARED_TEMPLATES",
     "USER_DATA_LIMIT_BYTES",
     "LustreEndpoint",
@@ -185,25 +187,17 @@ exec "$SCRIPT" --require
 
 
 def _lustre_script() -> str:
-    lines = [
-        "#!/bin/bash",
-        "# clusterforge: Lustre client, then the mounts (rendered from NodeSettings.lustre).",
-        "set -euo pipefail",
-        _PKG.rstrip("\n"),
-        "if ! modinfo lustre >/dev/null 2>&1; then",
-        "  if command -v apt-get >/dev/null 2>&1; then",
-        ("    curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
-        " | gpg --dearmor --yes -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg"),
-        ('    echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg]'
-        ' https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $(. /etc/os-release; echo $VERSION_CODENAME) main"'
-        " > /etc/apt/sources.list.d/fsxlustreclientrepo.list"),
-        '    apt-get update -q && pkg_install "lustre-client-modules-$(uname -r)"',
-        "  else pkg_install lustre-client; fi",
-        "fi",
-        "# fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)",
-        "/usr/local/sbin/clusterforge-lustre-mounts",
-    ]
-    return "\n".join(lines) + "\n"
+    """First-boot Lustre script: the client, unless the AMI already has the ``lustre`` module, from
+    the ``lustre_client`` role's install script (its source chosen by the settings: Amazon's FSx
+    client repository and ``lustre-client-modules-<kernel>`` on Ubuntu, ``lustre-client`` with dnf
+    on AL2023, catalog ``aws.fsx_client``), then the role's mount script."""
+    return """#!/bin/bash
+# clusterforge: Lustre client (the lustre_client role's install script), then the mounts (NodeSettings.lustre).
+set -euo pipefail
+modinfo lustre >/dev/null 2>&1 || /usr/local/sbin/clusterforge-lustre-client-install
+# fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)
+/usr/local/sbin/clusterforge-lustre-mounts
+"""
 
 
 def _efa_script(settings: NodeSettings, platform: Platform) -> str:
@@ -245,77 +239,40 @@ command -v ldconfig >/dev/null 2>&1 && ldconfig || true
 """
 
 
-_VFIO = """bind_gpus_vfio() {
-  modprobe vfio-pci
-  for dev in /sys/bus/pci/devices/*; do
-    [ "$(cat "$dev/vendor")" = 0x10de ] || continue
-    case "$(cat "$dev/class")" in 0x0300*|0x0302*) ;; *) continue;; esac
-    echo vfio-pci > "$dev/driver_override"
-    [ -e "$dev/driver" ] && echo "${dev##*/}" > "$dev/driver/unbind"
-    echo "${dev##*/}" > /sys/bus/pci/drivers_probe
-  done
-}
-"""
+SANDBOX_SCRIPT = "/usr/local/sbin/clusterforge-sandbox-runtime"
+"""The ``sandbox`` role's script (template ``sandbox-runtime.sh.j2``, :data:`SHARED_TEMPLATES`)."""
 
 
 def _sandbox_script(settings: NodeSettings, platform: Platform) -> str | None:
+    """First-boot (or, on passthrough hosts, every-boot) script of the sandbox runtime, or ``None``.
+
+    Everything a sandbox needs is the ``sandbox`` role's script :data:`SANDBOX_SCRIPT` (written by
+    cloud-init from the role's template): the gVisor binaries of the pinned release with their
+    SHA-512 checked, the Kata static release (``.tar.zst`` or ``.tar.xz``, the catalog's file
+    name) unpacked into ``/opt/kata`` with its containerd shim links, libvirt/QEMU, and the GPUs
+    bound to ``vfio-pci``. On ``ubuntu`` (the Deep Learning AMI, whose engine is Docker) it runs
+    with ``--docker``, which registers ``runsc`` / ``kata`` in ``/etc/docker/daemon.json``; on
+    ``al2023`` (EKS) containerd gets the runtimes from the ``NodeConfig`` part instead.
+
+    One piece stays cloud-only: the NVIDIA runtime as Docker's default on Ubuntu EC2 nodes whose
+    sandbox is plain containers. Bare-metal hosts run containerd, whose ``default_runtime_name``
+    the ``container_runtime`` role's ``config.toml`` sets; no role manages Docker, the engine the
+    DLAMI ships. EKS: the AL2023 NVIDIA AMI and the GPU Operator set the runtime.
+    """
     sb = settings.sandbox
     docker = platform == "ubuntu"
-    body: list[str] = []
-    if sb.runtime == "container":
+    if sb.runtime == "container" and not sb.gpu_passthrough:
         if settings.container_default_runtime != "nvidia" or not docker:
-            return None  # EKS: the AL2023 NVIDIA AMI and the GPU Operator set the runtime
-        body += [
-            "# NVIDIA runtime as Docker's default (pods/containers without it see no GPU).",
-            "nvidia-ctk runtime configure --runtime=docker --set-as-default && systemctl restart docker",
-        ]
-    elif sb.runtime == "gvisor":
-        body += [
-            f"URL={sb.gvisor_release_url}/{sb.gvisor_release}/$(uname -m)",
-            "for f in runsc containerd-shim-runsc-v1; do",
-            '  curl -fsSLo "/usr/local/bin/$f" "$URL/$f" && curl -fsSLo "/tmp/$f.sha512" "$URL/$f.sha512"',
-            '  (cd /usr/local/bin && sha512sum -c "/tmp/$f.sha512") && chmod 0755 "/usr/local/bin/$f"',
-            "done",
-        ]
-        if docker:
-            body.append("runsc install --runtime runsc -- --nvproxy=true && systemctl restart docker")
-    elif sb.runtime == "kata":
-        # the release file's name and URL are the catalog's, as on bare metal (bare_metal.kata)
-        tarball = kata_tarball(sb.kata_version, "$A")
-        unpack = ("command -v zstd >/dev/null || pkg_install zstd; tar --zstd -xf \"/tmp/$T\" -C /"
-                  if tarball.endswith(".zst") else 'tar -xJf "/tmp/$T" -C /')
-        body += [
-            "A=$(dpkg --print-architecture 2>/dev/null || echo amd64)",
-            f'T="{tarball}"',
-            'if [ ! -x /opt/kata/bin/containerd-shim-kata-v2 ]; then',
-            f'  curl -fsSLo "/tmp/$T" "{sb.kata_release_url}/{sb.kata_version}/$T"',
-            f"  {unpack}",
-            "fi",
-            "ln -sf /opt/kata/bin/containerd-shim-kata-v2 /usr/local/bin/containerd-shim-kata-v2",
-        ]
-        if docker:
-            body += [
-                "python3 - <<'PY'",
-                "import json, os",
-                "p = '/etc/docker/daemon.json'; d = json.load(open(p)) if os.path.exists(p) else {}",
-                "d.setdefault('runtimes', {})['kata'] = {'runtimeType': 'io.containerd.kata.v2'}",
-                "json.dump(d, open(p, 'w'), indent=2)",
-                "PY",
-                "systemctl restart docker",
-            ]
-    elif sb.runtime == "vm":
-        body += ["pkg_install qemu-kvm libvirt-daemon-system || pkg_install qemu-kvm libvirt",
-                 "systemctl enable --now libvirtd"]
-    if sb.gpu_passthrough:
-        body += ["bind_gpus_vfio"]
-    if not body:
-        return None
-    head = ["#!/bin/bash", f"# clusterforge: sandbox runtime `{sb.runtime}` (rendered from NodeSettings.sandbox).",
+            return None
+        body = ["# NVIDIA runtime as Docker's default (pods/containers without it see no GPU); cloud-only: the",
+                "# roles configure containerd, the DLAMI's engine is Docker.",
+                "nvidia-ctk runtime configure --runtime=docker --set-as-default && systemctl restart docker"]
+        what = "NVIDIA runtime as Docker's default"
+    else:
+        body = [f"exec {SANDBOX_SCRIPT}{' --docker' if docker else ''}"]
+        what = f"sandbox runtime `{sb.runtime}`" + (" and vfio-pci binding (every boot)" if sb.gpu_passthrough else "")
+    head = ["#!/bin/bash", f"# clusterforge: {what}; the sandbox role's script (rendered from NodeSettings.sandbox).",
             "set -euo pipefail"]
-    if sb.runtime in ("kata", "vm"):
-        head.append(_PKG.rstrip("\n"))
-    if sb.gpu_passthrough:
-        head.append(_VFIO.rstrip("\n"))
     return "\n".join(head + body) + "\n"
 
 
@@ -354,16 +311,21 @@ SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
     ("host_tuning", "systemd-limits.conf.j2", _ALL),
     ("host_tuning", "grub-cmdline.cfg.j2", ("ubuntu",)),  # AL2023: grubby takes the arguments
     ("rdma", "nccl.conf.j2", _ALL),
+    ("lustre_client", "lustre-client-install.sh.j2", _ALL),
     ("lustre_client", "lustre-mounts.sh.j2", _ALL),
     ("nvme_scratch", "nvme-scratch.sh.j2", _ALL),
     ("sandbox", "runsc.toml.j2", _ALL),
+    ("sandbox", "sandbox-runtime.sh.j2", _ALL),
 )
 """The role templates a cloud node gets, as ``(role, template, platforms)``: sysctls and
 hugepages, memlock limits for PAM sessions and systemd services, the GRUB kernel command line
 (Ubuntu's GRUB reads drop-ins; AL2023 boots through BLS entries that ``grubby`` edits),
-``/etc/nccl.conf``, the Lustre mount script (fstab entries, mounts, stripe layouts), the NVMe
+``/etc/nccl.conf``, the Lustre client install and mount scripts (repository and packages; fstab
+entries, mounts, stripe layouts), the NVMe
 scratch script (drive discovery and signature refusal, RAID0, filesystem, mdadm.conf, fstab; its
-task is skipped where no scratch is declared) and gVisor's ``runsc.toml``."""
+task is skipped where no scratch is declared), gVisor's ``runsc.toml`` and the sandbox runtime
+script (gVisor / Kata / libvirt install, containerd shim links, ``vfio-pci`` binding; skipped for
+plain containers without passthrough)."""
 
 
 def cloud_role_vars(settings: NodeSettings, role: str, lustre: Mapping[str, LustreEndpoint]) -> dict[str, Any]:
@@ -442,7 +404,10 @@ def render_cloud_config(
         files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(), "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-lustre.sh")
     sandbox = _sandbox_script(settings, platform)
-    if sandbox:
+    if sandbox and settings.sandbox.gpu_passthrough:
+        # the binding needs the IOMMU, on after the reboot into its command line: every boot
+        files.append(_file("/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh", sandbox, "0755"))
+    elif sandbox:
         files.append(_file("/usr/local/sbin/clusterforge-sandbox.sh", sandbox, "0755"))
         runcmd.append("/usr/local/sbin/clusterforge-sandbox.sh")
     doc: dict[str, Any] = {"write_files": files}
@@ -500,23 +465,40 @@ def render_user_data(
     EKS managed node groups (``eks=True``): a MIME multipart document (EKS merges it with its
     own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config; EKS merges it
     as text, so when it would exceed :data:`USER_DATA_LIMIT_BYTES` the cloud-config's larger
-    files travel ``gz+b64``-encoded instead (an EC2 cloud-config is compressed as a whole by
-    :func:`encode_user_data`).
+    files travel ``gz+b64``-encoded instead, and when that is still too large the whole
+    cloud-config part travels gzip'd (``application/x-gzip``, base64; an EC2 cloud-config is
+    compressed as a whole by :func:`encode_user_data`).
     """
     if not eks:
         return render_cloud_config(settings, lustre, platform="ubuntu")
-    text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023"))
+    cc = render_cloud_config(settings, lustre, platform="al2023")
+    text = _mime(settings, cc)
     if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
         text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True))
+    if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
+        text = _mime(settings, cc, gzip_cloud_config=True)
     return text
 
 
-def _mime(settings: NodeSettings, cc: str) -> str:
+def _mime(settings: NodeSettings, cc: str, *, gzip_cloud_config: bool = False) -> str:
+    """The MIME multipart document: the ``NodeConfig`` part (if any), then the cloud-config.
+
+    ``gzip_cloud_config``: the cloud-config part travels gzip'd and base64-encoded as
+    ``application/x-gzip``; cloud-init decompresses parts of that type and detects the content
+    (``#cloud-config``) itself (``DECOMP_TYPES`` in
+    https://github.com/canonical/cloud-init/blob/main/cloudinit/user_data.py); nodeadm reads
+    only the ``application/node.eks.aws`` parts.
+    """
     parts: list[tuple[str, str]] = []
     nc = _nodeconfig(settings)
     if nc:
         parts.append((NODECONFIG_CONTENT_TYPE, nc))
-    parts.append(('text/cloud-config; charset="us-ascii"', cc))
+    if gzip_cloud_config:
+        b64 = base64.b64encode(gzip.compress(cc.encode("utf-8"), 9, mtime=0)).decode("ascii")
+        lines = "\n".join(b64[i:i + 76] for i in range(0, len(b64), 76)) + "\n"
+        parts.append(("application/x-gzip\nContent-Transfer-Encoding: base64", lines))
+    else:
+        parts.append(('text/cloud-config; charset="us-ascii"', cc))
     out = [f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n']
     for ctype, body in parts:
         out.append(f"\n--{MIME_BOUNDARY}\nContent-Type: {ctype}\n\n{body}")

@@ -116,8 +116,7 @@ def _digest(p: Path) -> str:
 def _play(root: Path, tmp: Path, **extravars: Any) -> list[str]:
     """Run the nvme_scratch preflight in ``root``; returns the failure messages."""
     return role_failures(root, tmp, "nvme_scratch", "nvme_scratch_preflight",
-                         {"__nvme_scratch_device_facts": {}, "__nvme_scratch_mount_facts": [],
-                          "nvme_scratch_mount": "/scratch", **extravars})
+                         {"nvme_scratch_mount": "/scratch", **extravars})
 
 
 @pytest.mark.parametrize("case", list(SIGNATURES))

@@ -17,12 +17,16 @@ import pytest
 from ruamel.yaml import YAML
 
 from blueprints import load_blueprint
+from blueprints.catalog import catalog
+from blueprints.role_templates import role_file
 from blueprints.role_vars import node_role_vars
 from blueprints.settings import node_settings
 from stacks.cloud_init import (
     INSTANCE_STORE_MODEL,
+    SANDBOX_SCRIPT,
     USER_DATA_LIMIT_BYTES,
     LustreEndpoint,
+    cloud_role_vars,
     encode_user_data,
     placeholder_endpoints,
     render_cloud_config,
@@ -44,6 +48,16 @@ def cloud_config(text: str) -> dict:
         if f.get("encoding") == "gz+b64":
             f["content"] = gzip.decompress(base64.b64decode(f.pop("encoding") and f["content"])).decode()
     return doc
+
+
+def mime_cloud_config(text: str) -> str:
+    """The cloud-config part of an EKS MIME document, decoded the way cloud-init does (a part of type
+    ``application/x-gzip`` is base64-decoded and decompressed)."""
+    part = email.message_from_string(text).get_payload()[-1]
+    if part.get_content_type() == "application/x-gzip":
+        return gzip.decompress(part.get_payload(decode=True)).decode()
+    assert part.get_content_type() == "text/cloud-config"
+    return part.get_payload()
 
 
 def settings_of(example: str, group: str):
@@ -153,12 +167,24 @@ def test_eks_user_data_is_mime_multipart_with_cloud_config_and_nodeconfig(tmp_pa
     msg = email.message_from_string(text)
     assert msg.is_multipart()
     parts = {p.get_content_type(): p.get_payload() for p in msg.get_payload()}
-    assert set(parts) == {"application/node.eks.aws", "text/cloud-config"}
+    # the cloud-config part travels gzip'd when the text would pass the 16 KB limit (gVisor's runtime script)
+    assert set(parts) in ({"application/node.eks.aws", "text/cloud-config"}, {"application/node.eks.aws", "application/x-gzip"})
+    assert len(text.encode()) <= USER_DATA_LIMIT_BYTES
     nodeconfig = YAML(typ="safe", pure=True).load(parts["application/node.eks.aws"])
     assert nodeconfig["kind"] == "NodeConfig" and "io.containerd.runsc.v1" in nodeconfig["spec"]["containerd"]["config"]
-    doc = cloud_config(parts["text/cloud-config"])
+    doc = cloud_config(mime_cloud_config(text))
     lustre = next(f for f in doc["write_files"] if f["path"].endswith("clusterforge-lustre.sh"))["content"]
     assert lustre.rstrip().endswith("/usr/local/sbin/clusterforge-lustre-mounts"), "the client install runs the mounts"
+    # the client install is the lustre_client role's script, its source Amazon's (catalog aws.fsx_client)
+    install = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-lustre-client-install")
+    want = role_file("lustre_client", "lustre-client-install.sh.j2",
+                     cloud_role_vars(s, "lustre_client", {"datasets": LustreEndpoint("fs-1.fsx.us-west-2.amazonaws.com",
+                                                                                     "abcd1234")}), "RedHat")
+    assert want is not None and (install["content"], install["permissions"]) == (want.content, want.mode)
+    fsx = catalog().aws["fsx_client"]
+    assert f"REPO_URL={fsx['apt']['repo_url']}" in install["content"]
+    assert "DNF_PACKAGES=(" + " ".join(fsx["dnf"]["packages"]) + ")" in install["content"]
+    assert "modinfo lustre >/dev/null 2>&1 || /usr/local/sbin/clusterforge-lustre-client-install" in lustre
     mounts = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/clusterforge-lustre-mounts")
     assert mounts["permissions"] == "0755"
     assert "lustre_mount /fsx fs-1.fsx.us-west-2.amazonaws.com@tcp:/abcd1234 noatime,flock,_netdev" in mounts["content"]
@@ -219,7 +245,7 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
     assert len(sent) <= USER_DATA_LIMIT_BYTES, f"{runtime}: {len(sent)} bytes"
     if eks:
         assert sent == text.encode(), "EKS user data stays MIME text"
-    body = email.message_from_string(text).get_payload()[-1].get_payload() if eks else text
+    body = mime_cloud_config(text) if eks else text
     doc = cloud_config(body)
     plain = cloud_config(render_cloud_config(s, placeholder_endpoints(s), platform="al2023" if eks else "ubuntu"))
     assert doc["write_files"] == plain["write_files"], "compressed files decode to the same files"
@@ -229,20 +255,32 @@ def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: st
             script.write_text(f["content"])
             res = subprocess.run([BASH or "bash", "-n", str(script)], capture_output=True, text=True, check=False)
             assert res.returncode == 0, f"{runtime} {f['path']}: {res.stderr}"
+    files = {f["path"]: f for f in doc["write_files"]}
     sandbox = next((f["content"] for f in doc["write_files"] if f["path"].endswith("sandbox.sh")), "")
+    runtime_script = files.get(SANDBOX_SCRIPT)
+    if runtime == "container" and not s.sandbox.gpu_passthrough:
+        assert runtime_script is None, "plain containers need no sandbox runtime"
+        return
+    # the sandbox role's own script, byte for byte what the role's template task writes for the same settings
+    plat = "al2023" if eks else "ubuntu"
+    want = role_file("sandbox", "sandbox-runtime.sh.j2", cloud_role_vars(s, "sandbox", placeholder_endpoints(s)),
+                     "RedHat" if eks else "Debian")
+    assert want is not None and runtime_script is not None
+    assert (runtime_script["content"], runtime_script["permissions"]) == (want.content, want.mode)
+    assert f"exec {SANDBOX_SCRIPT}{'' if eks else ' --docker'}\n" in sandbox, (plat, sandbox)
     if s.sandbox.gpu_passthrough:
-        assert "bind_gpus_vfio" in sandbox and "vfio-pci" in sandbox
+        assert "/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh" in files, "vfio binding at every boot"
         assert doc["power_state"]["condition"] == "test -f /run/clusterforge-reboot-required"
     # the release files come from where bare metal gets them (the sandbox role's variables, one catalog entry)
     metal = node_role_vars(s, "sandbox")
+    body = runtime_script["content"]
     if runtime == "kata":
-        assert f'T="{metal["sandbox_kata_tarball"].replace("-amd64.", "-$A.")}"' in sandbox
-        assert f'"{metal["sandbox_kata_release_url"]}/{metal["sandbox_kata_version"]}/$T"' in sandbox
-        assert ("tar --zstd" in sandbox) == metal["sandbox_kata_tarball"].endswith(".tar.zst")
+        assert f"KATA_TARBALL={shlex.quote(metal['sandbox_kata_tarball'])}" in body
+        assert metal["sandbox_kata_tarball"].endswith(".tar.zst") and "{arch}" in metal["sandbox_kata_tarball"]
+        assert f"KATA_URL={metal['sandbox_kata_release_url']}" in body
     if runtime == "gvisor":
-        assert f'URL={metal["sandbox_gvisor_release_url"]}/{metal["sandbox_gvisor_release"]}/$(uname -m)' in sandbox
-        assert "sha512sum -c" in sandbox, "runsc must be verified against its published checksum"
-        runsc = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/containerd/runsc.toml")
+        assert f"GVISOR_RELEASE={metal['sandbox_gvisor_release']}; GVISOR_URL={metal['sandbox_gvisor_release_url']}" in body
+        runsc = files["/etc/containerd/runsc.toml"]["content"]
         assert 'nvproxy = "true"' in runsc
 
 

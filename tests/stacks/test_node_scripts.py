@@ -5,8 +5,15 @@ the machine (curl, mount, mountpoint, mdadm, modinfo) are stubs on ``PATH`` that
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import http.server
+import json
+import os
 import shutil
+import socketserver
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +22,14 @@ from ruamel.yaml import YAML
 from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from blueprints.settings import node_settings
-from stacks.cloud_init import placeholder_endpoints, render_cloud_config, render_user_data, scratch_script
+from blueprints.vendor import kata_tarball
+from stacks.cloud_init import (
+    SANDBOX_SCRIPT,
+    placeholder_endpoints,
+    render_cloud_config,
+    render_user_data,
+    scratch_script,
+)
 from tests.conftest import EXAMPLES
 
 from .conftest import variant_yaml
@@ -354,3 +368,253 @@ def test_plugin_directories_of_every_layout_are_on_the_library_path() -> None:
     conf = _script(s, "/etc/ld.so.conf.d/clusterforge-nccl.conf")
     assert all(d in conf.split() for d in SW["ofi_nccl_plugin_dirs"])
 
+
+
+# --- sandbox runtimes: the sandbox role's own script ------------------------------------------------
+
+class _Releases:
+    """The vendors' release files served on 127.0.0.1 from ``root`` (gVisor's bucket, Kata's releases)."""
+
+    def __init__(self, root: Path) -> None:
+        handler = functools.partial(_Quiet, directory=str(root))
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def releases(tmp_path: Path):
+    root = tmp_path / "releases"
+    root.mkdir()
+    srv = _Releases(root)
+    yield root, srv.url
+    srv.close()
+
+
+def _sandbox(runtime: str, tmp: Path, extra: dict | None = None, platform: str = "ubuntu"):
+    patch = {"node_groups": [{"name": "gpu", "role": "compute", "count": 2, "instance_type": "p5.48xlarge",
+                              "local_nvme": {"mount": "/scratch"}, "sandbox": runtime, **(extra or {})}]}
+    s = _settings("aws-p5-efa-lustre", "gpu", patch, tmp)
+    return s, _script(s, SANDBOX_SCRIPT, platform), _script(s, next(
+        p for p in ("/usr/local/sbin/clusterforge-sandbox.sh", "/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh")
+        if p in _paths(s, platform)), platform)
+
+
+def _paths(s, platform: str) -> set[str]:
+    doc = YAML(typ="safe", pure=True).load(render_cloud_config(s, placeholder_endpoints(s), platform=platform))  # type: ignore[arg-type]
+    return {f["path"] for f in doc["write_files"]}
+
+
+def _sandbox_env(tmp: Path, bindir: Path, **env: str) -> dict[str, str]:
+    return {"BIN": str(tmp / "usr-local-bin"), "CACHE": str(tmp / "cache"), "ROOT": str(tmp / "root"),
+            "DAEMON_JSON": str(tmp / "docker/daemon.json"), "SYSPCI": str(tmp / "pci"),
+            "IOMMU_GROUPS": str(tmp / "iommu_groups"), **env}
+
+
+def _sandbox_stubs(tmp: Path) -> tuple[Path, Path]:
+    """:func:`_stubs` with the real ``curl`` and ``tar`` (the release files are served on 127.0.0.1) and a
+    logging ``systemctl``."""
+    bindir, log = _stubs(tmp)
+    (bindir / "curl").unlink()
+    (bindir / "tar").unlink()
+    (bindir / "systemctl").write_text(f'#!/bin/bash\necho "systemctl $*" >> {log}\nexit 0\n')
+    (bindir / "systemctl").chmod(0o755)
+    return bindir, log
+
+
+def _changed(res: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in res.stdout.splitlines() if line.startswith("changed:")]
+
+
+def test_gvisor_runsc_is_installed_checked_and_registered_with_docker_once(tmp_path: Path, releases) -> None:
+    root, url = releases
+    s, script, wrapper = _sandbox("gvisor", tmp_path)
+    assert wrapper.rstrip().endswith(f"exec {SANDBOX_SCRIPT} --docker"), "Ubuntu EC2 nodes run Docker"
+    sb = s.sandbox
+    rel = root / sb.gvisor_release / os.uname().machine
+    rel.mkdir(parents=True)
+    for f in ("runsc", "containerd-shim-runsc-v1"):
+        (rel / f).write_text(f"#!/bin/sh\necho {f} stand-in\n")
+        digest = hashlib.sha512((rel / f).read_bytes()).hexdigest()
+        (rel / f"{f}.sha512").write_text(f"{digest}  {f}\n")
+    assert f"GVISOR_URL={sb.gvisor_release_url}" in script
+    script = script.replace(f"GVISOR_URL={sb.gvisor_release_url}", f"GVISOR_URL={url}")
+    bindir, log = _sandbox_stubs(tmp_path)
+    (tmp_path / "usr-local-bin").mkdir()
+    env = _sandbox_env(tmp_path, bindir)
+    res = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime", "--docker"], capture_output=True,
+                         text=True, env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
+    assert res.returncode == 0, res.stderr
+    assert len(_changed(res)) == 3, res.stdout  # two binaries, one Docker runtime
+    for f in ("runsc", "containerd-shim-runsc-v1"):
+        installed = tmp_path / "usr-local-bin" / f
+        assert installed.read_bytes() == (rel / f).read_bytes() and installed.stat().st_mode & 0o777 == 0o755
+    daemon = json.loads((tmp_path / "docker/daemon.json").read_text())
+    assert daemon["runtimes"]["runsc"] == {"path": f"{tmp_path}/usr-local-bin/runsc", "runtimeArgs": ["--nvproxy=true"]}
+    assert "systemctl restart docker" in log.read_text()
+    again = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime", "--docker"], capture_output=True,
+                           text=True, env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
+    assert again.returncode == 0 and _changed(again) == [], again.stdout
+    # a release file that does not match its published SHA-512 is never installed
+    (rel / "runsc").write_text("#!/bin/sh\necho tampered\n")
+    (tmp_path / "usr-local-bin" / "runsc").unlink()
+    bad = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime"], capture_output=True, text=True,
+                         env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
+    assert bad.returncode == 1 and "does not match its published SHA-512" in bad.stderr
+    assert not (tmp_path / "usr-local-bin" / "runsc").exists()
+
+
+@pytest.mark.parametrize("platform", ["ubuntu", "al2023"])
+def test_kata_release_is_unpacked_linked_and_registered_once(tmp_path: Path, releases, platform: str) -> None:
+    if shutil.which("zstd") is None:
+        pytest.fail("zstd is required (the Kata release is a .tar.zst)")
+    root, url = releases
+    s, script, wrapper = _sandbox("kata", tmp_path, platform=platform)
+    docker = platform == "ubuntu"
+    assert wrapper.rstrip().endswith(f"exec {SANDBOX_SCRIPT}" + (" --docker" if docker else ""))
+    sb = s.sandbox
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=False).stdout.strip() or "amd64"
+    name = kata_tarball(sb.kata_version, arch)
+    tree = tmp_path / "tree"
+    shim = tree / "opt/kata/bin/containerd-shim-kata-v2"
+    shim.parent.mkdir(parents=True)
+    shim.write_text(f"#!/bin/sh\necho kata {sb.kata_version}\n")
+    shim.chmod(0o755)
+    (root / sb.kata_version).mkdir()
+    subprocess.run(["tar", "--zstd", "-cf", str(root / sb.kata_version / name), "-C", str(tree), "opt"], check=True)
+    script = script.replace(f"KATA_URL={sb.kata_release_url}", f"KATA_URL={url}")
+    bindir, _ = _sandbox_stubs(tmp_path)
+    (tmp_path / "root").mkdir()
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", **_sandbox_env(tmp_path, bindir)}
+    args = ["--docker"] if docker else []
+    # no IOMMU groups (the first boot, before the reboot into the IOMMU command line): nothing is rebound
+    res = subprocess.run([BASH, "-c", script, "x", *args], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "cache" / name).is_file() and (tmp_path / "root/opt/kata/bin/containerd-shim-kata-v2").is_file()
+    handler = sb.runtime_class or "kata-qemu-nvidia-gpu"
+    for link in {"containerd-shim-kata-v2", f"containerd-shim-{handler}-v2"}:
+        assert os.readlink(tmp_path / "usr-local-bin" / link) == "/opt/kata/bin/containerd-shim-kata-v2"
+    daemon = tmp_path / "docker/daemon.json"
+    assert daemon.exists() == docker
+    if docker:
+        assert json.loads(daemon.read_text())["runtimes"]["kata"] == {"runtimeType": "io.containerd.kata.v2"}
+    if sb.gpu_passthrough:
+        assert "IOMMU is off" in res.stderr
+    again = subprocess.run([BASH, "-c", script, "x", *args], capture_output=True, text=True, env=env, check=False)
+    assert again.returncode == 0 and _changed(again) == [], again.stdout
+
+
+def _pci(tmp: Path, devices: dict[str, tuple[str, str, str]]) -> None:
+    for bdf, (vendor, device, cls) in devices.items():
+        d = tmp / "pci" / bdf
+        d.mkdir(parents=True)
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "device").write_text(device + "\n")
+        (d / "class").write_text(cls + "\n")
+
+
+PCI = {
+    "0000:18:00.0": ("0x10de", "0x2330", "0x030200"),  # H100 SXM
+    "0000:2a:00.0": ("0x10de", "0x2330", "0x030200"),
+    "0000:05:00.0": ("0x10de", "0x22a3", "0x068000"),  # NVSwitch
+    "0000:19:00.0": ("0x15b3", "0x1021", "0x020700"),  # ConnectX-7
+    "0000:00:02.0": ("0x1234", "0x1111", "0x030000"),  # another vendor's VGA
+}
+
+
+@pytest.mark.parametrize("plan", ["full-passthrough", "shared-nvswitch"])
+def test_passthrough_devices_are_found_and_bound_once_after_the_iommu_reboot(tmp_path: Path, plan: str) -> None:
+    s, script, _ = _sandbox("kata", tmp_path, {"sandbox": {"runtime": "kata", "gpu_passthrough": True,
+                                                                 "nvswitch": plan}})
+    assert s.sandbox.gpu_passthrough
+    assert "/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh" in _paths(s, "ubuntu"), "bound at every boot"
+    _pci(tmp_path, PCI)
+    bindir, log = _sandbox_stubs(tmp_path)
+    (bindir / "driverctl").write_text(
+        f'#!/bin/bash\necho "driverctl $*" >> {log}\n[ "$1" = list-overrides ] && cat {tmp_path}/overrides 2>/dev/null\n'
+        f'[ "$1" = set-override ] && echo "$2 $3" >> {tmp_path}/overrides\nexit 0\n')
+    (bindir / "driverctl").chmod(0o755)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", **_sandbox_env(tmp_path, bindir)}
+    listed = subprocess.run([BASH, "-c", script, "x", "--list-devices"], capture_output=True, text=True, env=env, check=True)
+    want = ["0000:18:00.0 10de:2330", "0000:2a:00.0 10de:2330"] + (["0000:05:00.0 10de:22a3"] if plan == "full-passthrough" else [])
+    assert sorted(listed.stdout.split("\n")[:-1]) == sorted(want)
+    (tmp_path / "iommu_groups" / "7").mkdir(parents=True)
+    tail = script.replace('if [ "$VENDOR" = 1 ]; then', 'if false; then')  # the release install is tested above
+    res = subprocess.run([BASH, "-c", tail, "x"], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    bound = sorted(line.split()[-2] for line in log.read_text().splitlines() if line.startswith("driverctl set-override"))
+    assert bound == sorted(w.split()[0] for w in want)
+    again = subprocess.run([BASH, "-c", tail, "x"], capture_output=True, text=True, env=env, check=False)
+    assert again.returncode == 0 and not [c for c in _changed(again) if "vfio-pci" in c], again.stdout
+
+
+# --- Lustre client: the lustre_client role's install script with Amazon's source ---------------------
+
+def test_fsx_client_comes_from_amazons_repository_for_the_running_kernel(tmp_path: Path, releases) -> None:
+    """Ubuntu: the FSx repository's key and a deb822 entry for the node's codename, then the client modules
+    built for the running kernel; a second run (packages installed) changes nothing."""
+    root, url = releases
+    s = _settings("aws-p5-efa-lustre", "gpu")
+    fsx = catalog().aws["fsx_client"]["apt"]
+    script = _script(s, "/usr/local/sbin/clusterforge-lustre-client-install")
+    key = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nstand-in\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    (root / "fsx-ubuntu-public-key.asc").write_text(key)
+    assert f"KEY_URL={fsx['key_url']}" in script
+    script = script.replace(f"KEY_URL={fsx['key_url']}", f"KEY_URL={url}/fsx-ubuntu-public-key.asc")
+    bindir, log = _sandbox_stubs(tmp_path)
+    installed = tmp_path / "installed"
+    (bindir / "dpkg-query").write_text(f'#!/bin/bash\ngrep -qx "${{@: -1}}" {installed} 2>/dev/null && echo -n "install ok installed" || exit 1\n')
+    (bindir / "apt-get").write_text(f'#!/bin/bash\necho "apt-get $*" >> {log}\n[ "$1" = install ] && for p in "$@"; do echo "$p" >> {installed}; done\nexit 0\n')
+    for f in ("dpkg-query", "apt-get"):
+        (bindir / f).chmod(0o755)
+    (tmp_path / "os-release").write_text("ID=ubuntu\nVERSION_CODENAME=jammy\n")
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "KEYRING": str(tmp_path / "keyrings/lustre-client.asc"),
+           "SOURCES": str(tmp_path / "sources/lustre-client.sources"), "OS_RELEASE": str(tmp_path / "os-release")}
+    res = subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    kernel = os.uname().release
+    assert (tmp_path / "keyrings/lustre-client.asc").read_text() == key
+    entry = _keyvals_colon((tmp_path / "sources/lustre-client.sources").read_text())
+    assert entry == {"Types": "deb", "URIs": fsx["repo_url"], "Suites": "jammy", "Components": "main",
+                     "Signed-By": str(tmp_path / "keyrings/lustre-client.asc")}
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("apt-get update"), "a new repository is indexed before the install"
+    assert calls[1].endswith(f" lustre-client-modules-{kernel}") and calls[1].startswith("apt-get install")
+    again = subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True, env=env, check=False)
+    assert again.returncode == 0 and _changed(again) == [], again.stdout
+    assert len(log.read_text().splitlines()) == 2, "nothing is installed or indexed again"
+
+
+def test_al2023_installs_amazon_linuxs_lustre_client_with_dnf(tmp_path: Path) -> None:
+    s = _settings("aws-eks-p4d", "gpu")
+    if not s.lustre:
+        pytest.fail("the EKS example declares an FSx file system")
+    script = _script(s, "/usr/local/sbin/clusterforge-lustre-client-install", platform="al2023")
+    bindir, log = _stubs(tmp_path)
+    (bindir / "apt-get").unlink()
+    (bindir / "rpm").write_text("#!/bin/bash\nexit 1\n")
+    (bindir / "rpm").chmod(0o755)
+    shim = tmp_path / "nobin"  # no apt-get anywhere on PATH: the dnf branch
+    shim.mkdir()
+    for tool in ("bash", "cat", "grep", "uname", "mktemp", "rm", "cmp", "ls"):
+        if (p := shutil.which(tool)) is not None:
+            (shim / tool).symlink_to(p)
+    res = subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True,
+                         env={"PATH": f"{bindir}:{shim}"}, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "dnf install -y -q lustre-client" in log.read_text()
+    assert _changed(res) == ["changed: installed lustre-client"]
+
+
+def _keyvals_colon(text: str) -> dict[str, str]:
+    return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines() if ln and not ln.startswith("#"))}
