@@ -84,11 +84,22 @@ def user_data(lt: PlannedResource) -> str:
 
 
 def expand_gz_files(text: str) -> str:
-    """``text`` (user data) with every ``write_files`` entry sent ``gz+b64`` shown as the literal cloud-init writes."""
-    return _GZ_FILE.sub(_gunzip_file, text)
+    """``text`` (user data) with an ``application/x-gzip`` MIME part (EKS user data over the limit) and
+    every ``write_files`` entry sent ``gz+b64`` shown as the text cloud-init unpacks them to."""
+    return _GZ_FILE.sub(_gunzip_file, _GZ_PART.sub(_gunzip_part, text))
 
 
-_GZ_FILE = re.compile(r"^( *)content: ([A-Za-z0-9+/=]+)\n\1encoding: gz\+b64\n", re.MULTILINE)
+_GZ_PART = re.compile(r"^Content-Type: application/x-gzip\nContent-Transfer-Encoding: base64\n\n([A-Za-z0-9+/=\n]+?)\n(?=--)",
+                      re.MULTILINE)
+
+
+def _gunzip_part(m: re.Match[str]) -> str:
+    body = gzip.decompress(base64.b64decode(m.group(1).replace("\n", ""))).decode("utf-8")
+    return "Content-Type: application/x-gzip (base64, unpacked here)\n\n" + body
+
+
+_GZ_FILE = re.compile(r"^( *)content: ?(?:\n *)?([A-Za-z0-9+/=]+)\n\1encoding: gz\+b64\n", re.MULTILINE)
+"""A ``gz+b64`` file entry; a base64 line longer than the YAML line width starts on the next line."""
 
 
 def _gunzip_file(m: re.Match[str]) -> str:
