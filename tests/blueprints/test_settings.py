@@ -67,7 +67,14 @@ def test_on_mount_is_path_containment_not_string_prefix():
 # --- vendor packages: one exact version per node group, per NVLink generation and OS (generated variants) ---
 
 from blueprints.catalog import catalog
-from blueprints.vendor import AptPin, bare_metal, container_toolkit_packages, driver_packages, kata_tarball, nvlsm_version
+from blueprints.vendor import (
+    AptPin,
+    bare_metal,
+    container_toolkit_packages,
+    driver_packages,
+    kata_tarball,
+    nvlsm_version,
+)
 
 _OSES = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 

@@ -50,8 +50,8 @@ def _variant(tmp: Path, os_name: str, gpu: str) -> Path:
 
 def _dpkg(root: Path) -> dict[str, tuple[str, str]]:
     """``{package: (version, selection)}`` of the installed packages."""
-    out = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f=${Package} ${Version} ${db:Status-Want} "
-                          "${db:Status-Status}\n"], check=True, capture_output=True, text=True).stdout
+    fmt = "-f=${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n"
+    out = subprocess.run(["chroot", str(root), "dpkg-query", "-W", fmt], check=True, capture_output=True, text=True).stdout
     return {p: (v, want) for p, v, want, st in (line.split() for line in out.splitlines()) if st == "installed"}
 
 
