@@ -3,9 +3,10 @@
 Every name, version and URL comes from the ``bare_metal`` section of ``blueprints/data/catalog-extras.yaml``
 (each entry with its ``source``); this module only combines them with the blueprint:
 
-* :func:`driver_packages` — NVIDIA driver, Fabric Manager, NSCQ, NVSDM, NVLSM and DCGM 4 from NVIDIA's CUDA
-  repository at one exact version (Debian/Ubuntu ``apt`` specs ``name=version``), the packages to hold, and
-  the Ubuntu Secure Boot variant (Canonical-signed precompiled modules from the Ubuntu archive);
+* :func:`driver_packages` — NVIDIA driver, Fabric Manager, NSCQ, NVSDM and DCGM 4 from NVIDIA's CUDA
+  repository at one exact version, NVLSM at its own catalogued release (Debian/Ubuntu ``apt`` specs
+  ``name=version``), the packages to hold, and the Ubuntu Secure Boot variant (Canonical-signed precompiled
+  modules, driver, Fabric Manager and NSCQ from the Ubuntu archive at the archive's build);
 * :func:`container_toolkit_packages` — the four NVIDIA Container Toolkit packages pinned to one version;
 * :func:`kata_tarball` — the Kata static release file name for a version (``.tar.xz`` / ``.tar.zst``).
 
@@ -23,6 +24,7 @@ from .catalog import catalog
 from .versions import version as parse_version
 
 __all__ = [
+    "AptPin",
     "DocaRepository",
     "DriverPackages",
     "bare_metal",
@@ -30,6 +32,7 @@ __all__ = [
     "doca_repository",
     "driver_packages",
     "kata_tarball",
+    "nvlsm_version",
 ]
 
 
@@ -38,14 +41,28 @@ def bare_metal() -> dict[str, Any]:
     return catalog().bare_metal
 
 
+class AptPin(BaseModel):
+    """One apt preferences stanza: ``packages`` (names or globs) pinned to ``version`` (an apt version
+    pattern, ``580.126.20-*`` or an exact ``2025.10.11-1``) at priority 1000, so dependencies follow it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    packages: list[str]
+    version: str
+
+
 class DriverPackages(BaseModel):
     """The NVIDIA GPU stack of one node group (Debian/Ubuntu apt specs ``name=version``).
 
     ``packages``: driver meta-package plus the NVSwitch packages of the GPU's NVLink generation and DCGM 4,
-    every NVIDIA-versioned one pinned to ``version``; ``hold``: package names to ``apt-mark hold``;
-    ``secure_boot_packages`` / ``secure_boot_hold``: the Ubuntu Secure Boot set (signed precompiled modules,
-    Fabric Manager and NSCQ from the Ubuntu archive, pinned to the same upstream version; empty elsewhere);
+    every one pinned to an exact version (the NVIDIA-versioned ones to ``version``, NVLSM to ``nvlsm_version``);
+    ``hold``: package names to ``apt-mark hold`` (also kept out of unattended-upgrades); ``apt_pins``: the apt
+    preferences stanzas. ``secure_boot_*``: the Ubuntu Secure Boot set, everything from the Ubuntu archive at
+    ``secure_boot_version`` (the archive's own driver build, e.g. ``580.173.02-0ubuntu0.22.04.1``: not
+    ``version``), NVSDM/NVLSM/DCGM from the CUDA repository; empty elsewhere, and empty with
+    ``secure_boot_unavailable`` (the reason, one sentence) where the catalog cannot pin a consistent set.
     ``services``: systemd units to enable; ``repo_dist``: the CUDA repository directory of the OS.
+    Source of the rules: ``bare_metal.nvidia_driver`` in ``blueprints/data/catalog-extras.yaml``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -58,16 +75,37 @@ class DriverPackages(BaseModel):
     repo_key_file: str
     packages: list[str]
     hold: list[str]
-    apt_pin_packages: list[str]
-    """Package-name globs pinned to ``<version>-*`` in apt preferences (dependencies follow the pin)."""
+    apt_pins: list[AptPin]
+    nvlsm_version: str | None = None
+    """NVLSM's own pinned release on NVLink 5 hosts (``2025.10.11-1``); ``None`` elsewhere."""
+    secure_boot_version: str | None = None
     secure_boot_packages: list[str]
     secure_boot_hold: list[str]
+    secure_boot_apt_pins: list[AptPin]
+    secure_boot_unavailable: str | None = None
     services: list[str]
+    persistenced_service: str
+    """The persistence daemon's unit name (without ``.service``)."""
+    fabricmanager_service: str | None = None
+    """Fabric Manager's unit name (NVSwitch hosts; ``None`` without Fabric Manager)."""
     fabricmanager_config: str | None = None
     """Fabric Manager's configuration file (NVSwitch hosts; ``None`` without Fabric Manager)."""
     fabric_mode: tuple[str, int] | None = None
     """``(key, value)`` of Fabric Manager's operating mode in that file: ``("FABRIC_MODE", 0)`` bare metal,
     ``1`` Shared NVSwitch multitenancy (guests get GPU partitions)."""
+
+
+def nvlsm_version(branch: str) -> str | None:
+    """NVLSM's pinned release for driver ``branch`` (``"580"`` -> ``"2025.10.11-1"``), or ``None`` when the
+    catalog lists none (the ``nvlsm-release`` rule reports NVLink 5 groups on such a branch)."""
+    versions = bare_metal()["nvidia_driver"]["nvswitch"].get("nvlsm_versions", {})
+    v = versions.get(str(branch).split(".")[0])
+    return str(v) if v is not None else None
+
+
+def _upstream(debian_version: str) -> str:
+    """``580.173.02`` of ``580.173.02-0ubuntu0.22.04.1`` (the upstream part of a Debian version)."""
+    return debian_version.split(":")[-1].rsplit("-", 1)[0]
 
 
 def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, nvlink_gen: int | None,
@@ -86,52 +124,98 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
     rev = nd["packages"]["debian_revision"]
     pinned = f"{version}-{rev}"
     driver = nd["packages"]["open" if open_modules else "proprietary"]
+    persistenced = nd["packages"]["persistenced_service"]
     packages = [f"{driver}={pinned}"]
     hold = [driver]
-    services = ["nvidia-persistenced"]
-    sb_packages: list[str] = []
-    sb_hold: list[str] = []
+    services = [persistenced]
     sw = nd["nvswitch"]
     unversioned = int(branch.split(".")[0]) >= int(sw["unversioned_names_from_branch"])
-    ubuntu = os.startswith("ubuntu")
-    signed = nd["ubuntu_signed_precompiled"]
-    if ubuntu:
-        sb_names = [signed["modules"].format(branch=branch), *(p.format(branch=branch) for p in signed["userspace"])]
-        sb_packages = [f"{n}={version}-*" for n in sb_names]
-        sb_hold = list(sb_names)
-    if fabric_manager and nvlink_gen:
-        for part in sw["by_nvlink_gen"].get(nvlink_gen, sw["by_nvlink_gen"][max(sw["by_nvlink_gen"])]):
-            name = sw[part] if (unversioned or part == "nvlsm") else f"{sw[part]}-{branch}"
-            if part == "nvlsm":
-                packages.append(name)  # NVLSM is versioned on its own; the repository's current release
-            else:
-                packages.append(f"{name}={pinned}")
-                hold.append(name)
-            if part in sw["services"]:
-                services.append(sw["services"][part])
-            if ubuntu and part in signed:
-                sb_name = signed[part].format(branch=branch)
-                sb_packages.append(f"{sb_name}={version}-*")
-                sb_hold.append(sb_name)
-            elif ubuntu and part == "nvlsm":
-                sb_packages.append(name)
+    nvswitch = fabric_manager and bool(nvlink_gen)
+    parts: list[str] = (list(sw["by_nvlink_gen"].get(nvlink_gen, sw["by_nvlink_gen"][max(sw["by_nvlink_gen"])]))
+                        if nvswitch else [])
+    lsm = nvlsm_version(branch) if "nvlsm" in parts else None
+    pins = [AptPin(packages=list(nd["apt_pin_packages"]), version=f"{version}-*")]
+    for part in parts:
+        if part == "nvlsm":
+            # NVLSM is versioned on its own: pinned to the catalog's release of the branch (the nvlsm-release
+            # rule stops a blueprint whose branch has none before anything is rendered)
+            packages.append(f"{sw['nvlsm']}={lsm}" if lsm else sw["nvlsm"])
+            if lsm:
+                pins.append(AptPin(packages=[sw["nvlsm"]], version=lsm))
+        else:
+            name = sw[part] if unversioned else f"{sw[part]}-{branch}"
+            packages.append(f"{name}={pinned}")
+        hold.append(sw[part] if (unversioned or part == "nvlsm") else f"{sw[part]}-{branch}")
+        if part in sw["services"]:
+            services.append(sw["services"][part])
+    dcgm_specs: list[str] = []
     if dcgm:
         dc = nd["dcgm"]
         dver = f"{dc['epoch']}:{dc['version']}-{dc['debian_revision']}"
-        for p in dc["packages"]:
-            spec = f"{p.format(cuda_major=cuda.split('.')[0])}={dver}"
-            packages.append(spec)
-            if ubuntu:
-                sb_packages.append(spec)
+        dcgm_specs = [f"{p.format(cuda_major=cuda.split('.')[0])}={dver}" for p in dc["packages"]]
+        packages.extend(dcgm_specs)
         services.append(dc["service"])
+    sb = _secure_boot_set(os=os, branch=branch.split(".")[0], open_modules=open_modules, parts=parts,
+                          nvlsm=lsm, dcgm_specs=dcgm_specs)
     return DriverPackages(
         branch=branch, version=version, repo_base_url=repo["base_url"], repo_dist=repo["dists"][os],
         repo_arch=dict(repo["arch"]), repo_key_file=repo["key_file"], packages=packages, hold=hold,
-        apt_pin_packages=list(nd["apt_pin_packages"]),
-        secure_boot_packages=sb_packages, secure_boot_hold=sb_hold, services=services,
-        fabricmanager_config=sw["fabricmanager_config"] if fabric_manager and nvlink_gen else None,
-        fabric_mode=((sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode]))
-                     if fabric_manager and nvlink_gen else None))
+        apt_pins=pins, nvlsm_version=lsm, services=services, persistenced_service=persistenced,
+        fabricmanager_service=sw["services"]["fabricmanager"] if nvswitch else None,
+        fabricmanager_config=sw["fabricmanager_config"] if nvswitch else None,
+        fabric_mode=(sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode])) if nvswitch else None,
+        **sb)
+
+
+def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[str], nvlsm: str | None,
+                     dcgm_specs: list[str]) -> dict[str, Any]:
+    """The Ubuntu Secure Boot fields of :class:`DriverPackages` (see the catalog's ``ubuntu_signed_precompiled``)."""
+    empty: dict[str, Any] = {"secure_boot_packages": [], "secure_boot_hold": [], "secure_boot_apt_pins": []}
+    if not os.startswith("ubuntu"):
+        return empty
+    nd = bare_metal()["nvidia_driver"]
+    signed, sw = nd["ubuntu_signed_precompiled"], nd["nvswitch"]
+    row = signed.get("archive", {}).get(branch, {}).get(os)
+    if row is None:
+        return {**empty, "secure_boot_unavailable": (
+            f"the hardware catalog lists no Ubuntu-archive build of driver branch {branch} for {os} "
+            "(bare_metal.nvidia_driver.ubuntu_signed_precompiled.archive), so no consistent set of "
+            "Canonical-signed modules, driver, Fabric Manager and NSCQ can be pinned")}
+    driver_v = str(row["driver"])
+    upstream = _upstream(driver_v)
+    fmt = {"branch": branch, "open": "-open" if open_modules else ""}
+    modules = signed["modules"].format(**fmt)
+    userspace = [p.format(**fmt) for p in signed["userspace"]]
+    packages = [modules, *(f"{n}={driver_v}" for n in userspace)]
+    hold = [modules, *userspace]
+    for part in parts:
+        if part in ("fabricmanager", "nscq"):
+            name, v = signed[part].format(**fmt), str(row[part])
+            if _upstream(v) != upstream:
+                return {**empty, "secure_boot_unavailable": (
+                    f"the catalog's Ubuntu-archive {name} {v} is not at the archive driver's release {upstream} "
+                    "(Fabric Manager and NSCQ must match the driver exactly)")}
+            packages.append(f"{name}={v}")
+            hold.append(name)
+        elif part == "nvsdm":
+            from .catalog import catalog
+
+            name = sw["nvsdm"] if int(branch) >= int(sw["unversioned_names_from_branch"]) else f"{sw['nvsdm']}-{branch}"
+            if upstream not in catalog().driver_releases(branch):
+                return {**empty, "secure_boot_unavailable": (
+                    f"NVSDM ({name}) is not in the Ubuntu archive and NVIDIA's CUDA repository carries it per driver "
+                    f"release, but the catalog lists no CUDA-repository release {upstream} to match the archive's "
+                    f"driver {driver_v}; NVLink 5 hosts cannot take the Secure Boot path on branch {branch}")}
+            packages.append(f"{name}={upstream}-{nd['packages']['debian_revision']}")
+            hold.append(name)
+        elif part == "nvlsm":
+            packages.append(f"{sw['nvlsm']}={nvlsm}" if nvlsm else sw["nvlsm"])
+            hold.append(sw["nvlsm"])
+    pins = [AptPin(packages=list(nd["apt_pin_packages"]), version=f"{upstream}-*")]
+    if nvlsm and "nvlsm" in parts:
+        pins.append(AptPin(packages=[sw["nvlsm"]], version=nvlsm))
+    return {"secure_boot_version": driver_v, "secure_boot_packages": [*packages, *dcgm_specs],
+            "secure_boot_hold": hold, "secure_boot_apt_pins": pins}
 
 
 def container_toolkit_packages(version: str) -> list[str]:

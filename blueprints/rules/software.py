@@ -312,3 +312,25 @@ def sandbox_runtime_floating(ctx: RuleContext) -> Iterator[Hit]:
                       f"the driver list is checked against {newest.release if newest else 'no catalogued release'}",
                       f"set `software.gvisor: \"{newest.release}\"`" if newest else None)
             return
+
+
+@rule(
+    id="nvlsm-release",
+    severity="error",
+    summary="NVLink 5 NVSwitch systems (HGX B200, GB200) need the NVLink Subnet Manager (nvlsm), which carries a "
+            "date-based version of its own: without a catalogued release for the driver branch it would be installed "
+            "unpinned and unheld, and an upgrade could move it away from the Fabric Manager it was validated with.",
+    fix="use a driver branch whose NVLSM release the hardware catalog lists (`bare_metal.nvidia_driver.nvswitch."
+        "nvlsm_versions`), or add the branch's release there with its source",
+    source="https://developer.download.nvidia.com/compute/cuda/redist/nvlsm/linux-x86_64/",
+)
+def nvlsm_release(ctx: RuleContext) -> Iterator[Hit]:
+    for i, g in enumerate(ctx.bp.node_groups):
+        p = ctx.cluster.settings(g).gpu_packages
+        if p is None or "nvlsm" not in p.hold or p.nvlsm_version:
+            continue
+        known = sorted(ctx.catalog.bare_metal["nvidia_driver"]["nvswitch"].get("nvlsm_versions", {}))
+        yield Hit(_sw(ctx, "driver_branch", ("node_groups", i, "hardware")),
+                  f"node group `{g.name}` has NVLink 5 NVSwitches and needs NVLSM, but the catalog lists no NVLSM "
+                  f"release for driver branch {p.branch} (known: {', '.join(known) or 'none'})",
+                  f"set `software.driver_branch` to one of {', '.join(repr(k) for k in known)}")

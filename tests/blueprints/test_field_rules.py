@@ -738,3 +738,17 @@ def test_kernel_drift_where_out_of_tree_modules_run(variant: str, trips: bool) -
 
 def test_kernel_drift_not_on_aws() -> None:
     assert "kernel-drift" not in _ids(_doc("aws-p5-efa-lustre"))
+
+
+# --- NVLSM (NVLink 5): pinned to a catalogued release of the driver branch, or the blueprint is stopped ---
+
+@pytest.mark.parametrize("gpu,nvlink5", [("b200:8", True), ("h100-sxm:8", False)])
+@pytest.mark.parametrize("branch", sorted(CAT.extras["driver_releases"]["branches"], key=int))
+def test_nvlsm_needs_a_catalogued_release_for_the_branch(gpu: str, nvlink5: bool, branch: str) -> None:
+    doc = _onprem(gpu, 4)
+    doc["software"] = {"driver_branch": branch, "cuda": "12.4"}
+    known = CAT.bare_metal["nvidia_driver"]["nvswitch"]["nvlsm_versions"]
+    hits = [f for f in _findings(doc) if f.rule_id == "nvlsm-release"]
+    assert bool(hits) == (nvlink5 and branch not in known), [f.message for f in hits]
+    if hits:
+        assert hits[0].severity == "error" and f"branch {branch}" in hits[0].message

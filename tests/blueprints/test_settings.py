@@ -67,7 +67,14 @@ def test_on_mount_is_path_containment_not_string_prefix():
 # --- vendor packages: one exact version per node group, per NVLink generation and OS (generated variants) ---
 
 from blueprints.catalog import catalog
-from blueprints.vendor import bare_metal, container_toolkit_packages, driver_packages, kata_tarball
+from blueprints.vendor import (
+    AptPin,
+    bare_metal,
+    container_toolkit_packages,
+    driver_packages,
+    kata_tarball,
+    nvlsm_version,
+)
 
 _OSES = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 
@@ -75,36 +82,82 @@ _OSES = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 @pytest.mark.parametrize("os_name", _OSES)
 @pytest.mark.parametrize("gpu", ["a100-80gb-sxm", "h100-sxm", "h200-sxm", "b200", "gb200-per-gpu", "l40s"])
 @pytest.mark.parametrize("branch,version", [("580", "580.105.08"), ("570", "570.195.03"), ("535", "535.274.02")])
-def test_driver_packages_pin_every_nvidia_package_to_the_driver_version(os_name, gpu, branch, version):
+@pytest.mark.parametrize("open_modules", [True, False])
+def test_driver_packages_pin_and_hold_every_nvidia_package(os_name, gpu, branch, version, open_modules):
     spec = catalog().gpu(gpu)
     nvswitch = bool(spec.nvlink_gen) and gpu != "l40s"
-    p = driver_packages(os=os_name, branch=branch, version=version, open_modules=True, nvlink_gen=spec.nvlink_gen,
-                        fabric_manager=nvswitch, dcgm=True, cuda="12.4")
+    p = driver_packages(os=os_name, branch=branch, version=version, open_modules=open_modules,
+                        nvlink_gen=spec.nvlink_gen, fabric_manager=nvswitch, dcgm=True, cuda="12.4")
     specs = dict(x.split("=", 1) if "=" in x else (x, "") for x in p.packages)
     suffix = "" if int(branch) >= 580 else f"-{branch}"
-    assert specs["nvidia-open"] == f"{version}-1"
+    driver = "nvidia-open" if open_modules else "cuda-drivers"
+    assert specs[driver] == f"{version}-1"
+    nvlink5 = nvswitch and spec.nvlink_gen >= 5
+    lsm = nvlsm_version(branch)
     if nvswitch:
         # Fabric Manager and NSCQ at exactly the driver version, held with it
         assert specs[f"nvidia-fabricmanager{suffix}"] == specs[f"libnvidia-nscq{suffix}"] == f"{version}-1"
-        assert {"nvidia-open", f"nvidia-fabricmanager{suffix}", f"libnvidia-nscq{suffix}"} <= set(p.hold)
-        assert "nvidia-fabricmanager" in p.services
-        nvlink5 = spec.nvlink_gen >= 5
+        assert {driver, f"nvidia-fabricmanager{suffix}", f"libnvidia-nscq{suffix}"} <= set(p.hold)
+        assert "nvidia-fabricmanager" in p.services and p.fabricmanager_service == "nvidia-fabricmanager"
         assert ("nvlsm" in specs) == nvlink5 and (f"libnvsdm{suffix}" in specs) == nvlink5
         if nvlink5:
             assert specs[f"libnvsdm{suffix}"] == f"{version}-1" and "nvlsm" in p.services
+            # NVLSM: its own catalogued release, pinned, held (hence kept out of unattended-upgrades)
+            assert "nvlsm" in p.hold and p.nvlsm_version == lsm
+            if lsm:
+                assert specs["nvlsm"] == lsm and AptPin(packages=["nvlsm"], version=lsm) in p.apt_pins
     else:
         assert not [n for n in specs if "fabricmanager" in n or "nscq" in n or n == "nvlsm"]
+        assert p.fabricmanager_service is None
+    # every package but DCGM is held; every NVIDIA-versioned one is pinned to the driver version
+    assert set(p.hold) == {n for n in specs if not n.startswith("datacenter-gpu-manager")}
+    assert p.apt_pins[0].version == f"{version}-*"
+    assert p.persistenced_service == bare_metal()["nvidia_driver"]["packages"]["persistenced_service"] in p.services
     assert "datacenter-gpu-manager-4-core" in specs and "datacenter-gpu-manager-4-cuda12" in specs
     assert "datacenter-gpu-manager" not in specs  # DCGM 3
     assert p.repo_dist == bare_metal()["nvidia_driver"]["cuda_repo"]["dists"][os_name]
-    if os_name.startswith("ubuntu"):
-        sb = dict(x.split("=", 1) for x in p.secure_boot_packages if "=" in x)
-        assert sb[f"linux-modules-nvidia-{branch}-server-open-generic"] == f"{version}-*"
-        assert not any(n.endswith("-dkms") for n in sb)  # signed precompiled modules, nothing built by DKMS
-        if nvswitch:
-            assert sb[f"nvidia-fabricmanager-{branch}"] == sb[f"libnvidia-nscq-{branch}"] == f"{version}-*"
-    else:
-        assert p.secure_boot_packages == []
+    _check_secure_boot_set(p, os_name, branch, open_modules, nvswitch, nvlink5)
+
+
+def _check_secure_boot_set(p, os_name, branch, open_modules, nvswitch, nvlink5):
+    """The Ubuntu Secure Boot set: Ubuntu-archive packages at the archive's own build, or a stated refusal."""
+    signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
+    row = signed.get("archive", {}).get(branch, {}).get(os_name)
+    if not os_name.startswith("ubuntu"):
+        assert p.secure_boot_packages == p.secure_boot_hold == [] and p.secure_boot_unavailable is None
+        return
+    if row is None or (nvlink5 and row["driver"].rsplit("-", 1)[0] not in catalog().driver_releases(branch)):
+        # no consistent set can be pinned: empty, with the reason the role's preflight gives a Secure Boot host
+        assert p.secure_boot_packages == p.secure_boot_hold == [] and p.secure_boot_apt_pins == []
+        assert p.secure_boot_unavailable and (branch in p.secure_boot_unavailable)
+        return
+    assert p.secure_boot_unavailable is None
+    o = "-open" if open_modules else ""
+    sb = dict(x.split("=", 1) if "=" in x else (x, "") for x in p.secure_boot_packages)
+    modules = f"linux-modules-nvidia-{branch}-server{o}-generic"
+    # the module meta-package is versioned by the kernel (linux-restricted-modules): never pinned to a driver
+    # version, held so apt does not move it
+    assert sb[modules] == "" and modules in p.secure_boot_hold
+    assert not any(n.endswith("-dkms") or "dkms-" in n.replace("no-dkms", "") for n in sb)
+    ubuntu = {n: v for n, v in sb.items() if n != modules and not n.startswith("datacenter-gpu-manager")}
+    assert ubuntu[f"nvidia-headless-no-dkms-{branch}-server{o}"] == ubuntu[f"nvidia-utils-{branch}-server"] \
+        == row["driver"] == p.secure_boot_version
+    assert p.version not in p.secure_boot_version  # the archive's build, not the CUDA repository's release
+    upstream = row["driver"].rsplit("-", 1)[0]
+    if nvswitch:  # Fabric Manager and NSCQ from the Ubuntu archive at exactly the driver's upstream release
+        assert ubuntu[f"nvidia-fabricmanager-{branch}"] == row["fabricmanager"]
+        assert ubuntu[f"libnvidia-nscq-{branch}"] == row["nscq"]
+        assert {v.rsplit("-", 1)[0] for n, v in ubuntu.items() if n != "nvlsm"} == {upstream}
+    assert set(p.secure_boot_hold) == {n for n in sb if not n.startswith("datacenter-gpu-manager")}
+    assert p.secure_boot_apt_pins[0].version == f"{upstream}-*"
+    assert not any(pin.startswith("linux-modules") for pin in p.secure_boot_apt_pins[0].packages)
+
+
+def test_secure_boot_set_follows_the_catalog_row_not_the_cuda_release():
+    """Two blueprints pinning different CUDA-repository releases of a branch get the same Ubuntu-archive set."""
+    a, b = (driver_packages(os="ubuntu-22.04", branch="580", version=v, open_modules=True, nvlink_gen=4,
+                            fabric_manager=True, dcgm=False, cuda="12.4") for v in ("580.105.08", "580.126.20"))
+    assert a.secure_boot_packages == b.secure_boot_packages and a.packages != b.packages
 
 
 def test_gpu_packages_only_on_onprem_driver_hosts():

@@ -9,8 +9,10 @@ mirror variables a site with an air-gapped mirror sets) at stand-ins that have t
   relations of the pinned release: the driver meta-package over ``nvidia-driver-cuda`` and
   ``nvidia-kernel-open-dkms``, Fabric Manager, NSCQ, NVSDM, NVLSM, DCGM 4 — plus an older and a newer
   release of every NVIDIA-versioned package, so a converge that does not pin would visibly take the wrong one;
-  also the Ubuntu-only packages a Ubuntu host gets from its archive (``linux-headers-generic``, the
-  Canonical-signed precompiled module packages).
+  also Ubuntu's ``linux-headers-generic`` (the DKMS path of a Ubuntu host installs it).
+* ``ubuntu/<release>/`` (and ``ubuntu-moved/<release>/``) — the Ubuntu archive's NVIDIA packages for the
+  Secure Boot path, with the archive's real names, ``-0ubuntu0.<release>.<n>`` versions and relations (the
+  catalogued build; ``-moved`` only a later one, as the archive looks once Canonical moved on).
 * ``libnvidia-container/stable/deb/<arch>/`` and ``libnvidia-container/gpgkey`` — the Container Toolkit's
   four packages at 1.16.2 (affected by CVE-2025-23266) and at the pinned release.
 * ``kata/<version>/kata-static-<version>-<arch>.tar.zst`` — a Kata static release with ``/opt/kata``.
@@ -52,6 +54,7 @@ class Deb:
     depends: list[str] = field(default_factory=list)
     files: dict[str, tuple[str, int]] = field(default_factory=dict)
     description: str = "clusterforge test stand-in"
+    provides: list[str] = field(default_factory=list)
 
 
 def _script(text: str) -> tuple[str, int]:
@@ -73,6 +76,8 @@ def build_deb(pkg: Deb, out: Path) -> Path:
                "Maintainer: clusterforge tests <tests@clusterforge.invalid>", f"Description: {pkg.description}"]
     if pkg.depends:
         control.insert(3, "Depends: " + ", ".join(pkg.depends))
+    if pkg.provides:
+        control.insert(3, "Provides: " + ", ".join(pkg.provides))
     (root / "DEBIAN/control").write_text("\n".join(control) + "\n")
     for path, (content, mode) in pkg.files.items():
         p = root / path.lstrip("/")
@@ -167,20 +172,114 @@ def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
     return pkgs
 
 
-def ubuntu_archive_packages(version: str, branch: str) -> list[Deb]:
-    """Packages a Ubuntu host gets from its archive: kernel headers meta-package, the Canonical-signed
-    precompiled NVIDIA modules, Fabric Manager and NSCQ of the ``-server`` branch."""
-    signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
-    v = f"{version}-0ubuntu1"
-    names = [signed["modules"], *signed["userspace"], signed["fabricmanager"], signed["nscq"]]
-    pkgs = [Deb("linux-headers-generic", "6.8.0.1", description="stand-in for Ubuntu's kernel headers meta-package")]
-    for n in names:
-        name = n.format(branch=branch)
-        files = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
-        if name.startswith("nvidia-utils"):
-            files["/usr/bin/nvidia-smi"] = _script(f"echo 'NVIDIA-SMI {version} (Ubuntu signed stand-in)'\n")
-        pkgs.append(Deb(name, v, files=files))
-    return pkgs
+def ubuntu_headers() -> Deb:
+    """Ubuntu's kernel headers meta-package (the DKMS path of a Ubuntu host installs it)."""
+    return Deb("linux-headers-generic", "6.8.0.1", description="stand-in for Ubuntu's kernel headers meta-package")
+
+
+UBUNTU_KERNELS = {"ubuntu-22.04": ("5.15.0-163", "5.15.0-163.173"), "ubuntu-24.04": ("6.8.0-90", "6.8.0-90.91")}
+"""Kernel ABI and version of the stand-in Ubuntu archive's GA kernel per release (linux-restricted-modules builds
+its signed NVIDIA module packages per kernel ABI, versioned like the kernel)."""
+
+
+def ubuntu_driver_packages(os_name: str, branch: str, driver: str, fabricmanager: str, nscq: str,
+                           kernel: tuple[str, str]) -> list[Deb]:
+    """One Ubuntu-archive build of driver ``branch`` (``-server`` flavour) with the archive's real names and
+    relations: nvidia-graphics-drivers-<branch>-server (``driver``, e.g. ``580.173.02-0ubuntu0.22.04.1``),
+    fabric-manager-<branch> and libnvidia-nscq-<branch> (their own archive versions; both depend on the virtual
+    ``nvidia-kernel-common-<branch>-server-<upstream>``, so they install only beside the driver's exact upstream
+    release), and linux-restricted-modules' Canonical-signed modules for the ``kernel`` (ABI, version): the
+    per-ABI module package and the kernel-flavour meta-package, both versioned by the kernel. Names come from
+    the catalog (``ubuntu_signed_precompiled``), open and proprietary flavours."""
+    nd = bare_metal()["nvidia_driver"]
+    signed, sw = nd["ubuntu_signed_precompiled"], nd["nvswitch"]
+    up = driver.rsplit("-", 1)[0]
+    abi, kver = kernel
+    common = f"nvidia-kernel-common-{branch}-server"
+    virtual = f"{common}-{up}"
+    compute, cutils = f"libnvidia-compute-{branch}-server", f"nvidia-compute-utils-{branch}-server"
+    persistenced = nd["packages"]["persistenced_service"]
+    headless, utils = signed["userspace"]
+    out = [
+        Deb(common, driver, provides=[virtual], files={f"/usr/share/doc/{common}/VERSION": (up + "\n", 0o644)}),
+        Deb(compute, driver, depends=[virtual]),
+        Deb(cutils, driver, depends=[virtual], files={
+            f"/usr/bin/{persistenced}": _script(f"echo 'clusterforge stand-in for {persistenced} {up}'\n"),
+            f"/usr/lib/systemd/system/{persistenced}.service": _unit(
+                "NVIDIA Persistence Daemon", f"/usr/bin/{persistenced} --verbose")}),
+        Deb(utils.format(branch=branch, open=""), driver, depends=[f"{compute} (>= {up})", virtual], files={
+            "/usr/bin/nvidia-smi": _script(f"echo 'NVIDIA-SMI {up} (Ubuntu archive stand-in {driver})'\n")}),
+        Deb(f"linux-image-{abi}-generic", kver, description="stand-in for a Ubuntu kernel image"),
+    ]
+    for o in ("-open", ""):
+        out.append(Deb(headless.format(branch=branch, open=o), driver,
+                       depends=[f"{cutils} (= {driver})", f"{common} (= {driver})", f"{compute} (= {driver})"]))
+        per_abi = f"linux-modules-nvidia-{branch}-server{o}-{abi}-generic"
+        out.append(Deb(per_abi, kver, depends=[f"linux-image-{abi}-generic", f"{common} (>= {up})"], files={
+            f"/lib/modules/{abi}-generic/kernel/nvidia-{branch}srv{o}/nvidia.ko": (f"signed stand-in {up}\n", 0o644)}))
+        out.append(Deb(signed["modules"].format(branch=branch, open=o), kver,
+                       depends=[f"{per_abi} (= {kver})", f"{common} (>= {up})"]))
+    fm_name = signed["fabricmanager"].format(branch=branch)
+    cfg = sw["fabricmanager_config"]
+    out.append(Deb(fm_name, fabricmanager, depends=[virtual], files={
+        "/usr/bin/nv-fabricmanager": _script(f"echo 'clusterforge stand-in for nv-fabricmanager {up}'\n"),
+        f"/usr/lib/systemd/system/{sw['services']['fabricmanager']}.service": _unit(
+            "NVIDIA fabric manager service", f"/usr/bin/nv-fabricmanager -c {cfg}"),
+        cfg: ("FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\n", 0o644)}))
+    out.append(Deb(signed["nscq"].format(branch=branch), nscq, depends=[virtual]))
+    return out
+
+
+UBUNTU_MOVED_ON = "580.178.04"
+"""A later upstream release of branch 580 that Canonical published after the catalogued build (the
+``ubuntu-moved`` stand-in carries only it, as the archive's -updates pocket does once it moves on)."""
+
+
+def _ubuntu_archive(root: Path, signer: Signer, key: str) -> None:
+    """The Ubuntu archive stand-ins: ``ubuntu/<release>/`` carries the catalogued build of every branch the
+    catalog lists for that release (plus an older build, as the release pocket keeps one), ``ubuntu-moved/
+    <release>/`` only a later build (the archive after Canonical moved on). Flat, signed repositories."""
+    archive = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"].get("archive", {})
+    for branch, rows in archive.items():
+        for os_name, row in rows.items():
+            abi, kver = UBUNTU_KERNELS[os_name]
+            rel = row["driver"].rsplit("-", 1)[1]
+            d = root / "ubuntu" / os_name
+            d.mkdir(parents=True, exist_ok=True)
+            builds = [(row["driver"], row["fabricmanager"], row["nscq"], (abi, kver))]
+            older_abi = f"{abi.rsplit('-', 1)[0]}-{int(abi.rsplit('-', 1)[1]) - 5}"
+            older = f"{catalog().driver_releases(branch)[0]}-{rel}"
+            builds.append((older, older, older, (older_abi, kver.replace(abi, older_abi).rsplit(".", 1)[0] + ".1")))
+            for drv, fm, nscq, kernel in builds:
+                for pkg in ubuntu_driver_packages(os_name, branch, drv, fm, nscq, kernel):
+                    build_deb(pkg, d)
+            signer.sign_repo(d)
+            (d / "archive.asc").write_text(key)
+            moved = root / "ubuntu-moved" / os_name
+            moved.mkdir(parents=True, exist_ok=True)
+            if branch == UBUNTU_MOVED_ON.split(".")[0]:
+                new = f"{UBUNTU_MOVED_ON}-{rel}"
+                new_abi = f"{abi.rsplit('-', 1)[0]}-{int(abi.rsplit('-', 1)[1]) + 3}"
+                for pkg in ubuntu_driver_packages(os_name, branch, new, new, new,
+                                                  (new_abi, kver.replace(abi, new_abi))):
+                    build_deb(pkg, moved)
+            signer.sign_repo(moved)
+            (moved / "archive.asc").write_text(key)
+
+
+NVLSM_NEWER = "2026.02.1-1"
+"""An NVLSM release newer than every catalogued one: the stand-in CUDA repository carries it, so an unpinned
+install would visibly take it."""
+
+
+def nvlsm_packages() -> list[Deb]:
+    """NVLSM at every catalogued release and at :data:`NVLSM_NEWER` (its unit is the catalog's service name)."""
+    sw = bare_metal()["nvidia_driver"]["nvswitch"]
+    unit = sw["services"]["nvlsm"]
+    return [Deb(sw["nvlsm"], v, files={
+        "/usr/sbin/nvlsm": _script(f"echo 'clusterforge stand-in for nvlsm {v}'\n"),
+        f"/usr/lib/systemd/system/{unit}.service": _unit("NVLink Subnet Manager", "/usr/sbin/nvlsm")})
+        for v in sorted({*map(str, sw["nvlsm_versions"].values()), NVLSM_NEWER})]
 
 
 def toolkit_packages(version: str) -> list[Deb]:
@@ -278,13 +377,9 @@ def build_mirror(root: Path) -> VendorMirror:
             for pkg in nvidia_packages(version, version.split(".")[0], major):
                 if not (pool / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb").exists():
                     build_deb(pkg, pool)
-    for version in used:
-        for pkg in ubuntu_archive_packages(version, version.split(".")[0]):
-            build_deb(pkg, pool)
-    pkg = Deb(nd["nvswitch"]["nvlsm"], "2025.10.0-1", files={
-        "/usr/sbin/nvlsm": _script("echo 'clusterforge stand-in for nvlsm'\n"),
-        "/usr/lib/systemd/system/nvlsm.service": _unit("NVLink Subnet Manager", "/usr/sbin/nvlsm")})
-    build_deb(pkg, pool)
+    build_deb(ubuntu_headers(), pool)
+    for pkg in nvlsm_packages():
+        build_deb(pkg, pool)
     signer.sign_repo(pool)
     key = signer.public_key()
     for dist in nd["cuda_repo"]["dists"].values():
@@ -314,6 +409,7 @@ def build_mirror(root: Path) -> VendorMirror:
     signer.sign_repo(lustre)
     (lustre / "gpgkey").write_text(key)
     _doca(root / "doca", signer, key)
+    _ubuntu_archive(root, signer, key)
     _kata(root / "kata")
     _runsc(root / "gvisor" / bm["gvisor"]["default_release"] / "x86_64", bm["gvisor"]["default_release"])
     (root / "ready").write_text("ok\n")

@@ -1,0 +1,207 @@
+"""The NVIDIA driver's other install paths, run for real: NVLink 5 (NVLSM/NVSDM) and Ubuntu under Secure Boot.
+
+As a user meets them: the DGX example is rewritten into a variant (HGX B200, or a Secure Boot host), goes through
+``check`` and ``render``, and the ``nvidia_driver`` role runs with ``run_site`` on a root filesystem shaped as
+Ubuntu, against the stand-in CUDA repository and a stand-in of the Ubuntu archive (``tests/roles/vendor_repo.py``:
+the archive's real names, ``-0ubuntu0.<release>.<n>`` versions and dependency relations). The tests then read
+dpkg's database: what was installed, at which version, what is held, and what apt and unattended-upgrades were
+told. The Secure Boot host is said to be one through ``nvidia_driver_secure_boot`` (a root filesystem has no EFI
+variables).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from blueprints.resolved import resolve
+from blueprints.vendor import DriverPackages, bare_metal
+from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
+from clusterforge.blueprint_io import load_checked
+from tests.conftest import EXAMPLES
+
+from .conftest import copy_rootfs, shape_as, vendor_mirror
+from .vendor_repo import NVLSM_NEWER, UBUNTU_MOVED_ON, VendorMirror
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")]
+
+HOST = "dgx-01"
+
+
+def _variant(tmp: Path, os_name: str, gpu: str) -> Path:
+    yaml = YAML()
+    doc = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
+    doc["target"]["os"] = os_name
+    next(g for g in doc["node_groups"] if g["name"] == "dgx")["hardware"]["gpu"] = gpu
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    path = tmp / f"dgx-{gpu.split(':')[0]}-{os_name}.yaml"
+    path.write_text(buf.getvalue())
+    return path
+
+
+def _dpkg(root: Path) -> dict[str, tuple[str, str]]:
+    """``{package: (version, selection)}`` of the installed packages."""
+    fmt = "-f=${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n"
+    out = subprocess.run(["chroot", str(root), "dpkg-query", "-W", fmt], check=True, capture_output=True, text=True).stdout
+    return {p: (v, want) for p, v, want, st in (line.split() for line in out.splitlines()) if st == "installed"}
+
+
+def _packages(loaded: Any) -> DriverPackages:
+    p = next(r.settings.gpu_packages for r in resolve(loaded.blueprint).groups if r.settings.gpu_packages)
+    assert p is not None
+    return p
+
+
+def _use_ubuntu_archive(root: Path, mirror: VendorMirror, os_name: str, tree: str = "ubuntu") -> None:
+    """Point the root's apt at the stand-in Ubuntu archive (what a Ubuntu host has configured already)."""
+    (root / "etc/apt/keyrings").mkdir(parents=True, exist_ok=True)
+    (root / "etc/apt/keyrings/ubuntu-archive-standin.asc").write_text(
+        (mirror.root / tree / os_name / "archive.asc").read_text())
+    (root / "etc/apt/sources.list.d/ubuntu-archive-standin.sources").write_text(
+        f"Types: deb\nURIs: {mirror.base_url}/{tree}/{os_name}/\nSuites: /\n"
+        "Signed-By: /etc/apt/keyrings/ubuntu-archive-standin.asc\n")
+
+
+def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[str, Any] | None = None,
+         archive: str | None = None, rerun: bool = False) -> dict[str, Any]:
+    loaded = load_checked(_variant(tmp, os_name, gpu))  # the variant passes check
+    root = copy_rootfs(tmp / "root")
+    shape_as(root, os_name)
+    mirror = vendor_mirror()
+    try:
+        if archive:
+            _use_ubuntu_archive(root, mirror, os_name, archive)
+        out = tmp / "ansible"
+        run = {"tags": tags, "extravars": {**mirror.extravars(), **(extravars or {})},
+               "connection_override": chroot_connection({HOST: root})}
+        rc = run_site(loaded, out, **run)
+        first = load_summary(out)
+        second = None
+        if rerun and rc == 0:
+            run_site(loaded, out, **run)
+            second = load_summary(out)
+    finally:
+        mirror.stop()
+    return {"root": root, "rc": rc, "first": first, "rerun": second, "packages": _packages(loaded), "out": out}
+
+
+# --- NVLink 5 (HGX B200): NVLSM pinned to its own release, NVSDM to the driver's, both held -----------------
+
+@pytest.fixture(scope="module")
+def b200(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("b200"), "ubuntu-24.04", "b200:8", tags=["nvidia_driver"], rerun=True)
+
+
+def test_b200_installs_nvlsm_and_nvsdm_pinned_and_held(b200):
+    assert b200["rc"] == 0, b200["first"]["failures"]
+    p, root = b200["packages"], b200["root"]
+    nd = bare_metal()["nvidia_driver"]
+    sw = nd["nvswitch"]
+    lsm = sw["nvlsm_versions"][p.branch]
+    # the rendered role variables carry the pin (what `clusterforge render` wrote for the group)
+    gv = YAML(typ="safe").load((b200["out"] / "group_vars" / "dgx.yml").read_text())
+    assert f"{sw['nvlsm']}={lsm}" in gv["nvidia_driver_packages"] and sw["nvlsm"] in gv["nvidia_driver_hold"]
+    assert {"packages": [sw["nvlsm"]], "version": lsm} in gv["nvidia_driver_apt_pins"]
+    dpkg = _dpkg(root)
+    # NVLSM at the catalogued release, not the newer one the repository also carries; NVSDM at the driver version
+    assert dpkg[sw["nvlsm"]] == (lsm, "hold") and lsm != NVLSM_NEWER
+    assert dpkg[sw["nvsdm"]] == (f"{p.version}-1", "hold")
+    for name in ("fabricmanager", "nscq"):
+        assert dpkg[sw[name]] == (f"{p.version}-1", "hold"), name
+    pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
+    assert f"Package: {sw['nvlsm']}\nPin: version {lsm}\nPin-Priority: 1000" in pref
+    assert f"Pin: version {p.version}-*" in pref
+    # an `apt-get upgrade` would leave NVLSM where it is (held and pinned) although a newer release is there
+    sim = subprocess.run(["chroot", str(root), "apt-get", "-s", "upgrade"], capture_output=True, text=True,
+                         check=True).stdout
+    assert not re.search(rf"^Inst {re.escape(sw['nvlsm'])} ", sim, re.MULTILINE), sim
+    candidates = subprocess.run(["chroot", str(root), "apt-cache", "madison", sw["nvlsm"]], capture_output=True,
+                                text=True, check=True).stdout
+    assert NVLSM_NEWER in candidates  # the stand-in really offers the newer release
+    blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
+    assert f'"^{sw["nvlsm"]}$";' in blacklist and f'"^{sw["nvsdm"]}$";' in blacklist
+    assert (root / f"usr/lib/systemd/system/{sw['services']['nvlsm']}.service").exists()
+
+
+def test_b200_rerun_changes_nothing(b200):
+    assert b200["rc"] == 0 and b200["rerun"] is not None
+    changed = [r["task"] for r in b200["rerun"]["results"] if r["status"] == "changed"]
+    assert changed == [] and not b200["rerun"]["failures"], changed
+
+
+# --- Ubuntu under Secure Boot: everything from the Ubuntu archive at its own build ---------------------------
+
+@pytest.fixture(scope="module")
+def secure_boot(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("sb"), "ubuntu-22.04", "h100-sxm:8", tags=["nvidia_driver"],
+                extravars={"nvidia_driver_secure_boot": "true"}, archive="ubuntu", rerun=True)
+
+
+def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secure_boot):
+    assert secure_boot["rc"] == 0, secure_boot["first"]["failures"]
+    p, root = secure_boot["packages"], secure_boot["root"]
+    signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
+    row = signed["archive"][p.branch]["ubuntu-22.04"]
+    up = row["driver"].rsplit("-", 1)[0]
+    dpkg = _dpkg(root)
+    b = p.branch
+    # driver userspace, Fabric Manager and NSCQ: the archive's build, one upstream release, held
+    assert dpkg[f"nvidia-headless-no-dkms-{b}-server-open"] == (row["driver"], "hold")
+    assert dpkg[f"nvidia-utils-{b}-server"] == (row["driver"], "hold")
+    assert dpkg[f"nvidia-fabricmanager-{b}"] == (row["fabricmanager"], "hold")
+    assert dpkg[f"libnvidia-nscq-{b}"] == (row["nscq"], "hold")
+    nvidia = {n: v for n, (v, _) in dpkg.items() if "nvidia" in n and not n.startswith("linux-")}
+    assert {v.rsplit("-", 1)[0] for v in nvidia.values()} == {up}, nvidia
+    # the signed modules: the kernel-flavour meta-package (versioned like the kernel) and its per-ABI package
+    meta = signed["modules"].format(branch=b, open="-open")
+    kver, sel = dpkg[meta]
+    assert sel == "hold" and not kver.startswith(up)
+    assert any(n.startswith(f"linux-modules-nvidia-{b}-server-open-") and n.endswith("-generic") and v == kver
+               for n, (v, _) in dpkg.items() if n != meta)
+    # nothing from the DKMS path: no CUDA-repository driver, no DKMS package, no kernel headers
+    assert not [n for n in dpkg if n.endswith("-dkms") or n in ("nvidia-open", "cuda-drivers", "linux-headers-generic")]
+    assert any(n.startswith("datacenter-gpu-manager-4-") for n in dpkg)  # DCGM 4 still from the CUDA repository
+    held = {n for n, (_, s) in dpkg.items() if s == "hold"}
+    assert set(p.secure_boot_hold) <= held
+    pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
+    assert f"Pin: version {up}-*" in pref and p.version not in pref
+    blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
+    assert all(f'"^{re.escape(n)}$";' in blacklist for n in p.secure_boot_hold)
+    assert row["driver"] in (root / "run/reboot-required").read_text()
+
+
+def test_secure_boot_rerun_changes_nothing(secure_boot):
+    assert secure_boot["rc"] == 0 and secure_boot["rerun"] is not None
+    changed = [r["task"] for r in secure_boot["rerun"]["results"] if r["status"] == "changed"]
+    assert changed == [] and not secure_boot["rerun"]["failures"], changed
+
+
+def test_secure_boot_refuses_when_the_archive_moved_on(tmp_path):
+    """The archive no longer carries the catalogued build: the run stops before apt, says what it found, and
+    installs no NVIDIA package."""
+    r = _run(tmp_path, "ubuntu-22.04", "h100-sxm:8", tags=["nvidia_driver"],
+             extravars={"nvidia_driver_secure_boot": "true"}, archive="ubuntu-moved")
+    assert r["rc"] != 0
+    msg = " ".join(str(f) for f in r["first"]["failures"])
+    assert "no longer carries" in msg and UBUNTU_MOVED_ON in msg and r["packages"].secure_boot_version in msg
+    assert not [n for n in _dpkg(r["root"]) if "nvidia" in n]
+
+
+def test_secure_boot_on_nvlink5_refuses_with_the_reason(tmp_path):
+    """HGX B200 under Secure Boot: NVSDM is not in the Ubuntu archive and the catalog lists no CUDA-repository
+    release at the archive's driver build, so the preflight stops the host and says why."""
+    r = _run(tmp_path, "ubuntu-24.04", "b200:8", tags=["nvidia_driver_preflight"],
+             extravars={"nvidia_driver_secure_boot": "true"})
+    assert r["rc"] != 0
+    msg = " ".join(str(f) for f in r["first"]["failures"])
+    assert "Secure Boot" in msg and "NVSDM" in msg and r["packages"].secure_boot_unavailable
+    assert not [n for n in _dpkg(r["root"]) if "nvidia" in n]
