@@ -25,7 +25,7 @@ runs per file), and the probes themselves (one module run each).
 
 | DGX example, ubuntu-22.04 | first converge | rerun | rerun CPU s |
 |---|---|---|---|
-| before the probes | 361 s | 337 s | 95.7 |
+| before the probes (load average about 15) | 361 s | 337 s | 95.7 |
 | with the probes (load average about 11) | 429 s | 141 s | 48.0 |
 
 Figures are printed, never asserted.
