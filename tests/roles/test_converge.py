@@ -370,7 +370,9 @@ def test_nvidia_stack_is_installed_at_one_version_held_and_a_reboot_requested(co
         assert headers in dpkg, (gname, os_name)
         reran = [r for r in c.rerun["results"] if r["host"] == c.groups[gname] and r["role"] == "nvidia_driver"
                  and r["task"].startswith("Install the pinned")]
-        assert reran and all(r["status"] == "ok" for r in reran), reran
+        # rerun: dpkg-query shows the pinned set installed at the pinned versions, so apt is not opened at all
+        # (tests/roles/test_apt_fast_path.py: a moved pin or a half-installed package still goes to apt)
+        assert reran and all(r["status"] == "skipped" for r in reran), reran
     # every group that drives its GPUs on the host was checked (the Kata example passes all of them through)
     assert seen == sum(node_settings(_bp(example, os_name), g).install_gpu_driver for g in c.groups)
 
