@@ -422,7 +422,7 @@ def test_amp_healthy_h100_passes():
 def test_amp_mfu_below_floor_warns_and_far_below_fails():
     assert _amp(model_tflops=250.0, mfu=250 / 989).verdict == "warn"
     r = _amp(model_tflops=100.0, mfu=100 / 989)
-    assert r.verdict == "fail" and "below half the floor" in r.reasons[0] and "throttling" in r.reasons[0]
+    assert r.verdict == "fail" and "below 0.5 of the floor (validation.amp.thresholds.mfu_fail_fraction)" in r.reasons[0] and "throttling" in r.reasons[0]
 
 
 def test_amp_mfu_from_catalog_when_payload_has_no_peak():

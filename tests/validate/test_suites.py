@@ -193,7 +193,9 @@ def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
     assert ctx.nccl is bp.validation.nccl.thresholds and ctx.fio is bp.validation.fio.thresholds
     assert (ctx.nccl.warn_ratio, ctx.nccl.fail_ratio, ctx.fio.warn_ratio, ctx.fio.fail_ratio) == (warn, fail, fwarn, ffail)
     assert ctx.amp.min_speedup_vs_fp32 == speedup
-    assert json.loads(json.dumps(ctx.to_json()))["nccl"] == {"min_busbw_gbps": None, "warn_ratio": warn, "fail_ratio": fail}
+    assert json.loads(json.dumps(ctx.to_json()))["nccl"] == bp.validation.nccl.thresholds.model_dump()
+    assert {k: ctx.to_json()["nccl"][k] for k in ("min_busbw_gbps", "warn_ratio", "fail_ratio")} == {
+        "min_busbw_gbps": None, "warn_ratio": warn, "fail_ratio": fail}
     # the defaults of a bare context are the models' defaults
     from blueprints.models import Validation
 
