@@ -17,16 +17,20 @@
 Where a rerun's time goes (DGX example, 2 chroot hosts): every module run costs a few tenths of a second of
 controller and host CPU, apt 1-2.5 s (it opens the whole package cache), a template or copy two module runs.
 The roles probe once per role (``dpkg-query``, file checksums, ``systemctl is-enabled``) and run the writers only
-for what differs (roles/README.md, "Reruns"). Measured back to back on the shared 2-core machine under heavy load
-(CPU seconds are the comparable figure; wall time scales with the load average). On a lightly loaded machine the
-rerun took 65-81 s before the probes; half the CPU puts it near 30-35 s (not measured quiet). The biggest
-remaining costs: the Lustre client's own apt and copy tasks, the validation payload directory copy (two module
-runs per file), and the probes themselves (one module run each).
+for what differs (roles/README.md, "Reruns"). CPU seconds are the comparable figure on a shared machine; wall
+time scales with the load average.
 
-| DGX example, ubuntu-22.04 | first converge | rerun | rerun CPU s |
-|---|---|---|---|
-| before the probes (load average about 15) | 361 s | 337 s | 95.7 |
-| with the probes (load average about 11) | 429 s | 141 s | 48.0 |
+| DGX example, ubuntu-22.04 | first converge | rerun | rerun CPU s | load average |
+|---|---|---|---|---|
+| before the probes, quiet machine | 90 s | 65 s | | about 1.8 |
+| before the probes, shared machine | 361 s | 337 s | 95.7 | about 15 |
+| with the probes, shared machine | 429 s | 141 s | 48.0 | about 11 |
+| with the probes and the payload probe, quiet machine | 93-99 s | 31.2-31.6 s | 44.0 | 1.4-1.5 |
+
+The quiet rerun (0 changed, 184 tasks not skipped) is about 1.5 s over the 30 s target. By role: host_tuning
+5-6 s, nvidia_driver 5 s, rdma 4-5 s, lustre_client 4 s, container_runtime 3 s, kernel_updates 2.5 s,
+nvme_scratch 2.4 s; what is left is Ansible's own cost of a few tenths of a second per module run through the
+chroot connection.
 
 Figures are printed, never asserted.
 Run: ``.venv/bin/python bench/bench_ansible.py [--hosts N] [--no-converge | --no-render] [--profile] [--keep DIR]
