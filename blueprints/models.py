@@ -39,7 +39,9 @@ class StrictModel(BaseModel):
     # defer_build: validators are built when a model first validates, not when this module is
     # imported; with annotations as objects (no `from __future__ import annotations` here, so
     # pydantic evaluates no strings) a cold `clusterforge check` costs 20-30 ms less CPU
-    # (bench/bench_cli_startup.py).
+    # (bench/bench_cli_startup.py). Defaults that are models are made with `model_construct()`, not
+    # `Model()`: calling a deferred model builds its validator at import (22 of them, about 50 ms of a
+    # cold `check`); tests/blueprints/test_models.py checks each such default equals the validated one.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, defer_build=True)
 
 
@@ -153,8 +155,8 @@ class AwsTarget(StrictModel):
     capacity: Annotated[
         Capacity,
         Field(description="How instances are bought: `on-demand`, `spot`, `capacity-block` or `reservation`."),
-    ] = OnDemandCapacity(type="on-demand")
-    vpc: Annotated[AwsVpc, Field(description="VPC and subnet settings.")] = AwsVpc()
+    ] = OnDemandCapacity.model_construct(type="on-demand")
+    vpc: Annotated[AwsVpc, Field(description="VPC and subnet settings.")] = AwsVpc.model_construct()
     ssh_ingress_cidrs: Annotated[
         list[str],
         Field(description="CIDRs allowed to reach port 22. Empty (default): no SSH ingress, use SSM Session Manager."),
@@ -202,7 +204,7 @@ class OnpremTarget(StrictModel):
 
     provider: Annotated[Literal["onprem"], Field(description="Target tag.")]
     os: Annotated[OnpremOs, Field(description="Operating system on every host.")] = "ubuntu-22.04"
-    ssh: Annotated[SshSettings, Field(description="SSH connection settings.")] = SshSettings()
+    ssh: Annotated[SshSettings, Field(description="SSH connection settings.")] = SshSettings.model_construct()
 
 
 Target = Annotated[Union[AwsTarget, OnpremTarget], Field(discriminator="provider")]
@@ -425,7 +427,7 @@ class NodeGroup(StrictModel):
     hosts: Annotated[list[Host], Field(description="On-prem hosts of this group.")] = []
     hardware: Annotated[Hardware | None, Field(description="On-prem hardware of every host in the group.")] = None
     local_nvme: Annotated[LocalNvme | None, Field(description="Local NVMe scratch; unset = left alone.")] = None
-    sandbox: Annotated[Sandbox, Field(description="Workload sandbox runtime.")] = Sandbox()
+    sandbox: Annotated[Sandbox, Field(description="Workload sandbox runtime.")] = Sandbox.model_construct()
     public_ip: Annotated[bool, Field(description="Give nodes public IPv4 addresses (AWS).")] = False
     labels: Annotated[dict[str, str], Field(description="Labels: Kubernetes node labels, Ansible group vars, tags.")] = {}
 
@@ -500,8 +502,8 @@ class _NetworkBase(StrictModel):
         Field(description="AWS: EC2 placement group strategy (`none` = explicitly none); unset = not decided (a rule "
                           "asks). On-prem it has no effect (servers are placed by racking and cabling)."),
     ] = None
-    gpudirect_rdma: Annotated[GpuDirectRdma, Field(description="GPUDirect RDMA settings.")] = GpuDirectRdma()
-    nccl: Annotated[NcclSettings, Field(description="NCCL settings.")] = NcclSettings()
+    gpudirect_rdma: Annotated[GpuDirectRdma, Field(description="GPUDirect RDMA settings.")] = GpuDirectRdma.model_construct()
+    nccl: Annotated[NcclSettings, Field(description="NCCL settings.")] = NcclSettings.model_construct()
     mtu: Annotated[int | None, Field(description="Interface MTU on the fabric.", ge=576, le=9216)] = None
 
 
@@ -521,7 +523,7 @@ class EfaNetwork(_NetworkBase):
     rdma: ClassVar[bool] = True
 
     fabric: Annotated[Literal["efa"], Field(description="Fabric tag.")]
-    efa: Annotated[EfaSettings, Field(description="EFA interface settings.")] = EfaSettings()
+    efa: Annotated[EfaSettings, Field(description="EFA interface settings.")] = EfaSettings.model_construct()
 
 
 class SubnetManager(StrictModel):
@@ -549,8 +551,8 @@ class InfinibandSettings(StrictModel):
     generation: Annotated[
         Literal["EDR", "HDR", "NDR", "XDR"] | None, Field(description="Link generation (sets the expected rate).")
     ] = None
-    subnet_manager: Annotated[SubnetManager, Field(description="Subnet manager.")] = SubnetManager()
-    ipoib: Annotated[Ipoib, Field(description="IPoIB settings.")] = Ipoib()
+    subnet_manager: Annotated[SubnetManager, Field(description="Subnet manager.")] = SubnetManager.model_construct()
+    ipoib: Annotated[Ipoib, Field(description="IPoIB settings.")] = Ipoib.model_construct()
     rail_optimized: Annotated[bool, Field(description="One leaf switch per rail (NIC index).")] = True
 
 
@@ -567,7 +569,7 @@ class InfinibandNetwork(_NetworkBase):
         Field(description="Not used: InfiniBand clusters are on-prem, where servers are placed by racking and cabling "
                           "(EC2 placement groups are AWS only); leave unset."),
     ] = None
-    infiniband: Annotated[InfinibandSettings, Field(description="InfiniBand settings.")] = InfinibandSettings()
+    infiniband: Annotated[InfinibandSettings, Field(description="InfiniBand settings.")] = InfinibandSettings.model_construct()
 
 
 class RoceSettings(StrictModel):
@@ -612,7 +614,7 @@ class RoceNetwork(_NetworkBase):
         Field(description="Not used: RoCE clusters are on-prem, where servers are placed by racking and cabling "
                           "(EC2 placement groups are AWS only); leave unset."),
     ] = None
-    roce: Annotated[RoceSettings, Field(description="RoCEv2 settings.")] = RoceSettings()
+    roce: Annotated[RoceSettings, Field(description="RoCEv2 settings.")] = RoceSettings.model_construct()
 
 
 class EthernetNetwork(_NetworkBase):
@@ -887,7 +889,7 @@ class NcclSuite(StrictModel):
     iters: Annotated[int, Field(description="Timed iterations per size.", ge=1)] = 20
     warmup_iters: Annotated[int, Field(description="Warm-up iterations per size.", ge=0)] = 5
     check: Annotated[bool, Field(description="Check results (`-c 1`); counts `#wrong`.")] = True
-    thresholds: Annotated[NcclThresholds, Field(description="Judge thresholds.")] = NcclThresholds()
+    thresholds: Annotated[NcclThresholds, Field(description="Judge thresholds.")] = NcclThresholds.model_construct()
 
 
 class FioThresholds(StrictModel):
@@ -909,7 +911,7 @@ class FioSuite(StrictModel):
     runtime_s: Annotated[int, Field(description="Seconds per profile.", ge=1)] = 30
     numjobs: Annotated[int, Field(description="Parallel jobs per profile.", ge=1)] = 4
     iodepth: Annotated[int, Field(description="Queue depth.", ge=1)] = 32
-    thresholds: Annotated[FioThresholds, Field(description="Judge thresholds.")] = FioThresholds()
+    thresholds: Annotated[FioThresholds, Field(description="Judge thresholds.")] = FioThresholds.model_construct()
 
 
 class AmpModel(StrictModel):
@@ -934,7 +936,7 @@ class AmpThresholds(StrictModel):
 class AmpSuite(StrictModel):
     """Mixed-precision training benchmark (synthetic GPT)."""
 
-    model: Annotated[AmpModel, Field(description="Model shape.")] = AmpModel()
+    model: Annotated[AmpModel, Field(description="Model shape.")] = AmpModel.model_construct()
     batch_size: Annotated[int, Field(description="Micro-batch size per GPU.", ge=1)] = 8
     steps: Annotated[int, Field(description="Timed steps.", ge=2)] = 30
     precision: Annotated[
@@ -942,7 +944,7 @@ class AmpSuite(StrictModel):
     ] = "auto"
     compile: Annotated[bool, Field(description="Use `torch.compile`.")] = True
     fp32_baseline: Annotated[bool, Field(description="Also run an fp32 baseline for the speed-up check.")] = True
-    thresholds: Annotated[AmpThresholds, Field(description="Judge thresholds.")] = AmpThresholds()
+    thresholds: Annotated[AmpThresholds, Field(description="Judge thresholds.")] = AmpThresholds.model_construct()
 
 
 class Validation(StrictModel):
@@ -951,9 +953,9 @@ class Validation(StrictModel):
     suites: Annotated[
         list[Suite], Field(description="Suites to run (`node`, the node health checks, always runs first).")
     ] = ["node", "nccl", "fio", "amp"]
-    nccl: Annotated[NcclSuite, Field(description="NCCL settings.")] = NcclSuite()
-    fio: Annotated[FioSuite, Field(description="fio settings.")] = FioSuite()
-    amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite()
+    nccl: Annotated[NcclSuite, Field(description="NCCL settings.")] = NcclSuite.model_construct()
+    fio: Annotated[FioSuite, Field(description="fio settings.")] = FioSuite.model_construct()
+    amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite.model_construct()
 
 
 class Workload(StrictModel):
@@ -1000,11 +1002,11 @@ class Blueprint(StrictModel):
     description: Annotated[str, Field(description="Free text.")] = ""
     target: Annotated[Target, Field(description="Where the cluster runs: `aws` or `onprem`.")]
     node_groups: Annotated[list[NodeGroup], Field(description="Node groups.", min_length=1)]
-    network: Annotated[Network, Field(description="The GPU fabric.")] = EthernetNetwork(fabric="ethernet")
+    network: Annotated[Network, Field(description="The GPU fabric.")] = EthernetNetwork.model_construct(fabric="ethernet")
     storage: Annotated[list[Storage], Field(description="Shared file systems.")] = []
-    software: Annotated[Software, Field(description="Pinned software versions.")] = Software()
-    orchestrator: Annotated[Orchestrator, Field(description="`none`, `kubernetes` or `slurm`.")] = NoOrchestrator(kind="none")
-    validation: Annotated[Validation, Field(description="Validation suites.")] = Validation()
+    software: Annotated[Software, Field(description="Pinned software versions.")] = Software.model_construct()
+    orchestrator: Annotated[Orchestrator, Field(description="`none`, `kubernetes` or `slurm`.")] = NoOrchestrator.model_construct(kind="none")
+    validation: Annotated[Validation, Field(description="Validation suites.")] = Validation.model_construct()
     workload: Annotated[Workload | None, Field(description="Optional workload for sizing rules.")] = None
 
     @field_validator("orchestrator", mode="before")

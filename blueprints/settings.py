@@ -90,7 +90,7 @@ def on_mount(path: str, mount: str) -> bool:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class LustreClientRepo(_Frozen):

@@ -45,7 +45,7 @@ class AptPin(BaseModel):
     """One apt preferences stanza: ``packages`` (names or globs) pinned to ``version`` (an apt version
     pattern, ``580.126.20-*`` or an exact ``2025.10.11-1``) at priority 1000, so dependencies follow it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     packages: list[str]
     version: str
@@ -65,7 +65,7 @@ class DriverPackages(BaseModel):
     Source of the rules: ``bare_metal.nvidia_driver`` in ``blueprints/data/catalog-extras.yaml``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     branch: str
     version: str
@@ -233,7 +233,7 @@ class DocaRepository(BaseModel):
     Source: https://docs.nvidia.com/doca/sdk/doca-host+installation+and+upgrade/index.html
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     release: str
     base_url: str

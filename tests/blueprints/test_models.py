@@ -144,3 +144,29 @@ def test_catalog_ignores_a_vendor_prefix_before_a_key():
     assert catalog().resolve_gpu_key("NVIDIA h100-sxm") == "h100-sxm"
     assert catalog().resolve_gpu_key("nvidia  H100") == "h100-sxm"
     assert catalog().resolve_gpu_key("NVIDIA Quadro 9000") is None
+
+
+def _model_defaults():
+    """Every (model, field, default) whose default is itself a model instance, over all blueprint models."""
+    import inspect
+
+    from pydantic import BaseModel
+
+    import blueprints.models as models
+
+    for cls in vars(models).values():
+        if inspect.isclass(cls) and issubclass(cls, BaseModel) and cls.__module__ == models.__name__:
+            for name, info in cls.model_fields.items():
+                if isinstance(info.default, BaseModel):
+                    yield cls, name, info.default
+
+
+def test_model_defaults_equal_validated_instances():
+    """Defaults built with ``model_construct()`` (no validators, for a fast import) equal the validated ones."""
+    seen = list(_model_defaults())
+    assert len(seen) >= 20
+    for cls, name, default in seen:
+        given = {k: getattr(default, k) for k in default.model_fields_set}
+        validated = type(default).model_validate(given)
+        assert default == validated, f"{cls.__name__}.{name}"
+        assert default.model_fields_set == validated.model_fields_set, f"{cls.__name__}.{name}"
