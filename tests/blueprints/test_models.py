@@ -152,7 +152,7 @@ def _model_defaults():
 
     from pydantic import BaseModel
 
-    import blueprints.models as models
+    from blueprints import models
 
     for cls in vars(models).values():
         if inspect.isclass(cls) and issubclass(cls, BaseModel) and cls.__module__ == models.__name__:
