@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from tests.conftest import EXAMPLES, REPO
 
@@ -139,6 +141,50 @@ def blueprint_for(example: str, os_name: str, work: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(text)
     return dest
+
+
+def dgx_variant(tmp: Path, name: str, os_name: str, *, gpu: str | None = None, gpudirect_rdma: str | None = None,
+                **software: Any) -> Path:
+    """The DGX example (``onprem-dgx-h100-ib.yaml``) edited as a user would, written to ``tmp/<name>.yaml``.
+
+    ``target.os`` becomes ``os_name``; ``gpu`` replaces the ``dgx`` node group's ``hardware.gpu``, ``gpudirect_rdma``
+    the ``network.gpudirect_rdma.method``, and each keyword sets ``software.<keyword>`` (``None`` leaves a field as
+    the example has it). Comments and order are kept (ruamel round trip), so the variant reads like the example.
+    """
+    yaml = YAML()
+    doc = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
+    doc["target"]["os"] = os_name
+    if gpu is not None:
+        next(g for g in doc["node_groups"] if g["name"] == "dgx")["hardware"]["gpu"] = gpu
+    if gpudirect_rdma is not None:
+        doc["network"]["gpudirect_rdma"]["method"] = gpudirect_rdma
+    for key, value in software.items():
+        if value is not None:
+            doc["software"][key] = value
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    path = tmp / f"{name}.yaml"
+    path.write_text(buf.getvalue())
+    return path
+
+
+def dpkg_packages(root: Path) -> dict[str, tuple[str, str, str]]:
+    """``{package: (version, want, status)}`` of every package dpkg knows in the root filesystem ``root``.
+
+    ``want`` is the selection (``install``, ``hold``, ``deinstall``, ``purge``, ``unknown``), ``status`` dpkg's
+    state (``installed``, ``unpacked``, ``half-configured``, ``config-files`` ...), or ``reinstreq`` when dpkg marked
+    the package as needing a reinstall. Read with ``dpkg-query`` inside the chroot.
+    """
+    fmt = "-f=${Package} ${Version} ${db:Status-Want} ${db:Status-Eflag} ${db:Status-Status}\n"
+    out = _run(["chroot", str(root), "dpkg-query", "-W", fmt]).stdout
+    return {p: (v, want, status if eflag == "ok" else eflag)
+            for p, v, want, eflag, status in (line.split() for line in out.splitlines())}
+
+
+def installed_packages(root: Path) -> dict[str, tuple[str, str]]:
+    """``{package: (version, selection)}`` of the fully installed packages in ``root`` (selection ``install`` or
+    ``hold``); see :func:`dpkg_packages`."""
+    return {p: (v, want) for p, (v, want, status) in dpkg_packages(root).items() if status == "installed"}
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from blueprints.settings import node_settings
 from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
-from .conftest import CONVERGES, GPU_EXAMPLES, converge_id
+from .conftest import CONVERGES, GPU_EXAMPLES, converge_id, installed_packages
 from .vendor_repo import FIXTURES
 
 ON_PREM = CONVERGES
@@ -66,23 +66,8 @@ def _fstab(root: Path) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def _dpkg(root: Path) -> dict[str, tuple[str, str]]:
-    """``{package: (version, selection)}`` of every installed package (selection ``install`` or ``hold``)."""
-    out, name, status = {}, None, ""
-    for line in (root / "var/lib/dpkg/status").read_text().splitlines() + [""]:
-        if line.startswith("Package: "):
-            name, status = line.split(": ", 1)[1], ""
-        elif line.startswith("Status: "):
-            status = line.split(": ", 1)[1]
-        elif line.startswith("Version: ") and name:
-            version = line.split(": ", 1)[1]
-            if status.endswith("ok installed"):
-                out[name] = (version, status.split()[0])
-    return out
-
-
 def _installed(root: Path) -> set[str]:
-    return set(_dpkg(root))
+    return set(installed_packages(root))
 
 
 def _enabled(root: Path, unit: str) -> bool:
@@ -215,7 +200,7 @@ def test_storage_entries_match_the_blueprint(converges, example, os_name):
             lnet = (root / "etc/modprobe.d/lustre.conf").read_text()
             assert f'options lnet networks="{m.lnet_networks}"' in lnet
         if any(m.source for m in s.lustre):  # the client comes from the site repository (the stand-in here)
-            dpkg = _dpkg(root)
+            dpkg = installed_packages(root)
             assert all(p in dpkg for p in s.lustre_client_packages), (gname, s.lustre_client_packages)
             assert "/lustre/" in (root / "etc/apt/sources.list.d/lustre-client.sources").read_text()
         for m in s.nfs:
@@ -330,7 +315,7 @@ def test_nvidia_stack_is_installed_at_one_version_held_and_a_reboot_requested(co
         seen += 1
         p = s.gpu_packages
         assert p is not None and p.version == s.driver_version
-        dpkg = _dpkg(root)
+        dpkg = installed_packages(root)
         for spec in p.packages:
             name, version = _spec(spec)
             assert name in dpkg, f"{gname}: {name} not installed"
@@ -385,7 +370,7 @@ def test_container_toolkit_is_pinned_and_cdi_follows_the_driver(converges, examp
         if "container_runtime" not in roles or s.container_default_runtime != "nvidia":
             continue
         seen += 1
-        dpkg = _dpkg(root)
+        dpkg = installed_packages(root)
         assert len(s.container_toolkit_packages) == 4
         for spec in s.container_toolkit_packages:
             name, version = _spec(spec)
@@ -439,7 +424,7 @@ def test_kernel_updates_hold_or_verify_the_out_of_tree_modules(converges, exampl
             assert not (s.out_of_tree_modules or s.kernel_hold_packages), gname
             continue
         seen += 1
-        dpkg = _dpkg(root)
+        dpkg = installed_packages(root)
         kernel = {n: sel for n, (_, sel) in dpkg.items() if n.startswith(("linux-image-", "linux-headers-"))}
         blacklist = root / "etc/apt/apt.conf.d/51clusterforge-kernel"
         if s.kernel_updates == "hold":

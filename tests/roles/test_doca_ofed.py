@@ -9,10 +9,7 @@ The run is repeated and must change nothing.
 
 from __future__ import annotations
 
-import io
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
@@ -20,9 +17,8 @@ from ruamel.yaml import YAML
 from blueprints.vendor import bare_metal
 from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 from clusterforge.blueprint_io import load_checked
-from tests.conftest import EXAMPLES
 
-from .conftest import copy_rootfs, shape_as, vendor_mirror
+from .conftest import copy_rootfs, dgx_variant, installed_packages, shape_as, vendor_mirror
 from .vendor_repo import DOCA_OFED_VERSION, DOCA_RELEASE
 
 pytestmark = [pytest.mark.slow,
@@ -32,29 +28,10 @@ HOST = "dgx-01"
 OS = "ubuntu-22.04"
 
 
-def _blueprint(tmp: Path) -> Path:
-    yaml = YAML()
-    doc = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
-    doc["target"]["os"] = OS
-    doc["software"]["doca_ofed"] = DOCA_RELEASE
-    doc["network"]["gpudirect_rdma"]["method"] = "nvidia-peermem"
-    buf = io.StringIO()
-    yaml.dump(doc, buf)
-    path = tmp / "dgx-doca.yaml"
-    path.write_text(buf.getvalue())
-    return path
-
-
-def _installed(root: Path) -> dict[str, str]:
-    out = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f=${Package} ${Version} ${db:Status-Status}\n"],
-                         check=True, capture_output=True, text=True).stdout
-    return {p: v for p, v, st in (line.split() for line in out.splitlines()) if st == "installed"}
-
-
 @pytest.fixture(scope="module")
 def doca_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("doca")
-    loaded = load_checked(_blueprint(tmp))  # the blueprint passes check (peermem with DOCA-OFED is allowed)
+    loaded = load_checked(dgx_variant(tmp, "dgx-doca", OS, gpudirect_rdma="nvidia-peermem", doca_ofed=DOCA_RELEASE))  # the blueprint passes check (peermem with DOCA-OFED is allowed)
     root = copy_rootfs(tmp / "root")
     shape_as(root, OS)
     mirror = vendor_mirror()
@@ -82,7 +59,7 @@ def test_doca_ofed_comes_from_its_release_repository_and_reruns_unchanged(doca_r
     sources = (root / "etc/apt/sources.list.d/nvidia-doca.sources").read_text()
     assert f"URIs: {repo}\n" in sources and "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in sources
     assert "BEGIN PGP PUBLIC KEY BLOCK" in (root / "etc/apt/keyrings/nvidia-doca.asc").read_text()
-    pkgs = _installed(root)
+    pkgs = {name: version for name, (version, _) in installed_packages(root).items()}
     for meta in doca["packages"]:
         assert pkgs.get(meta) == f"{DOCA_RELEASE}-1", meta
     assert pkgs.get("mlnx-ofed-kernel-dkms") == DOCA_OFED_VERSION and pkgs.get("mlnx-tools") == DOCA_OFED_VERSION

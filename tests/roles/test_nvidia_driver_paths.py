@@ -11,7 +11,6 @@ variables).
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import subprocess
@@ -25,34 +24,14 @@ from blueprints.resolved import resolve
 from blueprints.vendor import DriverPackages, bare_metal
 from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 from clusterforge.blueprint_io import load_checked
-from tests.conftest import EXAMPLES
 
-from .conftest import copy_rootfs, shape_as, vendor_mirror
+from .conftest import copy_rootfs, dgx_variant, installed_packages, shape_as, vendor_mirror
 from .vendor_repo import NVLSM_NEWER, UBUNTU_MOVED_ON, VendorMirror
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")]
 
 HOST = "dgx-01"
-
-
-def _variant(tmp: Path, os_name: str, gpu: str) -> Path:
-    yaml = YAML()
-    doc = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
-    doc["target"]["os"] = os_name
-    next(g for g in doc["node_groups"] if g["name"] == "dgx")["hardware"]["gpu"] = gpu
-    buf = io.StringIO()
-    yaml.dump(doc, buf)
-    path = tmp / f"dgx-{gpu.split(':')[0]}-{os_name}.yaml"
-    path.write_text(buf.getvalue())
-    return path
-
-
-def _dpkg(root: Path) -> dict[str, tuple[str, str]]:
-    """``{package: (version, selection)}`` of the installed packages."""
-    fmt = "-f=${Package} ${Version} ${db:Status-Want} ${db:Status-Status}\n"
-    out = subprocess.run(["chroot", str(root), "dpkg-query", "-W", fmt], check=True, capture_output=True, text=True).stdout
-    return {p: (v, want) for p, v, want, st in (line.split() for line in out.splitlines()) if st == "installed"}
 
 
 def _packages(loaded: Any) -> DriverPackages:
@@ -73,7 +52,7 @@ def _use_ubuntu_archive(root: Path, mirror: VendorMirror, os_name: str, tree: st
 
 def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[str, Any] | None = None,
          archive: str | None = None, rerun: bool = False) -> dict[str, Any]:
-    loaded = load_checked(_variant(tmp, os_name, gpu))  # the variant passes check
+    loaded = load_checked(dgx_variant(tmp, f"dgx-{gpu.split(':')[0]}-{os_name}", os_name, gpu=gpu))  # the variant passes check
     root = copy_rootfs(tmp / "root")
     shape_as(root, os_name)
     mirror = vendor_mirror()
@@ -111,7 +90,7 @@ def test_b200_installs_nvlsm_and_nvsdm_pinned_and_held(b200):
     gv = YAML(typ="safe").load((b200["out"] / "group_vars" / "dgx.yml").read_text())
     assert f"{sw['nvlsm']}={lsm}" in gv["nvidia_driver_packages"] and sw["nvlsm"] in gv["nvidia_driver_hold"]
     assert {"packages": [sw["nvlsm"]], "version": lsm} in gv["nvidia_driver_apt_pins"]
-    dpkg = _dpkg(root)
+    dpkg = installed_packages(root)
     # NVLSM at the catalogued release, not the newer one the repository also carries; NVSDM at the driver version
     assert dpkg[sw["nvlsm"]] == (lsm, "hold") and lsm != NVLSM_NEWER
     assert dpkg[sw["nvsdm"]] == (f"{p.version}-1", "hold")
@@ -152,7 +131,7 @@ def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secur
     signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
     row = signed["archive"][p.branch]["ubuntu-22.04"]
     up = row["driver"].rsplit("-", 1)[0]
-    dpkg = _dpkg(root)
+    dpkg = installed_packages(root)
     b = p.branch
     # driver userspace, Fabric Manager and NSCQ: the archive's build, one upstream release, held
     assert dpkg[f"nvidia-headless-no-dkms-{b}-server-open"] == (row["driver"], "hold")
@@ -193,7 +172,7 @@ def test_secure_boot_refuses_when_the_archive_moved_on(tmp_path):
     assert r["rc"] != 0
     msg = " ".join(str(f) for f in r["first"]["failures"])
     assert "no longer carries" in msg and UBUNTU_MOVED_ON in msg and r["packages"].secure_boot_version in msg
-    assert not [n for n in _dpkg(r["root"]) if "nvidia" in n]
+    assert not [n for n in installed_packages(r["root"]) if "nvidia" in n]
 
 
 def test_secure_boot_on_nvlink5_refuses_with_the_reason(tmp_path):
@@ -204,4 +183,4 @@ def test_secure_boot_on_nvlink5_refuses_with_the_reason(tmp_path):
     assert r["rc"] != 0
     msg = " ".join(str(f) for f in r["first"]["failures"])
     assert "Secure Boot" in msg and "NVSDM" in msg and r["packages"].secure_boot_unavailable
-    assert not [n for n in _dpkg(r["root"]) if "nvidia" in n]
+    assert not [n for n in installed_packages(r["root"]) if "nvidia" in n]

@@ -37,9 +37,15 @@ def _tasks(items: list[dict[str, Any]]):
             yield from _tasks(t.get(key, []))
 
 
+SUPPORT_ROLE = "clusterforge_common"
+"""The one role that is not run on its own: no tasks, a library of modules the other roles share."""
+SHARED_MODULES = {p.stem for p in (ROLES_DIR / SUPPORT_ROLE / "library").glob("*.py")}
+"""The support role's modules, called by their short name (their canonical name for ansible-lint's fqcn rule)."""
+
+
 def test_roles_directory_holds_exactly_the_rendered_roles():
     found = sorted(p.name for p in ROLES_DIR.iterdir() if p.is_dir())
-    assert found == sorted(ROLE_ORDER)
+    assert found == sorted([*ROLE_ORDER, SUPPORT_ROLE])
     plays = _load(ROLES_DIR / "site.yml")
     assert [p["hosts"] for p in plays] == [f"with_{r}" for r in ROLE_ORDER]
     assert [p["roles"][0]["role"] for p in plays] == list(ROLE_ORDER)
@@ -92,6 +98,8 @@ def test_role_layout_phases_and_tasks(role):
             modules = [k for k in t if k not in TASK_KEYWORDS]
             assert len(modules) <= 1, f"{path.name}: {name}: {modules}"
             for m in modules:
+                if m in SHARED_MODULES:
+                    continue
                 assert m.count(".") >= 2, f"{path.name}: {name}: module {m} is not a full name"
                 if m == "ansible.builtin.reboot" and role == "nvidia_driver":
                     # a new driver needs a reboot (NVML driver/library mismatch until then): on by default,
@@ -102,6 +110,23 @@ def test_role_layout_phases_and_tasks(role):
                 elif m == "ansible.builtin.reboot":
                     assert f"not {role}_skip_reboot" in str(t.get("when")), f"{name}: reboot not behind {role}_skip_reboot"
                     assert defaults[f"{role}_skip_reboot"] is True
+
+
+def test_shared_modules_come_from_the_support_role():
+    """A role that calls a module of the support role depends on it (so Ansible loads its library wherever the
+    role runs); the support role runs nothing itself."""
+    support = ROLES_DIR / SUPPORT_ROLE
+    assert not (support / "tasks").exists() and not (support / "defaults").exists()
+    assert SHARED_MODULES == {"clusterforge_file_probe"}
+    users = set()
+    for role in ROLE_ORDER:
+        used = {m for path in (ROLES_DIR / role / "tasks").glob("*.yml") for t in _tasks(_load(path)) for m in t
+                if m in SHARED_MODULES}
+        deps = [d["role"] if isinstance(d, dict) else d for d in _load(ROLES_DIR / role / "meta/main.yml")["dependencies"]]
+        assert bool(used) == (SUPPORT_ROLE in deps), f"{role}: uses {sorted(used)}, depends on {deps}"
+        if used:
+            users.add(role)
+    assert len(users) >= 6
 
 
 def test_restarts_go_through_handlers():
