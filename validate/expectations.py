@@ -24,9 +24,9 @@ Expectations (every number from the catalog in ``blueprints/data``, which carrie
   Upper bounds: the drives' rated maxima; FSx burst network throughput and the client's network.
 * AMP: GPU dense peak TFLOP/s for the precision; MFU floor (see :func:`mfu_floor`).
 * Blueprint ``validation.*.thresholds`` override any of these; the judge context holds those
-  blueprint model objects (:class:`~blueprints.models.NcclThresholds`,
-  :class:`~blueprints.models.FioThresholds`, :class:`~blueprints.models.AmpThresholds`), whose
-  defaults (warn and fail ratios, the AMP speed-up) are the only ones.
+  blueprint model objects by suite name (:attr:`JudgeContext.thresholds`, from
+  :func:`suite_thresholds`), whose defaults (warn and fail ratios, the AMP speed-up) are the only
+  ones; each suite reads its own (:meth:`JudgeContext.thresholds_for`).
 
 Units: GB/s = 1e9 bytes/s, Gbit/s = 1e9 bits/s, MB/s = 1e6 bytes/s, TiB = 2**40 bytes.
 """
@@ -35,22 +35,23 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from blueprints.catalog import GpuSpec, UnknownHardwareError, catalog
 from blueprints.errors import UsageError
 from blueprints.models import (
     FABRICS,
     NETWORK_MODELS,
-    AmpThresholds,
     Blueprint,
     EfaNetwork,
     EthernetNetwork,
     FioThresholds,
     InfinibandNetwork,
     LustreStorage,
-    NcclThresholds,
     NfsStorage,
+    Validation,
     fabric_tag,
 )
 from blueprints.resolved import ResolvedGroup, resolve
@@ -62,12 +63,9 @@ __all__ = [
     "FIO_BOUND_MARGIN",
     "IB_VERBS_FABRICS",
     "RDMA_FABRICS",
-    "AmpThresholds",
     "BusbwExpectation",
     "ContextError",
-    "FioThresholds",
     "JudgeContext",
-    "NcclThresholds",
     "StorageExpectation",
     "apply_overrides",
     "context_from_blueprint",
@@ -75,6 +73,7 @@ __all__ = [
     "expected_busbw",
     "fsx_client_mb_s",
     "mfu_floor",
+    "suite_thresholds",
     "tree_two_node_fraction",
 ]
 
@@ -170,6 +169,21 @@ class StorageExpectation:
 # the context
 # ---------------------------------------------------------------------------------------------
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def suite_thresholds(v: Validation) -> dict[str, BaseModel]:
+    """``{suite name: thresholds model}`` of a blueprint's ``validation`` section: every member of the
+    :class:`~blueprints.models.Validation` model that has a ``thresholds`` field (``nccl``, ``fio``,
+    ``amp``, and any suite added there), in the model's field order."""
+    out: dict[str, BaseModel] = {}
+    for name in type(v).model_fields:
+        th = getattr(getattr(v, name), "thresholds", None)
+        if isinstance(th, BaseModel):
+            out[name] = th
+    return out
+
+
 
 @dataclass(frozen=True)
 class JudgeContext:
@@ -180,7 +194,9 @@ class JudgeContext:
     fabric NIC, Gbit/s) and ``nics_per_node``; ``nvlink_gbytes_s`` (NVLink per GPU per direction,
     GB/s, ``None`` for PCIe parts); ``storage`` (one :class:`StorageExpectation` per mount);
     ``fio_target`` (the mount fio jobs are judged against when their paths do not say);
-    ``nccl``/``fio``/``amp`` thresholds (the blueprint's ``validation.<suite>.thresholds`` models);
+    ``thresholds``: suite name -> the blueprint's ``validation.<suite>.thresholds`` model (see
+    :func:`suite_thresholds`; a bare context holds the models' defaults), which a suite reads with
+    :meth:`thresholds_for`;
     ``blueprint``/``group`` names for the report;
     ``explicit``: the fields given as flags/overrides (they win over what a log says);
     ``provenance``: ``(field, where it came from)`` pairs.
@@ -196,9 +212,7 @@ class JudgeContext:
     nvlink_gbytes_s: float | None = None
     storage: tuple[StorageExpectation, ...] = ()
     fio_target: str | None = None
-    nccl: NcclThresholds = field(default_factory=NcclThresholds)
-    fio: FioThresholds = field(default_factory=FioThresholds)
-    amp: AmpThresholds = field(default_factory=AmpThresholds)
+    thresholds: dict[str, BaseModel] = field(default_factory=lambda: suite_thresholds(Validation()))
     blueprint: str | None = None
     group: str | None = None
     explicit: frozenset[str] = frozenset()
@@ -221,6 +235,16 @@ class JudgeContext:
             return None
         nics = self.nics_per_node if self.nics_per_node is not None else (self.gpus_per_node or 1)
         return self.nic_gbps * nics
+
+    def thresholds_for(self, suite: str, model: type[M]) -> M:
+        """Suite ``suite``'s thresholds: the ``model`` object in :attr:`thresholds`, else ``model()`` (its
+        defaults). Raises ``TypeError`` when the context holds another type for ``suite``."""
+        got = self.thresholds.get(suite)
+        if got is None:
+            return model()
+        if not isinstance(got, model):
+            raise TypeError(f"thresholds of suite {suite!r} are {type(got).__name__}, not {model.__name__}")
+        return got
 
     def is_explicit(self, name: str) -> bool:
         """True when ``name`` was given as a flag/override (it wins over the log)."""
@@ -245,9 +269,13 @@ class JudgeContext:
 
     def to_json(self) -> dict[str, Any]:
         """The context as a JSON-able dict (for report headers)."""
-        d = dataclasses.asdict(self)
-        for k in ("nccl", "fio", "amp"):
-            d[k] = getattr(self, k).model_dump()
+        full = dataclasses.asdict(self)
+        d: dict[str, Any] = {}
+        for k, v in full.items():
+            if k == "thresholds":  # one key per suite: its thresholds model as a dict
+                d.update({name: th.model_dump() for name, th in self.thresholds.items()})
+            else:
+                d[k] = v
         d["explicit"] = sorted(self.explicit)
         d["provenance"] = [list(p) for p in self.provenance]
         return d
@@ -476,9 +504,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         nics_per_node=nics,
         nvlink_gbytes_s=spec.nvlink_unidir_gbytes_s if spec and spec.has_nvlink else None,
         storage=tuple(_apply_fio_thresholds(storage, fio_th)),
-        nccl=v.nccl.thresholds,
-        fio=fio_th,
-        amp=v.amp.thresholds,
+        thresholds=suite_thresholds(v),
         blueprint=bp.name,
         group=g.name,
         provenance=tuple([("nodes", where), ("gpu_model", where), ("fabric", f"blueprint {bp.name}")] + prov),
@@ -676,6 +702,7 @@ def expected_busbw(
     nodes: int,
     gpu_key: str | None,
     candidates: tuple[str, ...] = (),
+    min_busbw_gbps: float | None = None,
 ) -> BusbwExpectation | None:
     """Expected peak busbw for ``collective`` over ``ranks`` ranks on ``nodes`` nodes of ``gpu_key``.
 
@@ -708,7 +735,8 @@ def expected_busbw(
     InfiniBand, where SHARP can reduce in the switch, ``2(n-1)/n x g x B``), broadcast, reduce and
     sendrecv ``g x B``, alltoall ``B x (n-1)/(n-g)``.
 
-    ``collective`` ``None`` with ``candidates`` uses the lowest candidate expectation. Returns
+    ``min_busbw_gbps`` (GB/s; ``validation.nccl.thresholds.min_busbw_gbps``) replaces the derived
+    figure when set. ``collective`` ``None`` with ``candidates`` uses the lowest candidate expectation. Returns
     ``None`` when neither an intra-node nor an inter-node figure can be computed and no threshold
     is set. For a multi-node run without a NIC rate the intra-node figure is returned with
     ``inter_gbps`` ``None``: the judge then gives no bandwidth verdict.
@@ -814,7 +842,7 @@ def expected_busbw(
             else:
                 basis, text = (link_kind or "nvlink"), intra_text
             best = (cand_exp, basis, text, algo, intra_exp, inter, up, up_deriv)
-    th = ctx.nccl.min_busbw_gbps
+    th = min_busbw_gbps
     if best is None:
         if th is None:
             return None

@@ -4,8 +4,8 @@ Entry points: :func:`judge_file` and :func:`judge_text` (a file may hold several
 several fio jobs, several AMP results: one :class:`~validate.results.JudgeResult` each), plus
 :func:`worst` and :func:`exit_code_for` over verdicts.
 
-The kind of an output (``nccl``, ``fio``, ``amp``) is detected from its text
-(:func:`validate.parsers.detect.detect_kind`) unless given; the suite of that name
+The kind of an output (``nccl``, ``fio``, ``amp``, ...) is detected from its text by the
+registered suites' own markers (:func:`validate.suites.detect_kind`) unless given; the suite of that name
 (:data:`validate.suites.REGISTRY`) judges it. What each suite checks, and in which order, is in
 its module's docstring (:mod:`validate.suites.nccl`, :mod:`validate.suites.fio`,
 :mod:`validate.suites.amp`, :mod:`validate.suites.node`).
@@ -21,9 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .expectations import JudgeContext
-from .parsers.detect import detect_kind
 from .results import VERDICTS, JudgeResult, Verdict, exit_code_for, fmt_bytes, worst
-from .suites import REGISTRY, find_suite
+from .suites import REGISTRY, Suite, detect_kind, detect_suite, find_suite
 from .suites.base import UnreadableInput, read_raw
 
 __all__ = [
@@ -31,8 +30,10 @@ __all__ = [
     "JudgeResult",
     "UnreadableInput",
     "Verdict",
+    "detect_kind",
     "exit_code_for",
     "file_kinds",
+    "file_suite",
     "fmt_bytes",
     "judge_file",
     "judge_text",
@@ -44,6 +45,16 @@ def file_kinds() -> tuple[str, ...]:
     """Names of the registered suites whose raw outputs can be judged with a hardware context alone
     (``clusterforge judge --kind``): ``nccl``, ``fio``, ``amp``."""
     return tuple(name for name, s in REGISTRY.items() if s.judges_files)
+
+
+def file_suite(path: Path) -> Suite | None:
+    """The registered suite whose raw output ``path`` holds (:func:`~validate.suites.detect_suite`), or
+    ``None`` for anything unreadable or unrecognised (the judge then says why). Never raises."""
+    p = Path(path)
+    try:
+        return detect_suite(read_raw(p), p.name)
+    except UnreadableInput:
+        return None
 
 
 def judge_file(path: Path, ctx: JudgeContext, *, kind: str | None = None, label: str | None = None) -> list[JudgeResult]:

@@ -185,14 +185,13 @@ def _copy_roles(out_dir: Path) -> Path:
 
 def _copy_payloads(out_dir: Path) -> list[Path]:
     try:
-        from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+        from validate.suites import payload_files
     except ImportError:  # the validation package is optional for rendering
         return []
     dest = out_dir / "files" / "validate"
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in PAYLOAD_FILES:
-        src = Path(PAYLOAD_DIR) / name
+    for name, src in payload_files().items():  # every registered suite's payload files
         if src.is_file():
             written.append(_write(dest / name, src.read_text()))
     return written

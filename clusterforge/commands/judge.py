@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid."""
         from validate.expectations import context_from_flags
-        from validate.judge import exit_code_for, file_kinds, judge_file, worst
+        from validate.judge import exit_code_for, file_kinds, file_suite, judge_file, worst
 
         from ..blueprint_io import load_checked
         from ..console import console, fail
@@ -79,17 +79,16 @@ def register(app: typer.Typer) -> None:
             bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
             fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
         )
-        from validate.node_checks import is_node_output, judge_node_file
-
         results = []
         for f in files:
-            if kind is None and is_node_output(f):  # node health documents are judged against the node group
-                if bp is None:
-                    fail(f"{f}: node health documents are judged against a blueprint — pass --blueprint (and --group)")
+            suite = file_suite(f) if kind is None else None
+            if suite is not None and not suite.judges_files:  # e.g. node health documents: judged against a node group
+                if loaded is None:
+                    fail(f"{f}: {suite.name} documents are judged against a blueprint's node group — pass --blueprint "
+                         "(and --group)")
                     raise typer.Exit(2)
-                assert loaded is not None
                 default = (loaded.cluster.compute_groups or loaded.cluster.groups)[0].name
-                results += judge_node_file(f, bp, group or default, label=f.stem)
+                results += suite.judge_group_file(f, loaded, group or default, label=f.stem)
                 continue
             results += judge_file(f, ctx, kind=kind)
         verdict = worst(r.verdict for r in results)

@@ -299,7 +299,7 @@ def test_blueprint_thresholds_override(tmp_path, fixtures_dir):
     p = tmp_path / "bp.yaml"
     p.write_text(text.replace("validation:\n  suites: [nccl, fio, amp]\n", "validation:\n  suites: [nccl, fio, amp]\n"))
     ctx = context_from_blueprint(load_blueprint(p).blueprint)
-    assert ctx.nccl.min_busbw_gbps == 300 and ctx.amp.min_mfu == 0.5
+    assert ctx.thresholds["nccl"].min_busbw_gbps == 300 and ctx.thresholds["amp"].min_mfu == 0.5
     (r,) = judge_file(fixtures_dir / "nccl-tests" / "nccl-04.txt", apply_overrides(ctx, nodes=1, gpu="a100-40gb-sxm"))
     assert r.expected["basis"] == "threshold" and r.expected["busbw_gbps"] == 300 and r.verdict == "warn"
     (f,) = judge_file(fixtures_dir / "fio" / "fio-02.json", apply_overrides(ctx, target="/scratch"))
@@ -508,11 +508,11 @@ def test_curve_thresholds_come_from_the_blueprint(fixtures_dir):
     collapse = _scale(base, lambda s: 0.3 if s >= 2**31 else 1.0)
     (r,) = judge_text(collapse, ctx, source="x.log", kind="nccl")
     assert r.verdict == "fail"
-    lenient = dataclasses.replace(ctx, nccl=NcclThresholds(collapse_fail_ratio=0.8))
+    lenient = dataclasses.replace(ctx, thresholds={**ctx.thresholds, "nccl": NcclThresholds(collapse_fail_ratio=0.8)})
     (r,) = judge_text(collapse, lenient, source="x.log", kind="nccl")
     assert r.verdict == "warn" and any("does not recover" in x for x in r.reasons)
     cliff = _scale(base, lambda s: 0.5 if s in (2**26, 2**27, 2**28) else 1.0)
-    (r,) = judge_text(cliff, dataclasses.replace(ctx, nccl=NcclThresholds(cliff_ratio=0.6)), source="x.log", kind="nccl")
+    (r,) = judge_text(cliff, dataclasses.replace(ctx, thresholds={**ctx.thresholds, "nccl": NcclThresholds(cliff_ratio=0.6)}), source="x.log", kind="nccl")
     assert r.verdict == "pass" and not any("mid-size cliff" in x for x in r.reasons)
 
 
@@ -526,4 +526,5 @@ def test_nccl_thresholds_reach_the_judge_from_a_blueprint_file(tmp_path):
     from validate.expectations import context_from_blueprint
 
     ctx = context_from_blueprint(load_blueprint(path).blueprint)
-    assert ctx.nccl.cliff_ratio == 0.4 and ctx.nccl.socket_fallback_ratio == 0.1 and ctx.nccl.dip_ratio == 0.05
+    th = ctx.thresholds["nccl"]
+    assert th.cliff_ratio == 0.4 and th.socket_fallback_ratio == 0.1 and th.dip_ratio == 0.05

@@ -313,7 +313,7 @@ def test_published_measurements_pass_against_the_algorithm_model():
         e = expected_busbw(ctx, collective="all_reduce", ranks=8 * k, nodes=k, gpu_key=ctx.gpu_model)
         got = float(ref[key]["busbw"])
         assert e.algorithm == algo, key
-        assert got / e.busbw_gbps >= ctx.nccl.warn_ratio, (key, got, e.busbw_gbps)
+        assert got / e.busbw_gbps >= ctx.thresholds["nccl"].warn_ratio, (key, got, e.busbw_gbps)
         assert got <= e.upper_gbps, (key, got, e.upper_gbps)
 
 

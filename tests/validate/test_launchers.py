@@ -21,7 +21,8 @@ from validate.launchers.common import PlannedTest
 from validate.launchers.kubernetes import mpijob_pod_templates
 from validate.launchers.slurm import SlurmLauncher
 from validate.launchers.ssh import SshHost, SshLauncher, hosts_from_inventory, remote_argv
-from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+from validate.payloads import PAYLOAD_DIR
+from validate.suites import payload_files
 from validate.suites.amp import AmpParams
 from validate.suites.fio import FioParams
 from validate.suites.nccl import NcclParams
@@ -52,7 +53,9 @@ def test_slurm_scripts_for_the_dgx_blueprint(tmp_path: Path) -> None:
     names = sorted(p.name for p in files if p.suffix == ".sbatch")
     assert names == sorted(["node.sbatch", "nccl-all_reduce.sbatch", "nccl-all_gather.sbatch", "nccl-reduce_scatter.sbatch",
                             "fio-scratch.sbatch", "fio-lustre.sbatch", "amp.sbatch"])
-    for f in PAYLOAD_FILES:  # the payloads travel next to the scripts, unchanged
+    # the registered suites' payloads travel next to the scripts, unchanged
+    assert list(payload_files()) == ["node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py"]
+    for f in payload_files():
         assert (slurm / "payloads" / f).read_bytes() == (PAYLOAD_DIR / f).read_bytes()
     for name in names:
         script = slurm / name

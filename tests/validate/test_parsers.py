@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from validate.parsers.amp import parse_amp
-from validate.parsers.detect import detect_kind
 from validate.parsers.fio import parse_fio, parse_fio_json, parse_fio_text, parse_size
 from validate.parsers.nccl import (
     bus_factor,
@@ -23,6 +22,7 @@ from validate.parsers.nccl import (
     parse_nccl_json,
     parse_nccl_text,
 )
+from validate.suites import detect_kind
 
 
 def _nccl(fixtures_dir, name: str) -> str:

@@ -33,10 +33,9 @@ from validate.expectations import (
 )
 from validate.judge import judge_file, worst
 from validate.launchers import make_launcher
-from validate.launchers.common import payload_files
 from validate.launchers.kubernetes import manifest
 from validate.launchers.slurm import sbatch_script
-from validate.payloads import PAYLOAD_DIR, PAYLOAD_FILES
+from validate.payloads import PAYLOAD_DIR
 from validate.plan import PlannedTest, TestParams
 from validate.report import load_results
 from validate.results import VERDICTS, JudgeResult, Verdict, exit_code_for
@@ -48,6 +47,7 @@ from validate.suites import (
     Placement,
     Suite,
     get_suite,
+    payload_files,
     register,
     suite_names,
     summary,
@@ -73,8 +73,9 @@ def test_the_registry_lists_the_four_suites_in_run_order() -> None:
     assert [s.name for s in REGISTRY.values() if s.runs_first] == ["node"]
     assert {s.name: s.placement for s in REGISTRY.values()} == {
         "node": Placement.EVERY_NODE, "nccl": Placement.RANKS, "fio": Placement.ONE_NODE, "amp": Placement.ONE_NODE}
-    # the payload files the launchers copy are the suites' (and the payload package lists the same files)
-    assert tuple(payload_files()) == PAYLOAD_FILES
+    # the payload files the launchers and `clusterforge render` copy are the suites', in registry order
+    assert payload_files() == {f: p for s in REGISTRY.values() for f, p in s.payload_files().items()}
+    assert list(payload_files()) == ["node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py"]
     with pytest.raises(Exception, match="unknown suite 'iperf'; choose from node, nccl, fio, amp"):
         get_suite("iperf")
 
@@ -190,9 +191,11 @@ def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
             update={"min_speedup_vs_fp32": speedup})}),
     })})
     ctx = context_from_blueprint(bp)
-    assert ctx.nccl is bp.validation.nccl.thresholds and ctx.fio is bp.validation.fio.thresholds
-    assert (ctx.nccl.warn_ratio, ctx.nccl.fail_ratio, ctx.fio.warn_ratio, ctx.fio.fail_ratio) == (warn, fail, fwarn, ffail)
-    assert ctx.amp.min_speedup_vs_fp32 == speedup
+    nccl, fio, amp = (get_suite(n).thresholds(ctx) for n in ("nccl", "fio", "amp"))
+    assert nccl is bp.validation.nccl.thresholds and fio is bp.validation.fio.thresholds
+    assert amp is bp.validation.amp.thresholds and list(ctx.thresholds) == ["nccl", "fio", "amp"]
+    assert (nccl.warn_ratio, nccl.fail_ratio, fio.warn_ratio, fio.fail_ratio) == (warn, fail, fwarn, ffail)
+    assert amp.min_speedup_vs_fp32 == speedup
     assert json.loads(json.dumps(ctx.to_json()))["nccl"] == bp.validation.nccl.thresholds.model_dump()
     assert {k: ctx.to_json()["nccl"][k] for k in ("min_busbw_gbps", "warn_ratio", "fail_ratio")} == {
         "min_busbw_gbps": None, "warn_ratio": warn, "fail_ratio": fail}
@@ -201,7 +204,11 @@ def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
 
     dv = Validation()
     bare = JudgeContext()
-    assert bare.nccl == dv.nccl.thresholds and bare.fio == dv.fio.thresholds and bare.amp == dv.amp.thresholds
+    assert bare.thresholds == {"nccl": dv.nccl.thresholds, "fio": dv.fio.thresholds, "amp": dv.amp.thresholds}
+    assert get_suite("node").thresholds(bare) is None  # a suite without thresholds
+    # the JSON of a context keeps one key per suite, where the per-suite fields stood
+    keys = list(bare.to_json())
+    assert keys[keys.index("fio_target") + 1:keys.index("blueprint")] == ["nccl", "fio", "amp"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..plan import PlannedTest
-from ..suites import REGISTRY
+from ..suites import payload_files
 
 __all__ = [
     "MASTER_PORT",
@@ -101,14 +101,6 @@ class Launcher(ABC):
     @abstractmethod
     def run(self, test: PlannedTest) -> LaunchResult:
         """Run ``test`` to completion and return where its raw output is."""
-
-
-def payload_files() -> dict[str, Path]:
-    """``{file name: path}`` of every registered suite's payload files, in registry order."""
-    out: dict[str, Path] = {}
-    for suite in REGISTRY.values():
-        out.update(suite.payload_files())
-    return out
 
 
 def stage_payloads(dest: Path) -> list[Path]:

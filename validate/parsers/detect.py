@@ -1,19 +1,20 @@
-"""Sniff what a raw validation output is: nccl-tests (text or JSON), fio (JSON or text) or AMP JSON.
+"""Reading a raw validation output as text, and the window that kind detection looks at.
 
-:func:`detect_kind` looks at the text only (plus the file name as a tie-breaker); it is cheap
-(regular expressions over the first and last 256 KiB) and never raises. :func:`read_text`
-reads a file as text and refuses binary data.
+:func:`read_text` reads a file as text and refuses binary data; :func:`window` is the part of a
+(possibly huge) output that detection searches. Which suite an output belongs to is each suite's
+own business (its markers, :class:`validate.suites.Suite`); :func:`validate.suites.detect_kind`
+asks every registered suite.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-__all__ = ["KINDS", "NotText", "detect_kind", "read_text"]
+__all__ = ["WINDOW_BYTES", "NotText", "read_text", "window"]
 
-KINDS = ("nccl", "fio", "amp")
-"""Result kinds: collective benchmarks, storage benchmarks, AMP training benchmark."""
+WINDOW_BYTES = 262144
+"""Detection looks at the first and the last this many characters of an output (256 Ki) when it is
+longer than twice that: headers and footers say what an output is, the middle is repeated rows."""
 
 
 class NotText(ValueError):
@@ -35,60 +36,9 @@ def read_text(path: Path) -> str:
         return data.decode("latin-1")
 
 
-_MARKERS: dict[str, list[tuple[re.Pattern[str], int]]] = {}
-"""Weighted text markers per kind; the best-scoring kind wins (nccl on a tie), at 4 points or more."""
-_NAME_HINTS = {"nccl": ("nccl", "_perf", "collective"), "fio": ("fio",)}
-"""File-name parts worth one point (the tie-breaker)."""
-
-_MARKERS["nccl"] = [
-    (re.compile(r"nThread\s+\d+\s+nGpus\s+\d+"), 5),
-    (re.compile(r"Using devices"), 2),
-    (re.compile(r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device"), 4),
-    (re.compile(r"size\s+count\s+type"), 4),
-    (re.compile(r"Avg bus bandwidth\s*:"), 5),
-    (re.compile(r"Out of bounds values\s*:"), 5),
-    (re.compile(r"Collective test (?:starting|concluded)"), 5),
-    (re.compile(r"nccl-tests version"), 5),
-    (re.compile(r"Test (?:CUDA |NCCL )?failure \S+\.cu:\d+"), 5),
-    (re.compile(r"(?m)^(?:\S*\s)?\s*\d+\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64)"
-                r"\s+(?:\w+\s+)?(?:-?\d+\s+)?[\d.eE+-]+\s+[\d.eE+-]+\s+[\d.eE+-]+\s+(?:\d\S*|N/A)"), 4),
-    (re.compile(r"\b(?:all_reduce|all_gather|alltoall|reduce_scatter|sendrecv|broadcast)_perf\b"), 2),
-]
-_MARKERS["fio"] = [
-    (re.compile(r"\(groupid=\d+, jobs=\d+\): err="), 5),
-    (re.compile(r"\(g=\d+\): rw=\w+"), 5),
-    (re.compile(r"Run status group \d+"), 5),
-    (re.compile(r"\b(?:read|write)\s*:\s*IOPS="), 4),
-    (re.compile(r"verify failed at file"), 5),
-    (re.compile(r"(?m)^fio-\d"), 4),
-    (re.compile(r"fio: pid=\d+, err=\d+"), 5),
-    (re.compile(r"verify: bad magic header"), 5),
-]
-
-
-def _window(text: str) -> str:
-    if len(text) <= 524288:
+def window(text: str) -> str:
+    """``text``, or its first and last :data:`WINDOW_BYTES` characters joined by a newline when it is
+    longer than twice that."""
+    if len(text) <= 2 * WINDOW_BYTES:
         return text
-    return text[:262144] + "\n" + text[-262144:]
-
-
-def detect_kind(text: str, filename: str | None = None) -> str | None:
-    """``"nccl"``, ``"fio"``, ``"amp"`` or ``None`` for ``text`` (a raw output).
-
-    JSON documents are recognised by their keys (``"kind": "amp"``; ``"fio version"``/``"jobs"``;
-    nccl-tests ``-J``: ``"results"`` with ``"config"``/``"nccl_version"``). Text by weighted markers
-    (nccl-tests header, table and footer lines; fio job, IO and verify lines); the file name
-    (``*nccl*``, ``*fio*``, ``*amp*``) breaks ties.
-    """
-    win = _window(text)
-    if re.search(r'"kind"\s*:\s*"amp"', win):
-        return "amp"
-    if re.search(r'"fio version"\s*:', win) or (re.search(r'"jobs"\s*:', win) and '"jobname"' in win):
-        return "fio"
-    if re.search(r'"results"\s*:', win) and re.search(r'"(?:nccl_version|config|out_of_bounds)"\s*:', win):
-        return "nccl"
-    name = (filename or "").lower()
-    scores = {kind: sum(w for rx, w in markers if rx.search(win))
-              + any(part in name for part in _NAME_HINTS[kind]) for kind, markers in _MARKERS.items()}
-    best = max(scores, key=scores.__getitem__)  # the first kind (nccl) on a tie
-    return best if scores[best] >= 4 else None
+    return text[:WINDOW_BYTES] + "\n" + text[-WINDOW_BYTES:]

@@ -10,8 +10,8 @@ clusterforge or blueprints import), so each file can be copied to a node on its 
 * :mod:`.fio_bench`: fio profiles (1 MiB sequential read/write, 4 KiB random read) on one directory.
 * :mod:`.amp_bench`: GPT-style synthetic training benchmark (bf16/fp16 autocast, fp32 baseline, MFU).
 
-The launchers (:mod:`validate.launchers`) copy these files to the nodes; :data:`PAYLOAD_FILES`
-lists what they copy.
+Each suite names its own payload files (``Suite.payloads``); the launchers (:mod:`validate.launchers`)
+and ``clusterforge render`` copy the registered suites' files (:func:`validate.suites.payload_files`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,3 @@ from pathlib import Path
 
 PAYLOAD_DIR = Path(__file__).resolve().parent
 """Directory that holds the payload files."""
-
-PAYLOAD_FILES = ("node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py")
-"""The standalone payload files a launcher copies to a node (plus this package's ``__init__``)."""

@@ -5,18 +5,26 @@ Each suite is one module here (:mod:`.node`, :mod:`.nccl`, :mod:`.fio`, :mod:`.a
 judges its raw outputs and describes and plots its results. The runner, the judge, the reports,
 the launchers and the CLI find a suite by its name here and know none by name themselves.
 
+Every list that depends on the suites is derived from the registry: the payload files launchers
+and ``clusterforge render`` copy (:func:`payload_files`), the kind of a raw output
+(:func:`detect_kind`, from each suite's markers), the thresholds each suite judges with (its
+``thresholds_type``, read from the blueprint's ``validation.<name>.thresholds``).
+
 Adding a suite: write ``validate/suites/<name>.py`` (a :class:`Suite` subclass and its
 :class:`~validate.plan.TestParams` dataclass; its payload file under ``validate/payloads/``) and
-register an instance below (``docs/architecture.md`` lists every file a newcomer touches).
+register an instance below (``docs/adding-a-suite.md`` lists every file a newcomer touches).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from blueprints.errors import UsageError
 
+from ..parsers.detect import window
 from ..results import JudgeResult, Verdict
 from .amp import AmpSuite
-from .base import GroupPlan, HtmlSection, Placement, RanksSuite, Suite
+from .base import DETECT_MIN_POINTS, GroupPlan, HtmlSection, Placement, RanksSuite, Suite
 from .fio import FioSuite
 from .nccl import NcclSuite
 from .node import NodeSuite
@@ -29,8 +37,11 @@ __all__ = [
     "RanksSuite",
     "Suite",
     "compared",
+    "detect_kind",
+    "detect_suite",
     "find_suite",
     "get_suite",
+    "payload_files",
     "register",
     "suite_names",
     "summary",
@@ -77,6 +88,43 @@ def get_suite(name: str) -> Suite:
     if suite is None:
         raise UsageError(f"unknown suite {name!r}; choose from {', '.join(REGISTRY)}")
     return suite
+
+
+def payload_files() -> dict[str, Path]:
+    """``{file name: path}`` of every registered suite's payload files, in registry order: what the
+    launchers stage next to their scripts and ``clusterforge render`` copies beside the Ansible roles."""
+    out: dict[str, Path] = {}
+    for suite in REGISTRY.values():
+        out.update(suite.payload_files())
+    return out
+
+
+def detect_suite(text: str, filename: str | None = None) -> Suite | None:
+    """The registered suite whose raw output ``text`` is, or ``None``; never raises.
+
+    Looks at :func:`~validate.parsers.detect.window` of the text, asking the suites in registry
+    order: first a JSON document naming its kind (:meth:`Suite.names_itself`), then a format
+    signature (:meth:`Suite.recognises`), then the most marker points (:meth:`Suite.marker_points`,
+    ``filename`` breaking ties; the earlier suite on a tie) when they reach
+    :data:`~validate.suites.base.DETECT_MIN_POINTS`."""
+    win = window(text)
+    suites = list(REGISTRY.values())
+    for ask in (lambda s: s.names_itself(win), lambda s: s.recognises(win)):
+        hit = next((s for s in suites if ask(s)), None)
+        if hit is not None:
+            return hit
+    if not suites:
+        return None
+    name = filename or ""
+    points = {s.name: s.marker_points(win, name) for s in suites}
+    best = max(suites, key=lambda s: points[s.name])  # the earlier suite on a tie
+    return best if points[best.name] >= DETECT_MIN_POINTS else None
+
+
+def detect_kind(text: str, filename: str | None = None) -> str | None:
+    """The name of :func:`detect_suite`'s suite (``nccl``, ``fio``, ``amp``, ``node`` ...) or ``None``."""
+    suite = detect_suite(text, filename)
+    return suite.name if suite is not None else None
 
 
 def compared(r: JudgeResult) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blueprints.catalog import UnknownHardwareError, catalog
+from blueprints.models import AmpThresholds
 
 from ..expectations import JudgeContext, apply_overrides, mfu_floor
 from ..parsers.amp import AmpRun, parse_amp
@@ -74,6 +75,11 @@ def _estimate_params(layers: int, hidden: int, vocab: int) -> int:
     return vocab * hidden + layers * 12 * hidden * hidden
 
 
+def _thresholds(ctx: JudgeContext) -> AmpThresholds:
+    """The AMP thresholds of ``ctx`` (``validation.amp.thresholds``, else the model's defaults)."""
+    return ctx.thresholds_for(AmpSuite.name, AmpThresholds)
+
+
 class AmpSuite(Suite):
     """The AMP suite (see the module docstring)."""
 
@@ -81,6 +87,7 @@ class AmpSuite(Suite):
     title = "Training (AMP)"
     payloads = ("amp_bench.py",)
     params_type = AmpParams
+    thresholds_type = AmpThresholds
     shm = True
 
     # -- planning -------------------------------------------------------------------------------
@@ -301,8 +308,9 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
         r.note(f"MFU unknown: {'GPU ' + repr(run.gpu_name) + ' not in the catalog' if run.gpu_name else 'no GPU name'}"
                " (pass --gpu)")
     else:
-        if ctx.amp.min_mfu is not None:
-            floor, deriv, src = ctx.amp.min_mfu, "validation.amp.thresholds.min_mfu", "blueprint"
+        th = _thresholds(ctx)
+        if th.min_mfu is not None:
+            floor, deriv, src = th.min_mfu, "validation.amp.thresholds.min_mfu", "blueprint"
         else:
             floor, deriv, src = mfu_floor(gpu_key)
         r.expected.update({"mfu_floor": round(floor, 4), "derivation": deriv, "source": src, "peak_tflops": peak,
@@ -314,8 +322,8 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
                  "PERFORMANCE`)")
         if mfu > 1.0:
             r.degrade(Verdict.WARN, f"MFU {pct(mfu)} is above 100%: the peak ({peak:g} TFLOP/s) or the FLOP count is wrong")
-        elif mfu < floor * ctx.amp.mfu_fail_fraction:
-            r.degrade(Verdict.FAIL, fig + f", below {ctx.amp.mfu_fail_fraction:g} of the floor "
+        elif mfu < floor * th.mfu_fail_fraction:
+            r.degrade(Verdict.FAIL, fig + f", below {th.mfu_fail_fraction:g} of the floor "
                       f"(validation.amp.thresholds.mfu_fail_fraction). {cause}")
         elif mfu < floor:
             r.degrade(Verdict.WARN, fig + f". {cause}")
@@ -323,7 +331,7 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
             r.note(fig)
     # ---- AMP vs fp32 -------------------------------------------------------------------------
     sp = run.speedup_vs_fp32
-    need = ctx.amp.min_speedup_vs_fp32
+    need = _thresholds(ctx).min_speedup_vs_fp32
     r.expected["min_speedup_vs_fp32"] = need
     if sp is None:
         r.note("no fp32 baseline: the AMP speed-up is not judged")

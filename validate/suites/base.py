@@ -10,6 +10,8 @@ A suite is one module (``validate/suites/<name>.py``) with one :class:`Suite` su
 * judges a raw output (:meth:`Suite.judge_text`, :meth:`Suite.judge_test`) into
   :class:`~validate.results.JudgeResult` objects, with thresholds and expected figures from the
   blueprint models and the hardware catalog only (through :class:`~validate.expectations.JudgeContext`);
+* recognises its raw outputs (:attr:`Suite.document_kinds`, :meth:`Suite.recognises`,
+  :attr:`Suite.markers`, :attr:`Suite.name_hints`), so ``clusterforge judge`` detects their kind;
 * describes and plots its results for the reports (:meth:`Suite.summary`, :meth:`Suite.expected_text`,
   :meth:`Suite.result_plot`, :meth:`Suite.markdown_section`, :meth:`Suite.html_section`).
 
@@ -29,6 +31,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
 from blueprints import LoadedBlueprint
 from blueprints.catalog import catalog
 from blueprints.errors import UsageError
@@ -42,6 +46,7 @@ from ..plan import Device, PlannedTest, TestParams
 from ..results import JudgeResult, Verdict
 
 __all__ = [
+    "DETECT_MIN_POINTS",
     "MISMATCH",
     "GroupPlan",
     "HtmlSection",
@@ -58,6 +63,11 @@ __all__ = [
 MISMATCH = "hardware mismatch:"
 """Prefix of a test note saying the local machine lacks the declared hardware: the result is then
 ``invalid`` (it says nothing about the declared cluster)."""
+
+
+DETECT_MIN_POINTS = 4
+"""Least marker points (:meth:`Suite.marker_points`) for an output to count as a suite's: one strong
+line (a table header, a footer) or two weaker ones."""
 
 
 class UnreadableInput(UsageError):
@@ -146,6 +156,15 @@ class Suite(ABC):
     tool); ``max_result_plots`` (per-result plots in one HTML page); ``wants_runtime_classes`` (a
     Kubernetes run appends the cluster's RuntimeClasses to the raw output, as a
     ``node-health-cluster`` document).
+
+    Detection (:func:`validate.suites.detect_kind`; the first and last 256 Ki characters of an
+    output are searched): ``document_kinds`` (the values of a JSON ``"kind"`` key that mark a document
+    as this suite's, default the suite's name: ``{"kind": "amp", ...}``); :meth:`recognises`
+    (a signature that identifies the output for certain, e.g. fio JSON's ``"fio version"`` key);
+    ``markers`` (``(regular expression, points)`` of text lines typical of the output; the suite
+    with the most points wins, at :data:`DETECT_MIN_POINTS` or more) and ``name_hints`` (parts of a
+    file name worth one point, the tie-breaker). ``thresholds_type``: the blueprint model of
+    ``validation.<name>.thresholds`` (:meth:`thresholds` reads it from the judge context).
     """
 
     name: ClassVar[str]
@@ -160,6 +179,10 @@ class Suite(ABC):
     container_setup: ClassVar[str] = ""
     max_result_plots: ClassVar[int] = 0
     wants_runtime_classes: ClassVar[bool] = False
+    document_kinds: ClassVar[tuple[str, ...] | None] = None
+    markers: ClassVar[tuple[tuple[re.Pattern[str], int], ...]] = ()
+    name_hints: ClassVar[tuple[str, ...]] = ()
+    thresholds_type: ClassVar[type[BaseModel] | None] = None
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -191,7 +214,33 @@ class Suite(ABC):
         """Directories of the node the payload works in, which a pod must mount at the same path."""
         return ()
 
+    # -- recognising its outputs -------------------------------------------------------------------
+
+    def kinds_in_documents(self) -> tuple[str, ...]:
+        """The JSON ``"kind"`` values of this suite's documents (:attr:`document_kinds`, default its name)."""
+        return self.document_kinds if self.document_kinds is not None else (self.name,)
+
+    def names_itself(self, window: str) -> bool:
+        """Whether ``window`` holds a JSON document whose ``"kind"`` is one of :meth:`kinds_in_documents`."""
+        return any(re.search(r'"kind"\s*:\s*"' + re.escape(k) + '"', window) for k in self.kinds_in_documents())
+
+    def recognises(self, window: str) -> bool:
+        """Whether ``window`` (a raw output, see :func:`validate.parsers.detect.window`) is certainly this
+        suite's output by a signature of its format (a JSON document's keys); default: never."""
+        return False
+
+    def marker_points(self, window: str, filename: str) -> int:
+        """Points of ``window`` for this suite: the sum of the :attr:`markers` found, plus one when the
+        lower-cased ``filename`` contains one of :attr:`name_hints`."""
+        name = filename.lower()
+        return sum(w for rx, w in self.markers if rx.search(window)) + any(h in name for h in self.name_hints)
+
     # -- judging --------------------------------------------------------------------------------
+
+    def thresholds(self, ctx: JudgeContext) -> BaseModel | None:
+        """This suite's thresholds in ``ctx`` (the blueprint's ``validation.<name>.thresholds``), else the
+        defaults of :attr:`thresholds_type`; ``None`` for a suite without thresholds."""
+        return ctx.thresholds_for(self.name, self.thresholds_type) if self.thresholds_type is not None else None
 
     @abstractmethod
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
@@ -218,6 +267,14 @@ class Suite(ABC):
                 changes.update(gpus_per_node=None, gpu_model=None, nvlink_gbytes_s=None)
             ctx = dataclasses.replace(ctx, **changes, provenance=ctx.provenance + (("nodes", "local launcher: this machine"),))
         return self.adjust_context(ctx, test, local)
+
+    def judge_group_file(self, path: Path, loaded: LoadedBlueprint, group: str, *, label: str | None = None) -> list[JudgeResult]:
+        """Judge the raw output at ``path`` against node group ``group`` of ``loaded`` (what ``clusterforge
+        judge --blueprint`` does with a suite whose outputs need the blueprint, :attr:`judges_files` false).
+        Default: :meth:`judge_text` with that group's judge context. Raises :class:`UnreadableInput`
+        when ``path`` is missing or binary."""
+        text = read_raw(path)
+        return self.judge_text(text, context_from_blueprint(loaded.blueprint, group), source=str(path), label=label)
 
     def judge_test(self, raw: Path, test: PlannedTest, loaded: LoadedBlueprint, launcher: str) -> list[JudgeResult]:
         """Judge the raw output of ``test`` (run by ``launcher``) at ``raw``; labels start with the test id.

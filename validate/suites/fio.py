@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from blueprints.models import Blueprint, LustreStorage, NodeGroup
+from blueprints.models import Blueprint, FioThresholds, LustreStorage, NodeGroup
 from blueprints.settings import on_mount
 
 from ..expectations import FIO_BOUND_MARGIN, JudgeContext, StorageExpectation, apply_overrides
@@ -59,6 +59,11 @@ class FioParams(TestParams):
     iodepth: int
 
 
+def _thresholds(ctx: JudgeContext) -> FioThresholds:
+    """The fio thresholds of ``ctx`` (``validation.fio.thresholds``, else the model's defaults)."""
+    return ctx.thresholds_for(FioSuite.name, FioThresholds)
+
+
 class FioSuite(Suite):
     """The fio suite (see the module docstring)."""
 
@@ -66,8 +71,27 @@ class FioSuite(Suite):
     title = "Storage (fio)"
     payloads = ("fio_bench.py",)
     params_type = FioParams
+    thresholds_type = FioThresholds
+    markers = (
+        (re.compile(r"\(groupid=\d+, jobs=\d+\): err="), 5),
+        (re.compile(r"\(g=\d+\): rw=\w+"), 5),
+        (re.compile(r"Run status group \d+"), 5),
+        (re.compile(r"\b(?:read|write)\s*:\s*IOPS="), 4),
+        (re.compile(r"verify failed at file"), 5),
+        (re.compile(r"(?m)^fio-\d"), 4),
+        (re.compile(r"fio: pid=\d+, err=\d+"), 5),
+        (re.compile(r"verify: bad magic header"), 5),
+    )
+    """fio's normal text output: job, IO, status-group and verify lines."""
+    name_hints = ("fio",)
     container_setup = ("command -v fio >/dev/null || { (apt-get update -qq && apt-get install -y -qq fio) >/dev/null 2>&1 "
                        "|| dnf install -y -q fio >/dev/null 2>&1; }")
+
+    # -- recognising its outputs ------------------------------------------------------------------
+
+    def recognises(self, window: str) -> bool:
+        """fio JSON (``--output-format=json``/``json+``): a ``"fio version"`` key, or ``"jobs"`` with ``"jobname"``."""
+        return bool(re.search(r'"fio version"\s*:', window) or (re.search(r'"jobs"\s*:', window) and '"jobname"' in window))
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -379,7 +403,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         return r
     r.expected.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
                        "derivation": tgt.derivation, "source": tgt.source,
-                       "warn_ratio": ctx.fio.warn_ratio, "fail_ratio": ctx.fio.fail_ratio})
+                       "warn_ratio": _thresholds(ctx).warn_ratio, "fail_ratio": _thresholds(ctx).fail_ratio})
     if job.buffered and tgt.has_numbers:
         how = "buffered=1" if (job.option("buffered") or "0").strip() not in ("0", "false") else (
             "direct=0" if job.direct is False else "no direct=1 (fio's default is buffered I/O)")
@@ -425,10 +449,10 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         return r
     r.expected["ratio"] = round(ratio, 4)
     cause = _fio_cause(tgt, job)
-    if ratio < ctx.fio.fail_ratio:
-        r.degrade(Verdict.FAIL, f"{fig}, below the fail ratio {ctx.fio.fail_ratio:g}. {cause}")
-    elif ratio < ctx.fio.warn_ratio:
-        r.degrade(Verdict.WARN, f"{fig}, below the warn ratio {ctx.fio.warn_ratio:g}. {cause}")
+    if ratio < _thresholds(ctx).fail_ratio:
+        r.degrade(Verdict.FAIL, f"{fig}, below the fail ratio {_thresholds(ctx).fail_ratio:g}. {cause}")
+    elif ratio < _thresholds(ctx).warn_ratio:
+        r.degrade(Verdict.WARN, f"{fig}, below the warn ratio {_thresholds(ctx).warn_ratio:g}. {cause}")
     else:
         r.note(fig)
     return r

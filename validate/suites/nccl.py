@@ -85,6 +85,11 @@ class NcclParams(TestParams):
     check: bool
 
 
+def _thresholds(ctx: JudgeContext) -> NcclThresholds:
+    """The NCCL thresholds of ``ctx`` (``validation.nccl.thresholds``, else the model's defaults)."""
+    return ctx.thresholds_for(NcclSuite.name, NcclThresholds)
+
+
 class NcclSuite(RanksSuite):
     """The NCCL suite (see the module docstring)."""
 
@@ -92,7 +97,31 @@ class NcclSuite(RanksSuite):
     title = "NCCL collectives"
     payloads = ("collectives.py", "nccl_tests.py")
     params_type = NcclParams
+    thresholds_type = NcclThresholds
     max_result_plots = MAX_PLOTS
+    markers = (
+        (re.compile(r"nThread\s+\d+\s+nGpus\s+\d+"), 5),
+        (re.compile(r"Using devices"), 2),
+        (re.compile(r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device"), 4),
+        (re.compile(r"size\s+count\s+type"), 4),
+        (re.compile(r"Avg bus bandwidth\s*:"), 5),
+        (re.compile(r"Out of bounds values\s*:"), 5),
+        (re.compile(r"Collective test (?:starting|concluded)"), 5),
+        (re.compile(r"nccl-tests version"), 5),
+        (re.compile(r"Test (?:CUDA |NCCL )?failure \S+\.cu:\d+"), 5),
+        (re.compile(r"(?m)^(?:\S*\s)?\s*\d+\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64)"
+                    r"\s+(?:\w+\s+)?(?:-?\d+\s+)?[\d.eE+-]+\s+[\d.eE+-]+\s+[\d.eE+-]+\s+(?:\d\S*|N/A)"), 4),
+        (re.compile(r"\b(?:all_reduce|all_gather|alltoall|reduce_scatter|sendrecv|broadcast)_perf\b"), 2),
+    )
+    """nccl-tests header, rank, table and footer lines (the torch benchmark prints the same table)."""
+    name_hints = ("nccl", "_perf", "collective")
+
+    # -- recognising its outputs ------------------------------------------------------------------
+
+    def recognises(self, window: str) -> bool:
+        """nccl-tests ``-J`` JSON: a ``"results"`` key beside ``"nccl_version"``, ``"config"`` or ``"out_of_bounds"``."""
+        return bool(re.search(r'"results"\s*:', window)
+                    and re.search(r'"(?:nccl_version|config|out_of_bounds)"\s*:', window))
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -447,7 +476,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if run.is_cpu:
         r.note(f"CPU measurement ({run.backend or 'gloo'} over shared memory / TCP sockets): no GPU or fabric "
                f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
-        _curve(run, r, peak_bw, ctx.nccl, cpu=True)
+        _curve(run, r, peak_bw, _thresholds(ctx), cpu=True)
         return r
     # ---- transport and NICs (NCCL INFO lines) ------------------------------------------------
     fabric = ctx.fabric
@@ -456,11 +485,11 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if ranks is None:
         r.note("number of ranks unknown (no 'Using devices' lines and the table does not pin it down): pass --nodes "
                "and --gpus-per-node to judge the bandwidth")
-        _curve(run, r, peak_bw, ctx.nccl)
+        _curve(run, r, peak_bw, _thresholds(ctx))
         return r
     nodes_eff = nodes or 1
     exp = expected_busbw(ctx, collective=coll, ranks=ranks, nodes=nodes_eff, gpu_key=gpu_key,
-                         candidates=tuple(run.candidates))
+                         candidates=tuple(run.candidates), min_busbw_gbps=_thresholds(ctx).min_busbw_gbps)
     if multi:
         factor = (nodes_eff - 1) / (ranks - 1) if ranks > 1 else 0
         m["per_gpu_network_gbytes_s"] = round(peak_bw * factor, 4)
@@ -471,21 +500,21 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                              f"({exp.upper_derivation}; more than {BUSBW_BOUND_MARGIN - 1:.0%} over it): the log was not "
                              "produced by the hardware it is judged against. " + by_id("not-this-hardware").hint())
         return r
-    if nodes is None and ranks > 1 and ctx.nccl.min_busbw_gbps is None:
+    if nodes is None and ranks > 1 and _thresholds(ctx).min_busbw_gbps is None:
         r.degrade(Verdict.WARN, f"no bandwidth verdict: the log does not say how many nodes its {ranks} ranks ran on (no "
                           f"'Using devices' lines), so NVLink and the network cannot be told apart (peak busbw "
                           f"{peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded). Fix: pass --nodes and --gpus-per-node "
                           f"(or --blueprint) ({doc_ref('network-unknown')})")
-        _curve(run, r, peak_bw, ctx.nccl)
+        _curve(run, r, peak_bw, _thresholds(ctx))
         return r
-    if multi and ctx.nic_gbps is None and ctx.nccl.min_busbw_gbps is None:
+    if multi and ctx.nic_gbps is None and _thresholds(ctx).min_busbw_gbps is None:
         r.degrade(Verdict.WARN, f"no bandwidth verdict: a run across {nodes_eff} nodes is limited by the network, and no NIC "
                           f"rate is declared (peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded; the "
                           "NVLink figure alone would pass a broken network). " + by_id("network-unknown").hint())
         if exp is not None and exp.upper_gbps:
             r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
         _check_ranks(run, ctx, r, ranks)
-        _curve(run, r, peak_bw, ctx.nccl)
+        _curve(run, r, peak_bw, _thresholds(ctx))
         return r
     if exp is None:
         missing = []
@@ -495,10 +524,10 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             missing.append("the NIC rate (--nic-gbps, --nics-per-node)")
         r.note("no expectation: " + (" and ".join(missing) or "not enough hardware facts") + " unknown; "
                f"peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
-        _curve(run, r, peak_bw, ctx.nccl)
+        _curve(run, r, peak_bw, _thresholds(ctx))
         return r
     ratio = peak_bw / exp.busbw_gbps
-    th = ctx.nccl
+    th = _thresholds(ctx)
     r.expected.update({
         "busbw_gbps": round(exp.busbw_gbps, 3), "basis": exp.basis, "algorithm": exp.algorithm,
         "derivation": exp.derivation, "source": exp.source,
@@ -532,7 +561,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                    + ("NVLS (NVSwitch SHARP) or tree algorithms move" if nvls else "tree algorithms move")
                    + " less data than busbw's point-to-point ring formula assumes (nccl-tests issue #153)")
     _check_ranks(run, ctx, r, ranks)
-    _curve(run, r, peak_bw, ctx.nccl)
+    _curve(run, r, peak_bw, _thresholds(ctx))
     return r
 
 

@@ -69,6 +69,7 @@ class NodeSuite(Suite):
     runs_first = True
     judges_files = False
     wants_runtime_classes = True
+    document_kinds = ("node-health",)
 
     def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
         """One test on every node of the group (on a local run: this machine)."""
@@ -92,6 +93,10 @@ class NodeSuite(Suite):
         r.degrade(Verdict.INVALID, "node health documents are judged against a blueprint's node group: pass "
                                    "--blueprint (and --group)")
         return [r]
+
+    def judge_group_file(self, path: Path, loaded: LoadedBlueprint, group: str, *, label: str | None = None) -> list[JudgeResult]:
+        """Every check on every node of ``group`` whose document ``path`` holds (plus the cross-node result)."""
+        return judge_node_file(path, loaded.blueprint, group, label=label or "node")
 
     def judge_test(self, raw: Path, test: PlannedTest, loaded: LoadedBlueprint, launcher: str) -> list[JudgeResult]:
         """Every check on every node of ``test``'s group (one result per node, plus the cross-node result)."""
