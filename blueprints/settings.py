@@ -195,6 +195,12 @@ class SandboxSettings(_Frozen):
     """Base URL of Kata's GitHub releases (``<url>/<version>/<kata_tarball>``; catalog ``bare_metal.kata``)."""
     gvisor_release_url: str
     """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
+    runtime_handler: str | None = None
+    """The containerd runtime handler Kata / gVisor pods of this group run under (what the group's
+    RuntimeClass ``handler`` names and the node checks look for in containerd's configuration): on
+    AWS the handler the cloud user data registers (:func:`runtime_handler`: ``runsc`` for gVisor,
+    the RuntimeClass name for Kata); on premises the ``container_runtime`` / ``sandbox`` roles
+    register it under the RuntimeClass name; ``None`` for ``container`` and ``vm``."""
 
 
 class NodeSettings(_Frozen):
@@ -346,6 +352,14 @@ class NodeSettings(_Frozen):
     (``lustre_client_apt_repo_url``: Whamcloud's client builds or a local build)."""
     lustre_client_dnf_packages: list[str] = []
     """Lustre client packages installed with dnf (Amazon Linux 2023 on AWS: ``lustre-client``)."""
+    instance_type: str | None = None
+    """The EC2 instance type the group's nodes run as (``node_groups[].instance_type`` on AWS: the
+    catalog entry gives NICs, instance store and network rate); ``None`` on premises, where the
+    group's ``hardware`` describes the nodes."""
+    efa_interfaces: int = 0
+    """EFA interfaces attached to each node (``network.efa.interfaces``; ``max``: the instance type's
+    ``max_efa_interfaces`` in the catalog); 0 for nodes without EFA. A Kubernetes pod that uses
+    them requests this many ``vpc.amazonaws.com/efa`` devices."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -611,10 +625,35 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
             kata_release_url=bare_metal()["kata"]["release_url"],
             gvisor_release_url=bare_metal()["gvisor"]["release_url"],
+            runtime_handler=_sandbox_handler(bp, g),
         ),
         container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
         **_lustre_client(bp),
+        instance_type=g.instance_type if bp.target.provider == "aws" else None,
+        efa_interfaces=_efa_interfaces(bp, g),
     )
+
+
+def _sandbox_handler(bp: Blueprint, g: NodeGroup) -> str | None:
+    """:attr:`SandboxSettings.runtime_handler` of group ``g``."""
+    sb = g.sandbox
+    if sb.runtime not in ("kata", "gvisor"):
+        return None
+    handler: str | None = sb.runtime_class_name  # the roles register the handler under the RuntimeClass name
+    if bp.target.provider == "aws":  # what the cloud user data registers (runtime_handler)
+        handler = "runsc" if sb.runtime == "gvisor" else (sb.runtime_class_name or "kata")
+    return handler or sb.runtime
+
+
+def _efa_interfaces(bp: Blueprint, g: NodeGroup) -> int:
+    """:attr:`NodeSettings.efa_interfaces` of group ``g``: 0 unless its nodes get EFA
+    (:func:`blueprints.aws.efa_group`), else ``network.efa.interfaces`` (``max``: the catalog's maximum)."""
+    net = bp.network
+    if not isinstance(net, EfaNetwork) or not efa_group(bp, g):
+        return 0
+    it = instance_spec(g)
+    maximum = int(it.max_efa_interfaces or 0) if it is not None else 0
+    return maximum if net.efa.interfaces == "max" else int(net.efa.interfaces)
 
 
 def _lustre_client(bp: Blueprint) -> dict[str, Any]:

@@ -302,7 +302,7 @@ def _nvme_expectations(bp: Blueprint, r: ResolvedGroup) -> list[StorageExpectati
     if ns.scratch is None:
         return []
     sc = ns.scratch
-    if bp.is_aws and g.instance_type:
+    if sc.discovery == "instance-store" and ns.instance_type:  # the scratch array is the EC2 instance store
         it = r.hardware.instance
         store, src = (it.instance_store, it.source) if it else (None, "")
         if store is None:
@@ -464,7 +464,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
     nic_gbps: float | None = None
     nics: int | None = None
     net = bp.network
-    if bp.is_aws and g.instance_type:
+    if ns.instance_type:  # an EC2 instance type: the catalog knows its NICs
         it = r.hardware.instance
         if it is not None:
             nic_gbps, nics = it.per_nic_gbps, it.network_cards
@@ -488,7 +488,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         except UnknownHardwareError:
             spec = None
     client_gbps = None
-    if bp.is_aws and g.instance_type:
+    if ns.instance_type:
         it_c = r.hardware.instance
         client_gbps = it_c.network_gbps if it_c else None
     storage = _nvme_expectations(bp, r) + _shared_expectations(bp, client_gbps)
@@ -499,7 +499,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         gpus_per_node=ns.gpu_count or None,
         gpu_model=spec.key if spec else ns.gpu_model,
         fabric=net.fabric,
-        instance_type=g.instance_type if bp.is_aws else None,
+        instance_type=ns.instance_type,
         nic_gbps=nic_gbps,
         nics_per_node=nics,
         nvlink_gbytes_s=spec.nvlink_unidir_gbytes_s if spec and spec.has_nvlink else None,

@@ -34,7 +34,7 @@ from blueprints.catalog import catalog
 from blueprints.hardware import GroupHardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
 from blueprints.resolved import resolve
-from blueprints.settings import NodeSettings, runtime_handler
+from blueprints.settings import NodeSettings
 
 from .parsers.node import (
     NodeFacts,
@@ -474,8 +474,7 @@ def check_ports(f: NodeFacts, e: NodeExpectation) -> Check:
     net = e.bp.network
     devs = f.listing("/sys/class/infiniband")
     if isinstance(net, EfaNetwork):
-        it = e.hw.instance
-        want = net.efa.interfaces if isinstance(net.efa.interfaces, int) else (it.max_efa_interfaces if it else None)
+        want = e.ns.efa_interfaces or None  # the EFA interfaces the node settings give each node
         exp = f"{want} EFA device(s), ports ACTIVE" if want else "EFA devices"
         efa = [d for d in devs or [] if (f.link(f"/sys/class/infiniband/{d}/device/driver") or "").endswith("/efa")
                or d.startswith("rdmap")]
@@ -937,9 +936,8 @@ def expected_handlers(e: NodeExpectation) -> list[str]:
     if e.ns.container_default_runtime == "nvidia" and sb.runtime == "container":
         out.append("nvidia")
     if sb.runtime in ("kata", "gvisor"):
-        # cloud nodes register the handler of the user data; on-prem the container_runtime role names it
-        # after the RuntimeClass
-        out.append((runtime_handler(sb) if e.bp.is_aws else sb.runtime_class) or sb.runtime)
+        # the node settings name the handler the cloud user data or the roles register
+        out.append(sb.runtime_handler or sb.runtime)
     return out
 
 
@@ -1051,7 +1049,7 @@ def expected_runtime_class(e: NodeExpectation) -> tuple[str, str] | None:
     sb = e.ns.sandbox
     if sb.runtime not in ("kata", "gvisor") or not sb.runtime_class:
         return None
-    return sb.runtime_class, (runtime_handler(sb) if e.bp.is_aws else sb.runtime_class) or sb.runtime
+    return sb.runtime_class, sb.runtime_handler or sb.runtime
 
 
 def check_runtime_class(cluster: list[dict[str, Any]], e: NodeExpectation) -> Check:

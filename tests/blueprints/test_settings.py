@@ -179,3 +179,58 @@ def test_container_toolkit_packages_are_the_four_at_one_version(version):
                                          ("4.0.0", "zst")])
 def test_kata_tarball_name_follows_the_version(version, ext):
     assert kata_tarball(version) == f"kata-static-{version}-amd64.tar.{ext}"
+
+
+# ---- what renderers and validators read instead of asking for the provider ------------------
+
+
+def _with(bp, **update):
+    return bp.model_copy(update=update)
+
+
+@pytest.mark.parametrize("interfaces", [0, 1, 2, 7, 16, 31, 32, "max"])
+def test_efa_interfaces_are_what_each_node_gets(interfaces):
+    """`efa_interfaces` is `network.efa.interfaces` (`max`: the instance type's catalog maximum) on EFA
+    groups, 0 on groups without EFA; `instance_type` is the EC2 type on AWS and `None` on premises."""
+    from blueprints.catalog import catalog
+
+    bp = load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint
+    net = bp.network
+    bp = _with(bp, network=net.model_copy(update={"efa": net.efa.model_copy(update={"interfaces": interfaces})}))
+    for g in bp.node_groups:
+        s = node_settings(bp, g)
+        assert s.instance_type == g.instance_type
+        it = catalog().instance_type(g.instance_type)
+        if not it.efa_supported or interfaces == 0:
+            assert s.efa_interfaces == 0
+        else:
+            assert s.efa_interfaces == (it.max_efa_interfaces if interfaces == "max" else interfaces)
+    for path in EXAMPLES.glob("onprem-*.yaml"):
+        for s in cluster_settings(load_blueprint(path).blueprint).values():
+            assert s.instance_type is None and s.efa_interfaces == 0
+
+
+@pytest.mark.parametrize("example,group", [("aws-p5-efa-lustre.yaml", "gpu"), ("onprem-l40s-roce.yaml", "l40s")])
+@pytest.mark.parametrize("runtime", ["container", "kata", "gvisor", "vm"])
+@pytest.mark.parametrize("runtime_class", [None, "kata-qemu-nvidia-gpu", "secure"])
+def test_sandbox_runtime_handler_is_what_the_node_registers(example, group, runtime, runtime_class):
+    """The containerd handler of Kata / gVisor pods: on AWS the one the cloud user data registers
+    (`runtime_handler`, which the stack's RuntimeClass names), on premises the RuntimeClass name the
+    roles register it under; none for plain containers and VMs."""
+    from blueprints.settings import runtime_handler
+
+    bp = load_blueprint(EXAMPLES / example).blueprint
+    groups = []
+    for g in bp.node_groups:
+        if g.name == group:
+            g = g.model_copy(update={"sandbox": g.sandbox.model_copy(update={"runtime": runtime,
+                                                                              "runtime_class": runtime_class})})
+        groups.append(g)
+    bp = _with(bp, node_groups=groups)
+    sb = node_settings(bp, group).sandbox
+    if runtime in ("container", "vm"):
+        assert sb.runtime_handler is None
+    elif bp.target.provider == "aws":
+        assert sb.runtime_handler == runtime_handler(sb)
+    else:
+        assert sb.runtime_handler == bp.group(group).sandbox.runtime_class_name

@@ -18,10 +18,11 @@ from blueprints import load_blueprint
 from clusterforge.errors import ToolMissingError, UsageError
 from validate.launchers import make_launcher, render_artifacts
 from validate.launchers.common import PlannedTest
-from validate.launchers.kubernetes import mpijob_pod_templates
+from validate.launchers.kubernetes import manifest, mpijob_pod_templates
 from validate.launchers.slurm import SlurmLauncher
 from validate.launchers.ssh import SshHost, SshLauncher, hosts_from_inventory, remote_argv
 from validate.payloads import PAYLOAD_DIR
+from validate.runner import plan_tests
 from validate.suites import payload_files
 from validate.suites.amp import AmpParams
 from validate.suites.fio import FioParams
@@ -268,3 +269,20 @@ def test_ssh_multi_node_collectives_use_torchrun_on_every_node(tmp_path: Path) -
     assert cmds == [(hosts[0], ("python3 /tmp/cf/fio_bench.py --target /scratch --kind nvme --size 4G --runtime 30 "
                                "--numjobs 4 --iodepth 32"))]
     assert notes == ["fio ran on l40s-01, the first of 2 nodes"]
+
+
+@pytest.mark.parametrize("interfaces", [0, 1, 2, 3, "max"])
+def test_kubernetes_collective_pods_request_the_efa_interfaces_the_nodes_have(tmp_path: Path, interfaces) -> None:
+    """A collective pod asks for as many `vpc.amazonaws.com/efa` devices as each node gets EFA interfaces
+    (`network.efa.interfaces`, `max` = p4d's 4): asking for more than the nodes have leaves the pod
+    unschedulable; without EFA it asks for none."""
+    text = (EXAMPLES / "aws-eks-p4d.yaml").read_text()
+    path = tmp_path / "bp.yaml"
+    path.write_text(text.replace("  fabric: efa\n", f"  fabric: efa\n  efa: {{interfaces: {interfaces}}}\n", 1))
+    loaded = load_blueprint(path)
+    assert loaded.cluster.settings("gpu").efa_interfaces == (4 if interfaces == "max" else interfaces)
+    tests, _ = plan_tests(loaded, launcher="kubernetes")
+    mpi = manifest(loaded, next(t for t in tests if t.kind == "nccl"))
+    limits = mpi["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    want = 4 if interfaces == "max" else interfaces
+    assert limits.get("vpc.amazonaws.com/efa") == (str(want) if want else None)

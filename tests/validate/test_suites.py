@@ -1,10 +1,8 @@
 """Suites as units: one registry that the runner, judge, reports, launchers and CLI use; typed test
 plans and results; a new suite is one module plus its registration.
 
-The ``echo`` suite below is written here, in the test, the way a newcomer writes a suite module: a
-:class:`TestParams` dataclass, a :class:`Suite` subclass and a standalone payload file. Registering
-it is the only other step; it is then planned, run by the local launcher, judged, recorded and
-reported, and the Slurm and Kubernetes launchers render it, without any other module changing.
+A new suite written as its own module and registered is shown end to end in
+``test_adding_a_suite.py``.
 """
 
 from __future__ import annotations
@@ -13,12 +11,7 @@ import ast
 import dataclasses
 import json
 import random
-import sys
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -31,29 +24,19 @@ from validate.expectations import (
     JudgeContext,
     context_from_blueprint,
 )
-from validate.judge import judge_file, worst
-from validate.launchers import make_launcher
-from validate.launchers.kubernetes import manifest
-from validate.launchers.slurm import sbatch_script
+from validate.judge import worst
 from validate.payloads import PAYLOAD_DIR
-from validate.plan import PlannedTest, TestParams
-from validate.report import load_results
+from validate.plan import TestParams
 from validate.results import VERDICTS, JudgeResult, Verdict, exit_code_for
-from validate.runner import plan_tests, read_results_lines, run_validation, run_with
+from validate.runner import plan_tests, run_with
 from validate.suites import (
     REGISTRY,
-    GroupPlan,
-    HtmlSection,
     Placement,
     Suite,
     get_suite,
     payload_files,
-    register,
     suite_names,
-    summary,
-    unregister,
 )
-from validate.suites.base import nothing, png
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "blueprints" / "examples"
@@ -211,160 +194,6 @@ def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
     assert keys[keys.index("fio_target") + 1:keys.index("blueprint")] == ["nccl", "fio", "amp"]
 
 
-# ---------------------------------------------------------------------------------------------
-# a new suite: one module (written here) plus its registration
-# ---------------------------------------------------------------------------------------------
-
-ECHO_PAYLOAD = '''\
-"""A standalone payload: writes {"kind": "echo", "value": V, "host": ...} to --output (standard library only)."""
-import argparse, json, socket
-
-p = argparse.ArgumentParser()
-p.add_argument("--value", type=float, required=True)
-p.add_argument("--output", required=True)
-a = p.parse_args()
-with open(a.output, "w") as f:
-    json.dump({"kind": "echo", "value": a.value, "host": socket.gethostname()}, f)
-'''
-
-
-@dataclass(frozen=True)
-class EchoParams(TestParams):
-    """``value``: what the payload reports (units of the echo); ``floor``: the least value that passes."""
-
-    value: float
-    floor: float
-
-
-class EchoSuite(Suite):
-    """A suite of one ``one-node`` payload whose figure is judged against a floor."""
-
-    name = "echo"
-    title = "Echo"
-    payloads = ("echo_bench.py",)
-    params_type = EchoParams
-    value: ClassVar[float] = 5.0
-
-    def __init__(self, payload_dir: Path):
-        self.payload_dir = payload_dir  # type: ignore[misc]
-
-    def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
-        return [PlannedTest(id=gp.test_id(self.name), kind=self.name, group=gp.group.name, nodes=1, ranks_per_node=1,
-                            device="cpu", params=EchoParams(value=self.value, floor=3.0),
-                            description=f"echo {self.value:g} on one node of {gp.group.name}")], ["echo planned"]
-
-    def payload_args(self, test: PlannedTest) -> list[str]:
-        assert isinstance(test.params, EchoParams)
-        return ["--value", f"{test.params.value:g}"]
-
-    def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
-        r = JudgeResult(source=source, kind=self.name, label=label)
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            return [nothing(r, text, "no echo document")]
-        floor = 3.0
-        r.metrics["value"] = doc["value"]
-        r.expected.update({"floor": floor, "ratio": round(doc["value"] / floor, 4)})
-        if doc["value"] < floor:
-            r.degrade(Verdict.FAIL, f"echo {doc['value']:g} is below the floor {floor:g}")
-        return [r]
-
-    def summary(self, r: JudgeResult) -> str | None:
-        return f"echo value {r.metrics['value']:g}" if "value" in r.metrics else None
-
-    def expected_text(self, r: JudgeResult) -> str | None:
-        return f"echo ≥ {r.expected['floor']:g}" if "floor" in r.expected else None
-
-    def markdown_section(self, results: list[JudgeResult]) -> list[str]:
-        mine = [r for r in results if r.kind == self.name]
-        return ["", "## Echo", "", f"{len(mine)} echo result(s)"] if mine else []
-
-    def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
-        mine = [r for r in results if r.kind == self.name]
-        if not mine:
-            return None
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(3, 2))
-        ax.bar([r.title for r in mine], [r.metrics.get("value", 0) for r in mine])
-        return HtmlSection(heading="Echo <values>", png=png(fig), alt="echo values")
-
-
-@pytest.fixture
-def echo(tmp_path: Path) -> Iterator[EchoSuite]:
-    payload_dir = tmp_path / "echo-payload"
-    payload_dir.mkdir()
-    (payload_dir / "echo_bench.py").write_text(ECHO_PAYLOAD)
-    suite = register(EchoSuite(payload_dir))
-    try:
-        yield suite
-    finally:
-        unregister("echo")
-    assert "echo" not in REGISTRY
-
-
-@pytest.mark.parametrize("value,verdict,code", [(5.0, "pass", 0), (1.5, "fail", 1)])
-def test_a_new_suite_is_planned_run_judged_and_reported(tmp_path: Path, echo: EchoSuite, value: float,
-                                                          verdict: str, code: int) -> None:
-    echo.value = value  # type: ignore[misc]
-    loaded = load_blueprint(EXAMPLES / "local-workstation.yaml")
-    assert suite_names()[-1] == "echo"
-    tests, notes = plan_tests(loaded, launcher="local", suites=["echo", "node"], local_gpus=0)
-    assert [t.id for t in tests] == ["node", "echo"] and "echo planned" in notes  # node still runs first
-    tests = tests[1:]
-    out = tmp_path / "run"
-    launcher = make_launcher("local", loaded, out, timeout_s=120, python=sys.executable)
-    run = run_validation(loaded, out, launcher, tests, notes=notes)
-    # the local launcher staged and ran the suite's own payload with its arguments
-    assert (out / "payloads" / "echo_bench.py").read_text() == ECHO_PAYLOAD
-    assert f"echo_bench.py --value {value:g} --output" in (out / "launch" / "echo.sh").read_text()
-    assert run.exit_code == code and run.verdicts == {"echo": verdict}
-    (line,) = read_results_lines(out / "results.jsonl")
-    assert (line["kind"], line["verdict"], line["metrics"]["value"]) == ("echo", verdict, value)
-    assert line["run_with"]["params"] == {"value": value, "floor": 3.0}
-    (r,) = load_results(out)
-    assert r.verdict == verdict and summary(r) == f"echo value {value:g}"
-    # reports: Markdown row and section, JUnit suite, HTML section (escaped heading, embedded plot)
-    md = (out / "report.md").read_text()
-    assert f"| echo | echo | echo value {value:g} | echo ≥ 3 |" in md and "## Echo\n\n1 echo result(s)" in md
-    junit = ET.parse(out / "junit.xml").getroot()
-    (ts,) = junit.findall("testsuite")
-    assert ts.get("name") == "clusterforge.validate.echo" and ts.get("failures") == ("1" if verdict == "fail" else "0")
-    html = (out / "report.html").read_text()
-    assert "<h2>Echo &lt;values&gt;</h2>" in html and 'alt="echo values" src="data:image/png;base64,' in html
-    # the judge entry point finds it by name too
-    (again,) = judge_file(Path(line["source"]), JudgeContext(), kind="echo", label="echo")
-    assert again.verdict == verdict
-
-
-def test_a_new_suite_renders_for_slurm_and_kubernetes(echo: EchoSuite) -> None:
-    loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
-    tests, _ = plan_tests(loaded, launcher="slurm", suites=["echo"])
-    (t,) = tests
-    script = sbatch_script(loaded, t)
-    assert "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --partition" in script  # no GPU asked: device cpu
-    assert 'srun --nodes=1 --ntasks=1 "$PY" "$CF_DIR/payloads/echo_bench.py" --value 5 --output "$CF_DIR/raw/echo.json"' \
-        in script
-    job = manifest(loaded, t)
-    (c,) = job["spec"]["template"]["spec"]["containers"]
-    assert job["kind"] == "Job" and c["name"] == "echo"
-    assert "python3 /opt/clusterforge/payloads/echo_bench.py --value 5 --output /tmp/echo.json" in c["command"][-1]
-    assert "resources" not in c  # no GPU for a cpu test
-
-
-def test_an_unknown_or_clashing_suite_name_is_refused(echo: EchoSuite) -> None:
-    with pytest.raises(ValueError, match="already registered"):
-        register(echo)
-    bad = EchoSuite(Path("."))
-    bad.name = "Echo Suite"  # type: ignore[misc]
-    with pytest.raises(ValueError, match="lower-case word"):
-        register(bad)
-    loaded = load_blueprint(EXAMPLES / "local-workstation.yaml")
-    with pytest.raises(Exception, match="unknown suite"):
-        plan_tests(loaded, launcher="local", suites=["ping"], local_gpus=0)
-
-
 def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each suite's judge context on a local run: one node; the GPUs of this machine (the detected model
     for AMP, as many GPUs per node as ranks for NCCL); the tested directory for fio; none on a CPU run."""
@@ -389,3 +218,19 @@ def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.Monk
     tests, _ = plan_tests(loaded, launcher="local", local_gpus=0)
     cpu = judge_context(loaded, next(t for t in tests if t.kind == "nccl"), "local")
     assert (cpu.gpu_model, cpu.gpus_per_node, cpu.nvlink_gbytes_s) == (None, None, None)
+
+
+def test_validate_reads_the_resolved_settings_not_the_provider() -> None:
+    """No module of validate/ asks which provider a blueprint targets (``bp.is_aws``,
+    ``target.provider``): what differs between targets (instance type, EFA interfaces, runtime handler,
+    scratch discovery) is a field of the resolved node settings."""
+    found = []
+    for path in sorted((REPO / "validate").rglob("*.py")):
+        if "payloads" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and (
+                    node.attr == "is_aws"
+                    or (node.attr == "provider" and isinstance(node.value, ast.Attribute) and node.value.attr == "target")):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: .{node.attr}")
+    assert not found, "provider branches in validate/:\n" + "\n".join(found)

@@ -43,7 +43,6 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from blueprints import LoadedBlueprint
-from blueprints.catalog import catalog
 from blueprints.errors import ProvisionError, ToolMissingError
 from blueprints.models import KubernetesOrchestrator, LustreStorage, NfsStorage
 from blueprints.naming import LABEL_NODE_GROUP, Naming
@@ -132,15 +131,9 @@ class _Pods:
         return [{"name": k, "value": v} for k, v in sorted(self.settings.nccl_env.items()) if k != "LD_LIBRARY_PATH"]
 
     def efa_devices(self) -> int:
-        if self.settings.fabric != "efa" or not self.bp.is_aws:
-            return 0
-        g = self.bp.group(self.group)
-        if not g.instance_type:
-            return 0
-        try:
-            return catalog().instance_type(g.instance_type).max_efa_interfaces or 0
-        except KeyError:
-            return 0
+        """``vpc.amazonaws.com/efa`` devices a collective pod requests: the EFA interfaces each node of the
+        group has (the node settings' ``efa_interfaces``; 0 without EFA)."""
+        return self.settings.efa_interfaces
 
     def spec(self, containers: list[dict[str, Any]], volumes: list[dict[str, Any]]) -> dict[str, Any]:
         spec: dict[str, Any] = {

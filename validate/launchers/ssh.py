@@ -115,13 +115,15 @@ def hosts_from_inventory(path: Path, group: str | None = None) -> list[SshHost]:
 
 
 def hosts_from_blueprint(loaded: LoadedBlueprint, group: str) -> list[SshHost]:
-    """Hosts of node group ``group`` of an on-prem blueprint. Raises :class:`UsageError` for AWS blueprints."""
+    """Hosts of node group ``group`` as the blueprint lists them (``hosts``: on-prem servers). Raises
+    :class:`UsageError` for a group without hosts (cloud nodes: their addresses exist only after
+    ``clusterforge up``)."""
     bp = loaded.blueprint
-    if bp.target.provider != "onprem":
+    g = bp.group(group)
+    ssh = getattr(bp.target, "ssh", None)
+    if not g.hosts or ssh is None:
         raise UsageError(f"{loaded.file}: AWS nodes have no addresses before `clusterforge up`; pass the "
                          "inventory with --inventory (ansible/inventory.yml from `clusterforge render`)")
-    ssh = bp.target.ssh
-    g = bp.group(group)
     return [SshHost(name=h.name, address=h.address, user=ssh.user, port=ssh.port, key=ssh.private_key_file,
                     local=h.connection == "local") for h in g.hosts]
 
