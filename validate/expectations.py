@@ -47,7 +47,6 @@ from blueprints.models import (
     Blueprint,
     EfaNetwork,
     EthernetNetwork,
-    FioThresholds,
     InfinibandNetwork,
     LustreStorage,
     NfsStorage,
@@ -435,21 +434,6 @@ def _shared_expectations(bp: Blueprint, client_gbps: float | None = None) -> lis
     return out
 
 
-def _apply_fio_thresholds(storage: list[StorageExpectation], th: FioThresholds) -> list[StorageExpectation]:
-    if th.min_read_mb_s is None and th.min_write_mb_s is None:
-        return storage
-    out = []
-    for s in storage:
-        changes: dict[str, Any] = {}
-        if th.min_read_mb_s is not None:
-            changes["read_mb_s"] = th.min_read_mb_s
-        if th.min_write_mb_s is not None:
-            changes["write_mb_s"] = th.min_write_mb_s
-        out.append(dataclasses.replace(
-            s, **changes, derivation=s.derivation + "; blueprint validation.fio.thresholds override the MB/s"))
-    return out
-
-
 def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides: Any) -> JudgeContext:
     """The :class:`JudgeContext` of node group ``group`` of ``bp`` (default: the first compute
     group with GPUs), then ``overrides`` applied as explicit values (see :func:`apply_overrides`).
@@ -493,7 +477,6 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         client_gbps = it_c.network_gbps if it_c else None
     storage = _nvme_expectations(bp, r) + _shared_expectations(bp, client_gbps)
     v = bp.validation
-    fio_th = v.fio.thresholds
     ctx = JudgeContext(
         nodes=g.size or None,
         gpus_per_node=ns.gpu_count or None,
@@ -503,7 +486,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         nic_gbps=nic_gbps,
         nics_per_node=nics,
         nvlink_gbytes_s=spec.nvlink_unidir_gbytes_s if spec and spec.has_nvlink else None,
-        storage=tuple(_apply_fio_thresholds(storage, fio_th)),
+        storage=tuple(storage),
         thresholds=suite_thresholds(v),
         blueprint=bp.name,
         group=g.name,

@@ -43,11 +43,10 @@ from blueprints.catalog import catalog
 from blueprints.errors import InvalidRunError, UsageError
 
 from .launchers.common import Launcher, LaunchResult
-from .node_checks import blocking_failures, explains
 from .plan import Device, PlannedTest
 from .results import JudgeResult, Verdict, exit_code_for, worst
 from .suites import REGISTRY, GroupPlan, get_suite
-from .suites.base import MISMATCH
+from .suites.base import MISMATCH, Explanation
 
 __all__ = [
     "MISMATCH",
@@ -309,24 +308,32 @@ def judge_context(loaded: LoadedBlueprint, test: PlannedTest, launcher: str) -> 
     return get_suite(test.kind).context(loaded, test, launcher)
 
 
-def mark_explained(results: list[JudgeResult], group: str,
-                   blockers: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
-    """Mark ``results`` of node group ``group`` as explained by the failed blocking node checks of that group.
+def explanations(results: list[JudgeResult]) -> dict[tuple[str, str, str], list[Explanation]]:
+    """``{(suite, group, host): [Explanation]}``: what every registered suite finds in ``results`` that
+    explains other suites' results (:meth:`~validate.suites.Suite.explanations`: the node suite's failed
+    blocking checks). Later results for the same key replace earlier ones (``dict.update``)."""
+    out: dict[tuple[str, str, str], list[Explanation]] = {}
+    for suite in REGISTRY.values():
+        for e in suite.explanations(results):
+            out.setdefault((e.suite, e.group, e.host), []).append(e)
+    return out
 
-    ``blockers`` is :func:`validate.node_checks.blocking_failures` of the run's node results. A
-    result gets ``metrics["explained_by"]`` (``["host: check-id", ...]``) and a note naming the
-    failed check, its measurement and its fix, when the check explains the result's suite
-    (:data:`validate.node_checks.CHECKS`); the verdict is left as judged.
+
+def mark_explained(results: list[JudgeResult], group: str,
+                   found: dict[tuple[str, str, str], list[Explanation]]) -> None:
+    """Mark ``results`` of node group ``group`` as explained by ``found`` (:func:`explanations` of the run's
+    earlier results) of that group: a result gets ``metrics["explained_by"]`` (``["host: check-id", ...]``)
+    and a note naming the failure, its measurement and its fix, when the explanation names the result's
+    suite; the verdict is left as judged.
     """
+    ordered = [e for _, es in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])) for e in es]
     for r in results:
-        why = [(host, c) for (g, host), checks in sorted(blockers.items()) if g == group
-               for c in checks if explains(c, r.kind)]
+        why = [e for e in ordered if e.group == group and r.kind in e.explains]
         if not why:
             continue
-        r.metrics["explained_by"] = [f"{host}: {c['id']}" for host, c in why]
-        for host, c in why:
-            r.note(f"explained by the node suite: {host} failed blocking check {c['id']} (measured {c['measured']}; "
-                   f"expected {c['expected']}){'. Fix: ' + c['fix'] if c.get('fix') else ''}")
+        r.metrics["explained_by"] = [e.ref for e in why]
+        for e in why:
+            r.note(e.note())
 
 
 MISSING_TOOL = "clusterforge: missing tool:"
@@ -525,7 +532,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     # failed blocking node checks of this run (resumed ones too): they explain later results
     from .report import load_results as _load
 
-    blockers = blocking_failures(_load(out_dir)) if reuse and results_path.exists() else {}
+    blockers = explanations(_load(out_dir)) if reuse and results_path.exists() else {}
     try:
         for t in tests:
             if t.id in done:
@@ -554,7 +561,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 if launch.returncode == 124:
                     r.degrade(Verdict.FAIL, f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
                                       "or shrink the test (validation sizes, steps, runtime)")
-            blockers.update(blocking_failures(results))
+            blockers.update(explanations(results))
             lines = [{**r.to_json(), "test_id": t.id, "run_with": run_with(t)} for r in results]
             _append_result_lines(results_path, lines)
             recorded.add(t.id)

@@ -24,7 +24,7 @@ from validate.parsers.node import (
     read_documents,
 )
 from validate.payloads import PAYLOAD_DIR
-from validate.runner import mark_explained
+from validate.runner import explanations, mark_explained
 
 from .node_fixtures import RecordedNode, as_recorded
 
@@ -518,7 +518,9 @@ def test_node_table_and_explained_marking(fixtures_dir: Path, dgx_bp) -> None:
     assert t is not None and [name for name, _ in t.rows] == ["dgx-01", "dgx-02", "cross-node"]
     assert "gpu.nvlsm" in t.not_applicable and "fabric.ports" in t.columns
     assert {(name, c["id"]) for name, c in t.failing} == {("dgx-02", "fabric.ports"), ("dgx-02", "storage.raid")}
-    blockers = blocking_failures(res)
+    assert set(blocking_failures(res)) == {("dgx", "dgx-02")}
+    blockers = explanations(res)  # every registered suite's explanations: the node suite's failed blocking checks
+    assert set(blockers) == {("node", "dgx", "dgx-02")}
     nccl = JudgeResult(source="raw/nccl.txt", kind="nccl", verdict="fail")
     fio = JudgeResult(source="raw/fio.json", kind="fio", verdict="warn")
     amp = JudgeResult(source="raw/amp.json", kind="amp")
@@ -526,7 +528,8 @@ def test_node_table_and_explained_marking(fixtures_dir: Path, dgx_bp) -> None:
     assert nccl.metrics["explained_by"] == ["dgx-02: fabric.ports"] and nccl.verdict == "fail"
     assert fio.metrics["explained_by"] == ["dgx-02: storage.raid"]
     assert "explained_by" not in amp.metrics  # a fabric port does not explain a one-GPU training run
-    assert any("mlx5_5/1" in note for note in nccl.notes)
+    assert any("mlx5_5/1" in note and note.startswith("explained by the node suite: dgx-02 failed blocking check "
+                                                      "fabric.ports (measured ") for note in nccl.notes)
     mark_explained([other := JudgeResult(source="x", kind="nccl")], "another-group", blockers)
     assert "explained_by" not in other.metrics
 

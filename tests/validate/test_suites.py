@@ -77,6 +77,24 @@ def test_runner_judge_report_launchers_and_cli_name_no_suite() -> None:
                 consts = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
                 found += [f"{path.relative_to(REPO)}:{c.lineno}: {c.value!r}" for c in consts]
     assert not found, "suite names compared outside validate/suites:\n" + "\n".join(found)
+    # nor do they import what belongs to one suite: its module, its parser, its payload, the node checks
+    private = {f"validate.suites.{n}" for n in names} | {f"validate.parsers.{n}" for n in names} | {
+        "validate.node_checks", "validate.payloads.nccl_tests", "validate.payloads.collectives"}
+    imports = []
+    for path in files:
+        pkg = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(pkg.split(".")[:len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
+                mods = [base] + [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                continue
+            imports += [f"{path.relative_to(REPO)}:{node.lineno}: {m}" for m in mods if m in private]
+    assert not imports, "suite modules imported outside validate/suites:\n" + "\n".join(imports)
 
 
 def test_each_suite_plans_typed_params_that_record_as_before() -> None:

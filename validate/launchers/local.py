@@ -20,8 +20,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from validate.payloads import nccl_tests
-
 from ..suites import Placement, RanksSuite, get_suite
 from .common import (
     Launcher,
@@ -79,7 +77,7 @@ class LocalLauncher(Launcher):
         if isinstance(suite, RanksSuite):
             binary = None
             if test.device == "cuda":
-                binary = nccl_tests.find_binary(suite.binary_name(test), self.nccl_tests_dirs)
+                binary = suite.local_binary(test, self.nccl_tests_dirs)
             if binary is not None:
                 argv = py + [str(self.payloads / suite.binary_payload), *suite.binary_payload_args(test),
                              "--gpus", str(test.ranks_per_node), "--output", raw]

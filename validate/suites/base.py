@@ -48,6 +48,7 @@ from ..results import JudgeResult, Verdict
 __all__ = [
     "DETECT_MIN_POINTS",
     "MISMATCH",
+    "Explanation",
     "GroupPlan",
     "HtmlSection",
     "Placement",
@@ -125,6 +126,37 @@ class GroupPlan:
     def test_id(self, suite: str, part: str | None = None) -> str:
         """``suite[-group][-part]``: the group only when several groups are validated."""
         return "-".join([suite, *([self.group.name] if self.several else []), *([part] if part else [])])
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A failure one suite's result establishes on some nodes that explains other suites' results there
+    (the node suite's failed *blocking* checks: a missing GPU explains a slow collective).
+
+    ``suite``: the suite that found it; ``group``/``host``: where (``host`` ``cross-node``: every node
+    of the group); ``check``: the failed check's id; ``measured``/``expected``/``fix``: its text;
+    ``explains``: names of the suites whose results it explains. The runner notes it on those results
+    of the same group (:meth:`note`) and records ``metrics["explained_by"]`` (:attr:`ref`); it never
+    changes their verdict."""
+
+    suite: str
+    group: str
+    host: str
+    check: str
+    measured: str
+    expected: str
+    fix: str | None
+    explains: tuple[str, ...]
+
+    @property
+    def ref(self) -> str:
+        """``host: check-id``."""
+        return f"{self.host}: {self.check}"
+
+    def note(self) -> str:
+        """The note a result it explains gets."""
+        return (f"explained by the {self.suite} suite: {self.host} failed blocking check {self.check} (measured "
+                f"{self.measured}; expected {self.expected}){'. Fix: ' + self.fix if self.fix else ''}")
 
 
 @dataclass(frozen=True)
@@ -282,6 +314,11 @@ class Suite(ABC):
         text = read_raw(raw)
         return self.judge_text(text, self.context(loaded, test, launcher), source=str(raw), label=test.id)
 
+    def explanations(self, results: list[JudgeResult]) -> list[Explanation]:
+        """What this suite's results among ``results`` establish that explains other suites' results (a
+        suite with :attr:`runs_first` reports its blocking failures here); default: nothing."""
+        return []
+
     # -- reporting ------------------------------------------------------------------------------
 
     def summary(self, r: JudgeResult) -> str | None:
@@ -331,6 +368,11 @@ class RanksSuite(Suite):
     @abstractmethod
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Arguments of :attr:`binary_payload` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
+
+    @abstractmethod
+    def local_binary(self, test: PlannedTest, dirs: list[str]) -> str | None:
+        """Path of the benchmark binary for ``test`` on this machine (searched in ``dirs``, then as the
+        suite's payload searches), or ``None``: the local launcher then runs :attr:`payload`."""
 
     @abstractmethod
     def binary_flags(self, test: PlannedTest, gpus_per_process: int = 1) -> list[str]:

@@ -19,6 +19,7 @@ Metrics: ``read_bw_bytes_per_s``/``write_bw_bytes_per_s`` (bytes/s; reports show
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -332,6 +333,16 @@ def judge_fio_report(report: FioReport, ctx: JudgeContext, *, source: str, label
     return results
 
 
+def _with_thresholds(s: StorageExpectation, th: FioThresholds) -> StorageExpectation:
+    """``s`` with the blueprint's ``validation.fio.thresholds.min_read_mb_s`` / ``min_write_mb_s`` (MB/s)
+    as its expected sequential rates, when set (the derivation says so)."""
+    if th.min_read_mb_s is None and th.min_write_mb_s is None:
+        return s
+    return dataclasses.replace(s, read_mb_s=th.min_read_mb_s if th.min_read_mb_s is not None else s.read_mb_s,
+                               write_mb_s=th.min_write_mb_s if th.min_write_mb_s is not None else s.write_mb_s,
+                               derivation=s.derivation + "; blueprint validation.fio.thresholds override the MB/s")
+
+
 def _target(job: FioJob, ctx: JudgeContext, r: JudgeResult) -> StorageExpectation | None:
     if not ctx.storage:
         return None
@@ -397,6 +408,8 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         r.degrade(Verdict.INVALID, f"fio job {job.name!r} did no I/O (0 bytes read and written)")
         return r
     tgt = _target(job, ctx, r)
+    if tgt is not None:
+        tgt = _with_thresholds(tgt, _thresholds(ctx))
     if tgt is None:
         if not ctx.storage:
             r.note("no storage expectation (no blueprint or instance type with local NVMe / FSx): figures recorded only")

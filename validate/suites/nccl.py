@@ -168,6 +168,13 @@ class NcclSuite(RanksSuite):
         """The collective (``nccl_tests.py --probe --collective X`` finds ``X_perf``)."""
         return test.params_as(NcclParams).collective
 
+    def local_binary(self, test: PlannedTest, dirs: list[str]) -> str | None:
+        """The ``<collective>_perf`` nccl-tests binary on this machine (``dirs``, then ``PATH`` and the
+        usual build folders, as ``nccl_tests.py`` searches), or ``None``."""
+        from ..payloads import nccl_tests
+
+        return nccl_tests.find_binary(self.binary_name(test), dirs)
+
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
         p = test.params_as(NcclParams)

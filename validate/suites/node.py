@@ -21,10 +21,10 @@ from pathlib import Path
 from blueprints import LoadedBlueprint
 
 from ..expectations import JudgeContext
-from ..node_checks import judge_node_file, node_table
+from ..node_checks import CHECKS, CROSS_EXPLAINS, blocking_failures, judge_node_file, node_table
 from ..plan import PlannedTest, TestParams
 from ..results import VERDICT_ICONS, JudgeResult, Verdict
-from .base import GroupPlan, HtmlSection, Placement, Suite
+from .base import Explanation, GroupPlan, HtmlSection, Placement, Suite
 
 __all__ = ["NodeParams", "NodeSuite"]
 
@@ -101,6 +101,20 @@ class NodeSuite(Suite):
     def judge_test(self, raw: Path, test: PlannedTest, loaded: LoadedBlueprint, launcher: str) -> list[JudgeResult]:
         """Every check on every node of ``test``'s group (one result per node, plus the cross-node result)."""
         return judge_node_file(raw, loaded.blueprint, test.group, label=test.id, expected_nodes=test.nodes)
+
+    def explanations(self, results: list[JudgeResult]) -> list[Explanation]:
+        """The failed blocking checks of the node results, each with the suites it explains
+        (:data:`~validate.node_checks.CHECKS`' ``explains``; the cross-node checks' in ``CROSS_EXPLAINS``)."""
+        out = []
+        for (group, host), checks in blocking_failures(results).items():
+            for c in checks:
+                cid = str(c.get("id"))
+                spec = CHECKS.get(cid)
+                out.append(Explanation(
+                    suite=self.name, group=group, host=host, check=cid, measured=str(c.get("measured")),
+                    expected=str(c.get("expected")), fix=c.get("fix") or None,
+                    explains=tuple(spec.explains) if spec is not None else tuple(CROSS_EXPLAINS.get(cid, ()))))
+        return out
 
     def summary(self, r: JudgeResult) -> str | None:
         """``20 pass, 3 n/a, 1 fail``: the checks of one node by verdict."""
