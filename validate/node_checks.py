@@ -57,7 +57,6 @@ __all__ = [
     "CheckVerdict",
     "NodeExpectation",
     "blocking_failures",
-    "is_node_output",
     "judge_node_documents",
     "judge_node_file",
     "node_expectation",
@@ -1166,16 +1165,6 @@ def judge_node_file(path: Path, bp: Blueprint, group: str, *, label: str = "node
         return [r]
     return judge_node_documents(read_documents(text), bp, group, source=str(path), label=label,
                                 expected_nodes=expected_nodes, cluster=read_documents(text, "node-health-cluster"))
-
-
-def is_node_output(path: Path) -> bool:
-    """Whether ``path`` holds node-health documents (False for anything unreadable: the caller's judge says why)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
-        return False
-    return re.search(r'"kind"\s*:\s*"node-health"', head) is not None
 
 
 def blocking_failures(results: Iterable[JudgeResult]) -> dict[tuple[str, str], list[dict[str, Any]]]:
