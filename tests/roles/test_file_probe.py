@@ -1,7 +1,7 @@
 """The roles' shared file probe (``roles/clusterforge_common/library/clusterforge_file_probe.py``) reads exactly what
 ``sha1sum`` and ``stat -c '%a %U %G'`` print, for every kind of path a role may find where it writes: a file, a
-directory, a missing path, a symbolic link (reported as missing, so the role writes a real file), an owner with
-no name. The roles compare these strings with what they would write (tests/roles/test_apt_fast_path.py restores
+directory, a missing path, a symbolic link (``link``, not followed, so a role writes a real file in its place),
+a FIFO, an owner with no name. The roles compare these strings with what they would write (tests/roles/test_apt_fast_path.py restores
 tampered files through it on a converged root filesystem)."""
 
 from __future__ import annotations
@@ -51,14 +51,18 @@ def test_probe_reads_what_sha1sum_and_stat_print(tmp_path):
     assert probe(str(f)).split(" ")[1] == "640" and probe(str(d)).split(" ")[:2] == ["dir", "1750"]
 
 
-def test_links_missing_paths_and_special_files_read_as_missing(tmp_path):
+def test_links_and_special_files_are_never_taken_for_what_a_role_writes(tmp_path):
     probe = _probe()
     target = tmp_path / "real"
     target.write_text("x\n")
     (tmp_path / "link").symlink_to(target)
     (tmp_path / "dirlink").symlink_to(tmp_path)
+    (tmp_path / "broken").symlink_to(tmp_path / "nowhere")
     os.mkfifo(tmp_path / "fifo")
-    for name in ("link", "dirlink", "fifo", "missing", "real/below-a-file"):
+    for name in ("link", "dirlink", "broken"):
+        assert probe(str(tmp_path / name)).split(" ")[0] == "link", name
+    assert probe(str(tmp_path / "fifo")).split(" ")[0] == "special"
+    for name in ("missing", "real/below-a-file"):
         assert probe(str(tmp_path / name)) is None, name
 
 
