@@ -16,8 +16,8 @@
 
 Where a rerun's time goes (DGX example, 2 chroot hosts): every module run costs a few tenths of a second of
 controller and host CPU, apt 1-2.5 s (it opens the whole package cache), a template or copy two module runs.
-The roles probe once per role (``dpkg-query``, file checksums, ``systemctl is-enabled``) and run the writers only
-for what differs (roles/README.md, "Reruns"). CPU seconds are the comparable figure on a shared machine; wall
+The roles probe once per role (``dpkg-query``; one ``clusterforge_file_probe`` run for file checksums, unit
+enablement and existence checks) and run the writers only for what differs (roles/README.md, "Reruns"). CPU seconds are the comparable figure on a shared machine; wall
 time scales with the load average.
 
 | DGX example, ubuntu-22.04 | first converge | rerun | rerun CPU s | load average |
@@ -26,11 +26,15 @@ time scales with the load average.
 | before the probes, shared machine | 361 s | 337 s | 95.7 | about 15 |
 | with the probes, shared machine | 429 s | 141 s | 48.0 | about 11 |
 | with the probes and the payload probe, quiet machine | 93-99 s | 31.2-31.6 s | 44.0 | 1.4-1.5 |
+| the same, shared machine (184 tasks not skipped) | 525 s | 211 s | 52.6 | about 29 |
+| one probe module run for files, units and existence checks, shared machine (161 not skipped) | 505 s | 151 s | 36.6 | about 25 |
 
-The quiet rerun (0 changed, 184 tasks not skipped) is about 1.5 s over the 30 s target. By role: host_tuning
-5-6 s, nvidia_driver 5 s, rdma 4-5 s, lustre_client 4 s, container_runtime 3 s, kernel_updates 2.5 s,
-nvme_scratch 2.4 s; what is left is Ansible's own cost of a few tenths of a second per module run through the
-chroot connection.
+With the probes and the payload probe the quiet rerun (0 changed, 184 tasks not skipped) was about 1.5 s over the
+30 s target. The shared probe module then took 23 task runs and 16 CPU s (30 %) out of the rerun, measured back
+to back on the same loaded machine (the last two rows; the rerun still changes nothing); at the quiet machine's
+0.7 s of wall time per CPU second that is about 22 s, an estimate, not yet measured on a quiet machine. What is
+left is mostly Ansible's own cost of a few tenths of a second per module run through the chroot connection:
+lustre_client's templates and scripts (no file probe yet), the per-role ``dpkg-query`` runs, fact gathering.
 
 Figures are printed, never asserted.
 Run: ``.venv/bin/python bench/bench_ansible.py [--hosts N] [--no-converge | --no-render] [--profile] [--keep DIR]
