@@ -143,6 +143,10 @@ class AwsVpc(StrictModel):
 class AwsTarget(StrictModel):
     """Deploy to AWS with Pulumi (EC2 instances or EKS)."""
 
+    scratch_discovery: ClassVar[Literal["instance-store", "nvme-data"]] = "instance-store"
+    """Which NVMe drives the scratch array is built from on this target (``NodeSettings.scratch``):
+    the EC2 instance-store model only (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ssd-instance-store.html)."""
+
     provider: Annotated[Literal["aws"], Field(description="Target tag.")]
     region: Annotated[str, Field(description="AWS region, e.g. `us-east-1`.", pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]
     availability_zone: Annotated[
@@ -201,6 +205,10 @@ OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 
 class OnpremTarget(StrictModel):
     """Provision existing bare-metal servers with Ansible."""
+
+    scratch_discovery: ClassVar[Literal["instance-store", "nvme-data"]] = "nvme-data"
+    """Which NVMe drives the scratch array is built from on this target: every NVMe namespace
+    without partitions, filesystem or mount that is not the root disk."""
 
     provider: Annotated[Literal["onprem"], Field(description="Target tag.")]
     os: Annotated[OnpremOs, Field(description="Operating system on every host.")] = "ubuntu-22.04"

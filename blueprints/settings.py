@@ -481,7 +481,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             mount_options=list(n.mount_options),
             expected_drives=hw.nvme_drives,
             by_id=list(g.hardware.nvme.by_id) if g.hardware and g.hardware.nvme else [],
-            discovery="instance-store" if bp.is_aws else "nvme-data",
+            discovery=bp.target.scratch_discovery,
             wipe_signatures=n.wipe_signatures,
         )
     ipoib_netdev = None

@@ -71,11 +71,12 @@ def read_stack_config() -> StackConfig:
 
 
 def load_stack_blueprint(config: StackConfig) -> LoadedBlueprint:
-    """Load and check the configured blueprint; it must target AWS.
+    """Load and check the configured blueprint (the program then refuses one of another
+    ``target.provider``: :func:`stacks.translate.aws_target`).
 
     Rule warnings are logged with :func:`pulumi.log.warn` (errors with ``strict``). Raises
     :class:`pulumi.RunError` whose message is one ``FILE:LINE:COL: rule-id: message — fix`` line
-    per error, or a one-line hint for an on-prem blueprint.
+    per error.
     """
     try:
         loaded = load_blueprint(config.blueprint)
@@ -87,9 +88,4 @@ def load_stack_blueprint(config: StackConfig) -> LoadedBlueprint:
         raise pulumi.RunError("\n".join(f.format() for f in errors))
     for f in findings:
         pulumi.log.warn(f.format())
-    if not loaded.blueprint.is_aws:
-        raise pulumi.RunError(
-            f"{loaded.file}: blueprint `{loaded.blueprint.name}` targets `{loaded.blueprint.target.provider}`; "
-            "Pulumi deploys AWS blueprints only — run `clusterforge up` (Ansible) for on-prem hosts"
-        )
     return loaded

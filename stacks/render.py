@@ -16,8 +16,6 @@ Writes into ``out_dir`` (``DIR/pulumi``):
 No file holds an absolute path, so the directory can be moved or committed. Pulumi runs the
 program with the ``python3`` on ``PATH`` (or ``PULUMI_PYTHON_CMD``): that interpreter needs
 clusterforge installed (``pip install`` of this project, which pulls in the Pulumi SDKs).
-
-On-prem blueprints have no Pulumi stack: nothing is written and ``[]`` is returned.
 """
 
 from __future__ import annotations
@@ -74,13 +72,12 @@ def _project_yaml(name: str) -> str:
 
 def render_stack_config(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     """Write the Pulumi project directory for an AWS blueprint (see the module docstring); returns
-    the files written, ``[]`` for an on-prem blueprint.
+    the files written. The AWS target (:class:`clusterforge.targets.aws.AwsTarget`) calls it: the
+    registry hands it AWS blueprints only.
 
     Raises ``OSError`` when ``out_dir`` cannot be written.
     """
     bp = loaded.blueprint
-    if not bp.is_aws:
-        return []
     out_dir.mkdir(parents=True, exist_ok=True)
     project = out_dir / "Pulumi.yaml"
     project.write_text(_project_yaml(bp.name), encoding="utf-8")

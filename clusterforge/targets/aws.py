@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ..plan import PlannedResource, PlanResult
 
-__all__ = ["INSTALL_HINT", "TARGET", "AwsPlan", "AwsTarget", "pulumi_cli", "render_tree", "short_type"]
+__all__ = ["INSTALL_HINT", "AwsPlan", "AwsTarget", "pulumi_cli", "render_tree", "short_type"]
 
 INSTALL_HINT = ("the Pulumi CLI is not installed: install it with `curl -fsSL https://get.pulumi.com | sh` "
                 "(https://www.pulumi.com/docs/iac/download-install/) and put `pulumi` on PATH "
@@ -285,5 +285,3 @@ class AwsTarget(Target):
         _run("destroy", stack.destroy)
         ok(f"{loaded.blueprint.name}: destroyed")
 
-
-TARGET = AwsTarget()

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ANSIBLE_DIR",
-    "TARGET",
     "OnpremPlan",
     "OnpremTarget",
     "fit_lines",
@@ -250,5 +249,3 @@ class OnpremTarget(Target):
         raise UsageError(f"`{loaded.blueprint.name}` is an on-prem blueprint: there is nothing to destroy on bare "
                          "metal (clusterforge does not uninstall what the Ansible roles configured)")
 
-
-TARGET = OnpremTarget()

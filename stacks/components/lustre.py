@@ -1,8 +1,8 @@
 """``clusterforge:aws:LustreFileSystem``: FSx for Lustre with every validated argument.
 
-Arguments map one to one from :class:`blueprints.models.FsxLustre` (pulumi_aws 7.x names,
-the pulumi_aws 7.x argument names); combinations are checked before deploy by the
-blueprint rules. Notable facts:
+Arguments are plain values that map one to one onto the pulumi_aws 7.x argument names
+(:func:`stacks.translate.lustre_args` fills them from the blueprint's ``fsx`` settings);
+combinations are checked before deploy by the blueprint rules. Notable facts:
 
 * ``subnet_ids`` is ONE subnet id as a string (pulumi_aws 7.51 rejects a list) —
   the nodes' compute subnet, so the file system sits in the nodes' AZ;
@@ -23,22 +23,54 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.models import FsxLustre
 from blueprints.naming import Naming
 
-__all__ = ["LustreFileSystem", "LustreFileSystemArgs"]
+__all__ = ["FsxS3Link", "LustreFileSystem", "LustreFileSystemArgs"]
 
 _EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
 @dataclass(frozen=True)
+class FsxS3Link:
+    """An S3 data repository association: ``data_repository_path`` (``s3://bucket/prefix``),
+    ``file_system_path`` (absolute path inside the file system), ``auto_import`` / ``auto_export``
+    (new, changed and deleted objects / files)."""
+
+    data_repository_path: str
+    file_system_path: str
+    auto_import: bool
+    auto_export: bool
+
+
+@dataclass(frozen=True)
 class LustreFileSystemArgs:
-    """Inputs of :class:`LustreFileSystem`: the blueprint's ``fsx`` settings, the storage ``name``,
-    the compute ``subnet_id`` and the FSx ``security_group_id``; ``depends_on`` are the SG rules."""
+    """Inputs of :class:`LustreFileSystem`, each the FSx for Lustre argument of the same meaning.
+
+    ``storage_name``: the blueprint storage entry's name; ``deployment_type`` (``PERSISTENT_2`` ...);
+    ``storage_capacity_gib`` (GiB); ``storage_type`` (``SSD`` / ``HDD``); ``throughput_per_tib_mbps``
+    (MB/s per TiB, PERSISTENT_* only); ``drive_cache_type`` (HDD); ``data_compression_type``;
+    ``file_system_type_version`` (Lustre ``2.15``); ``metadata_mode`` / ``metadata_iops``
+    (PERSISTENT_2; ``None``: no metadata configuration); ``efa_enabled``; ``kms_key_id`` (``None``:
+    the AWS managed key); ``automatic_backup_retention_days`` (days); ``s3``: the data repository
+    association or ``None``; ``subnet_id``: the compute subnet; ``security_group_id``: the FSx SG;
+    ``depends_on``: the SG rules. No defaults: they live in the blueprint models.
+    """
 
     naming: Naming
     storage_name: str
-    fsx: FsxLustre
+    deployment_type: str
+    storage_capacity_gib: int
+    storage_type: str
+    throughput_per_tib_mbps: int | None
+    drive_cache_type: str | None
+    data_compression_type: str
+    file_system_type_version: str
+    metadata_mode: str | None
+    metadata_iops: int | None
+    efa_enabled: bool
+    kms_key_id: str | None
+    automatic_backup_retention_days: int
+    s3: FsxS3Link | None
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource] = ()
@@ -53,13 +85,13 @@ class LustreFileSystem(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LustreFileSystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterforge:aws:LustreFileSystem", name, None, opts)
-        f = args.fsx
+        f = args
         n = args.naming
         persistent = f.deployment_type.startswith("PERSISTENT")
         metadata = None
-        if f.deployment_type == "PERSISTENT_2" and f.metadata is not None:
+        if f.deployment_type == "PERSISTENT_2" and f.metadata_mode is not None:
             metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
-                mode=f.metadata.mode, iops=f.metadata.iops if f.metadata.mode == "USER_PROVISIONED" else None)
+                mode=f.metadata_mode, iops=f.metadata_iops if f.metadata_mode == "USER_PROVISIONED" else None)
         tags = n.tags(role="storage", name=n.name(args.storage_name))
         fs = aws.fsx.LustreFileSystem(
             f"{name}-fs",

@@ -20,7 +20,7 @@ and, for EKS, one small control-plane subnet in a second AZ (EKS requires subnet
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
@@ -45,23 +45,24 @@ class NetworkArgs:
     wants public IPs; ``ssh_ingress_cidrs``: who may reach port 22; ``lustre``: create the FSx
     SG (EFA-enabled file systems are refused by ``check`` until their client side is configured,
     so no all-traffic EFA rules are needed); ``eks``: create /
-    require the control-plane subnets.
+    require the control-plane subnets. No defaults: they live in the blueprint models
+    (:func:`stacks.translate.network_args` fills every field).
     """
 
     naming: Naming
     availability_zone: str
-    cidr_block: str = "10.0.0.0/16"
-    subnet_cidr_block: str = "10.0.0.0/20"
-    public_subnet_cidr_block: str = "10.0.16.0/24"
-    control_plane_subnet_cidr_block: str = "10.0.24.0/24"
-    vpc_id: str | None = None
-    subnet_id: str | None = None
-    control_plane_subnet_ids: tuple[str, ...] = ()
-    nat_gateway: bool = True
-    public_subnet_for_nodes: bool = False
-    ssh_ingress_cidrs: tuple[str, ...] = field(default_factory=tuple)
-    lustre: bool = False
-    eks: bool = False
+    cidr_block: str
+    subnet_cidr_block: str
+    public_subnet_cidr_block: str
+    control_plane_subnet_cidr_block: str
+    vpc_id: str | None
+    subnet_id: str | None
+    control_plane_subnet_ids: tuple[str, ...]
+    nat_gateway: bool
+    public_subnet_for_nodes: bool
+    ssh_ingress_cidrs: tuple[str, ...]
+    lustre: bool
+    eks: bool
 
 
 class Network(pulumi.ComponentResource):

@@ -40,13 +40,6 @@ import pulumi_aws as aws
 
 from blueprints.aws import instance_arch, kvm_source
 from blueprints.catalog import InstanceTypeSpec, catalog
-from blueprints.models import Capacity as CapacityModel
-from blueprints.models import (
-    CapacityBlockCapacity,
-    NodeGroup,
-    ReservationCapacity,
-    SpotCapacity,
-)
 from blueprints.naming import LABEL_EFA, LABEL_NODE_GROUP, LABEL_SANDBOX, Naming
 from blueprints.settings import NodeSettings
 
@@ -59,6 +52,7 @@ __all__ = [
     "NicSlot",
     "NodeGroupArgs",
     "NodeGroupComponent",
+    "Purchase",
     "ami_parameter",
     "efa_layout",
 ]
@@ -114,6 +108,18 @@ def ami_parameter(instance_type: str, spec: InstanceTypeSpec | None) -> str:
 
 
 @dataclass(frozen=True)
+class Purchase:
+    """How one node group buys its instances (:func:`stacks.translate.purchase` fills it from
+    :func:`blueprints.aws.capacity_for`): ``type`` ``on-demand``, ``spot``, ``capacity-block`` or
+    ``reservation``; ``max_price`` (spot: USD per hour, ``None`` = the on-demand price);
+    ``reservation_id`` (``cr-...``: capacity block or reservation, else ``None``)."""
+
+    type: Literal["on-demand", "spot", "capacity-block", "reservation"]
+    max_price: float | None = None
+    reservation_id: str | None = None
+
+
+@dataclass(frozen=True)
 class EksAttachment:
     """Where an EKS managed node group joins: ``cluster_name`` and the Kubernetes ``version``.
     (The cluster security group goes into ``NodeGroupArgs.security_group_ids``: with interfaces
@@ -125,34 +131,41 @@ class EksAttachment:
 
 @dataclass(frozen=True)
 class NodeGroupArgs:
-    """Inputs of :class:`NodeGroupComponent`.
+    """Inputs of :class:`NodeGroupComponent` (:func:`stacks.translate.node_group_args` fills them).
 
-    ``group`` / ``settings``: the blueprint node group and its ``NodeSettings``; ``instance``: its
-    catalog entry (``None`` for types the catalog lacks: no EFA then); ``efa_interfaces``:
-    ``network.efa.interfaces`` (used when ``settings.fabric`` is ``efa``); ``capacity``: how this
-    group buys instances (:func:`blueprints.aws.capacity_for`: the target's reservation or Capacity
-    Block only for the groups it is for, on demand for the others); ``subnet_id``: the subnet every interface goes in; ``security_group_ids``:
-    node SGs; ``placement_group``: group name or ``None``; ``instance_profile_name`` /
-    ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``: ``target.ami_id`` (``None`` = SSM
-    lookup); ``root_volume_gib``; ``key_name``; ``lustre``: FSx storage name -> (DNS name, mount
-    name) outputs; ``eks``: set for EKS managed node groups.
+    ``group_name`` / ``role`` / ``instance_type`` / ``count`` / ``public_ip`` / ``labels``: the node
+    group's; ``settings``: its resolved ``NodeSettings``; ``instance``: its catalog entry (``None``
+    for types the catalog lacks: no EFA then); ``efa_interfaces``: ``network.efa.interfaces`` (used
+    when ``settings.fabric`` is ``efa``); ``purchase``: how this group buys instances (the target's
+    reservation or Capacity Block only for the groups it is for, on demand for the others);
+    ``availability_zone``; ``subnet_id``: the subnet every interface goes in;
+    ``security_group_ids``: node SGs; ``placement_group``: group name or ``None``;
+    ``instance_profile_name`` / ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``
+    (``None`` = SSM lookup); ``root_volume_gib`` (GiB); ``key_name`` (``None``: no key pair);
+    ``lustre``: FSx storage name -> (DNS name, mount name) outputs; ``eks``: set for EKS managed
+    node groups.
     """
 
     naming: Naming
-    group: NodeGroup
+    group_name: str
+    role: str
+    instance_type: str
+    count: int
+    public_ip: bool
+    labels: Mapping[str, str]
     settings: NodeSettings
     instance: InstanceTypeSpec | None
     efa_interfaces: int | Literal["max"]
-    capacity: CapacityModel
+    purchase: Purchase
     availability_zone: str
     subnet_id: pulumi.Input[str]
     security_group_ids: Sequence[pulumi.Input[str]]
     placement_group: pulumi.Input[str] | None
     instance_profile_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
-    ami_id: str | None = None
-    root_volume_gib: int = 200
-    key_name: str | None = None
+    ami_id: str | None
+    root_volume_gib: int
+    key_name: str | None
     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = field(default_factory=dict)
     eks: EksAttachment | None = None
 
@@ -169,15 +182,14 @@ class NodeGroupComponent(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterforge:aws:NodeGroup", name, None, opts)
-        g = args.group
+        g = args
         n = args.naming
-        assert g.instance_type is not None, "AWS node groups have an instance_type (model rule)"
         eks = args.eks
         try:
             self.nic_layout = efa_layout(args.instance, args.efa_interfaces, args.settings.fabric == "efa")
         except ValueError as e:
-            raise pulumi.RunError(f"node group `{g.name}`: {e} — lower `network.efa.interfaces`") from None
-        tags = n.tags(role=g.role, group=g.name, name=n.name(g.name))
+            raise pulumi.RunError(f"node group `{g.group_name}`: {e} — lower `network.efa.interfaces`") from None
+        tags = n.tags(role=g.role, group=g.group_name, name=n.name(g.group_name))
 
         # ---- AMI and root device -------------------------------------------------------------
         image_id: pulumi.Input[str] | None
@@ -214,18 +226,18 @@ class NodeGroupComponent(pulumi.ComponentResource):
         ]
 
         # ---- market options / reservations ---------------------------------------------------
-        cap = args.capacity
+        cap = args.purchase
         market = None
         reservation = None
-        if isinstance(cap, SpotCapacity) and eks is None:
+        if cap.type == "spot" and eks is None:
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
                 market_type="spot",
                 spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
                     max_price=str(cap.max_price) if cap.max_price else None,
                     spot_instance_type="one-time", instance_interruption_behavior="terminate"))
-        if isinstance(cap, CapacityBlockCapacity):
+        if cap.type == "capacity-block":
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-        if isinstance(cap, (CapacityBlockCapacity, ReservationCapacity)):
+        if cap.type in ("capacity-block", "reservation"):
             reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
                     capacity_reservation_id=cap.reservation_id))
@@ -246,12 +258,12 @@ class NodeGroupComponent(pulumi.ComponentResource):
 
         # EKS + Capacity Block: the instance type must sit in the launch template, not in the node
         # group's instance_types (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)
-        lt_instance_type = g.instance_type if eks is None or isinstance(cap, CapacityBlockCapacity) else None
+        lt_instance_type = g.instance_type if eks is None or cap.type == "capacity-block" else None
         spec_tags = [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=rt, tags=tags)
                      for rt in ("instance", "volume", "network-interface")]
         lt = aws.ec2.LaunchTemplate(
             f"{name}-lt",
-            description=f"clusterforge {n.blueprint}: node group {g.name} ({g.instance_type})",
+            description=f"clusterforge {n.blueprint}: node group {g.group_name} ({g.instance_type})",
             image_id=image_id,
             instance_type=lt_instance_type,
             key_name=args.key_name,
@@ -286,11 +298,11 @@ class NodeGroupComponent(pulumi.ComponentResource):
         self.launch_template_id = lt.id
         self.instance_names = []
         self.eks_node_group_name = None
-        count = int(g.count or 0)
+        count = g.count
         if eks is None:
             ips: list[pulumi.Output[str]] = []
             for i in range(count):
-                host = n.name(g.name, str(i))
+                host = n.name(g.group_name, str(i))
                 inst = aws.ec2.Instance(
                     host,
                     launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
@@ -301,7 +313,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
                 ips.append(inst.private_ip)
             self.private_ips = pulumi.Output.all(*ips).apply(lambda xs: [str(x) for x in xs])
         else:
-            labels = {**g.labels, LABEL_NODE_GROUP: g.name, LABEL_SANDBOX: settings.sandbox.runtime}
+            labels = {**g.labels, LABEL_NODE_GROUP: g.group_name, LABEL_SANDBOX: settings.sandbox.runtime}
             if len(self.nic_layout) > 1:
                 labels[LABEL_EFA] = "true"
             capacity_type = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK",

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.models import AwsTarget, Blueprint, CapacityBlockCapacity, ReservationCapacity
 from blueprints.naming import Naming
 
 __all__ = ["Placement", "PlacementArgs", "PlacementDecision", "decide_placement"]
@@ -36,19 +35,23 @@ class PlacementDecision:
     reason: str
 
 
-def decide_placement(bp: Blueprint) -> PlacementDecision:
-    """The placement decision for an AWS blueprint (pure function; no cloud calls)."""
-    target = bp.target
-    assert isinstance(target, AwsTarget)
-    strategy = bp.network.placement
-    cap = target.capacity
-    if isinstance(cap, CapacityBlockCapacity):
+def decide_placement(strategy: str | None, capacity_type: str,
+                     reservation_placement_group: str | None) -> PlacementDecision:
+    """The placement decision (pure function; no cloud calls).
+
+    ``strategy``: ``network.placement`` (``cluster`` / ``partition`` / ``spread``, ``none`` or
+    ``None``); ``capacity_type``: how the target buys instances (``on-demand``, ``spot``,
+    ``capacity-block``, ``reservation``); ``reservation_placement_group``: the placement group a
+    capacity reservation was created in (``None``: none, or not a reservation).
+    """
+    if capacity_type == "capacity-block":
         return PlacementDecision(False, None, None,
                                  "capacity block: instances are already placed in an UltraCluster; no placement group")
-    if isinstance(cap, ReservationCapacity):
-        if cap.placement_group:
-            return PlacementDecision(False, None, cap.placement_group,
-                                     f"capacity reservation created in placement group {cap.placement_group}: use it")
+    if capacity_type == "reservation":
+        if reservation_placement_group:
+            return PlacementDecision(False, None, reservation_placement_group,
+                                     f"capacity reservation created in placement group {reservation_placement_group}: "
+                                     "use it")
         return PlacementDecision(False, None, None,
                                  "capacity reservation without a placement group: a new group would block it")
     if strategy in (None, "none"):

@@ -110,8 +110,21 @@ def test_render_writes_stack_config_and_user_data(tmp_path: Path) -> None:
     assert (tmp_path / "blueprint.yaml").read_text() == (EXAMPLES / "aws-eks-p4d.yaml").read_text()
     gpu = expand_gz_files((tmp_path / "cloud-init" / "gpu.mime").read_text())  # over 16 KB: larger files travel gz+b64
     assert "FSX_DATASETS_DNS_NAME@tcp:/FSX_DATASETS_MOUNT_NAME" in gpu
-    assert render_stack_config(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml"), tmp_path / "x") == []
-    assert not (tmp_path / "x").exists()
+
+
+def test_the_stack_program_refuses_an_on_prem_blueprint_in_one_line() -> None:
+    """`pulumi up` of a stack whose `clusterforge:blueprint` names an on-prem blueprint: the program
+    (run here against the mock engine) stops with one line naming the file and the way to deploy it."""
+    import pulumi
+
+    from clusterforge.plan import plan_aws
+
+    path = EXAMPLES / "onprem-dgx-h100-ib.yaml"
+    with pytest.raises(pulumi.RunError) as e:
+        plan_aws(load_blueprint(path))
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: blueprint `") and "\n" not in msg
+    assert "targets `onprem`; Pulumi deploys AWS blueprints only — run `clusterforge up`" in msg
 
 
 def test_pulumi_project_files() -> None:
