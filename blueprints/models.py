@@ -143,9 +143,20 @@ class AwsVpc(StrictModel):
 class AwsTarget(StrictModel):
     """Deploy to AWS with Pulumi (EC2 instances or EKS)."""
 
+    # ---- what differs per target in the node settings (``blueprints.settings``), fixed per provider
     scratch_discovery: ClassVar[Literal["instance-store", "nvme-data"]] = "instance-store"
     """Which NVMe drives the scratch array is built from on this target (``NodeSettings.scratch``):
     the EC2 instance-store model only (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ssd-instance-store.html)."""
+    host_software: ClassVar[Literal["image", "roles"]] = "image"
+    """Who installs the GPU driver packages, out-of-tree kernel modules, kernel holds and the DOCA
+    repository: the node image the stack boots (catalog ``node_images``), not the roles."""
+    lustre_client: ClassVar[Literal["fsx", "site"]] = "fsx"
+    """Where the Lustre client comes from: Amazon's FSx client repository (catalog ``fsx_client``)."""
+
+    def node_os(self, node_images: dict[str, Any], *, kubernetes: bool, gpus: bool) -> str:
+        """The OS of the image the stack boots, from the catalog's ``aws.node_images``: EKS's AL2023
+        image, else the Deep Learning AMI (GPU groups) or Ubuntu."""
+        return str(node_images["eks" if kubernetes else "ec2_gpu" if gpus else "ec2_cpu"]["os"])
 
     provider: Annotated[Literal["aws"], Field(description="Target tag.")]
     region: Annotated[str, Field(description="AWS region, e.g. `us-east-1`.", pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]
@@ -206,9 +217,18 @@ OnpremOs = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 class OnpremTarget(StrictModel):
     """Provision existing bare-metal servers with Ansible."""
 
+    # ---- what differs per target in the node settings (``blueprints.settings``), fixed per provider
     scratch_discovery: ClassVar[Literal["instance-store", "nvme-data"]] = "nvme-data"
     """Which NVMe drives the scratch array is built from on this target: every NVMe namespace
     without partitions, filesystem or mount that is not the root disk."""
+    host_software: ClassVar[Literal["image", "roles"]] = "roles"
+    """The roles install the GPU driver packages, out-of-tree kernel modules, kernel holds and the DOCA repository."""
+    lustre_client: ClassVar[Literal["fsx", "site"]] = "site"
+    """The Lustre client comes from the site's packages (catalog ``bare_metal.lustre_client``)."""
+
+    def node_os(self, node_images: dict[str, Any], *, kubernetes: bool, gpus: bool) -> str:
+        """The declared ``os`` of every host."""
+        return self.os
 
     provider: Annotated[Literal["onprem"], Field(description="Target tag.")]
     os: Annotated[OnpremOs, Field(description="Operating system on every host.")] = "ubuntu-22.04"

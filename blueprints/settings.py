@@ -517,12 +517,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                                 options=list(s.mount_options)))
     sw = bp.software
     cat = catalog()
-    if bp.target.provider == "onprem":
-        node_os = bp.target.os
-    else:  # the image the stack boots (catalog ``node_images``): EKS AL2023, else the DLAMI or Ubuntu
-        image = ("eks" if isinstance(bp.orchestrator, KubernetesOrchestrator)
-                 else "ec2_gpu" if gpu_count else "ec2_cpu")
-        node_os = cat.aws["node_images"][image]["os"]
+    node_os = bp.target.node_os(cat.aws["node_images"], kubernetes=isinstance(bp.orchestrator, KubernetesOrchestrator),
+                                gpus=gpu_count > 0)
+    roles_install = bp.target.host_software == "roles"
     driver_version = sw.driver_version or cat.driver_release(sw.driver_branch)
     plan = g.sandbox.nvswitch.mode if (passthrough and nvswitch and g.sandbox.nvswitch) else None
     guest_gpus = root_ports = None
@@ -535,7 +532,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     install_driver = gpu_count > 0 and (not passthrough or plan == "shared-nvswitch")
     fabric_manager = nvswitch and (not passthrough or plan == "shared-nvswitch")
     gpu_packages = None
-    if install_driver and bp.target.provider == "onprem" and driver_version:
+    if install_driver and roles_install and driver_version:
         gpu_packages = driver_packages(
             os=node_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
@@ -572,12 +569,12 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         driver_branch=sw.driver_branch,
         driver_version=driver_version,
         kernel_updates=sw.kernel_updates,
-        out_of_tree_modules=([] if bp.target.provider != "onprem" else
+        out_of_tree_modules=([] if not roles_install else
                              (["nvidia"] if install_driver else []) + (["lustre"] if any(m.source for m in lustre) else [])),
         kernel_hold_packages=(list(bare_metal()["kernel_hold"]["packages"])
-                              if sw.kernel_updates == "hold" and bp.target.provider == "onprem" else []),
+                              if sw.kernel_updates == "hold" and roles_install else []),
         kernel_hold_blacklist=(list(bare_metal()["kernel_hold"]["unattended_upgrades_blacklist"])
-                               if sw.kernel_updates == "hold" and bp.target.provider == "onprem" else []),
+                               if sw.kernel_updates == "hold" and roles_install else []),
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
         gpu_packages=gpu_packages,
         fabric_manager=fabric_manager,
@@ -599,7 +596,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         opensm_priority=net.infiniband.subnet_manager.priority if opensm and isinstance(net, InfinibandNetwork) else None,
         doca_ofed=sw.doca_ofed,
         doca_repository=(doca_repository(sw.doca_ofed, node_os)
-                         if sw.doca_ofed and bp.target.provider == "onprem" else None),
+                         if sw.doca_ofed and roles_install else None),
         ipoib=isinstance(net, InfinibandNetwork) and net.infiniband.ipoib.enabled,
         ipoib_mode=net.infiniband.ipoib.mode if isinstance(net, InfinibandNetwork) else None,
         ipoib_netdev=ipoib_netdev,
@@ -658,7 +655,7 @@ def _efa_interfaces(bp: Blueprint, g: NodeGroup) -> int:
 
 def _lustre_client(bp: Blueprint) -> dict[str, Any]:
     """Where the Lustre client comes from: the site's repository on premises, Amazon's on AWS."""
-    if bp.target.provider == "aws":
+    if bp.target.lustre_client == "fsx":
         fsx = catalog().aws["fsx_client"]
         apt = fsx["apt"]
         return {"lustre_client_packages": list(apt["packages"]),

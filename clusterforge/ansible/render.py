@@ -34,7 +34,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from blueprints import LoadedBlueprint
-from blueprints.models import Host, NodeGroup
+from blueprints.models import Blueprint, Host, NodeGroup, OnpremTarget
 from blueprints.naming import inventory_group
 from blueprints.resolved import ResolvedCluster
 from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR
@@ -96,6 +96,15 @@ def _onprem_groups(cluster: ResolvedCluster) -> list[tuple[NodeGroup, NodeSettin
     return [(r.group, r.settings, roles_for(cluster.blueprint, r.settings)) for r in cluster.groups if r.group.hosts]
 
 
+def onprem_target(bp: Blueprint) -> OnpremTarget:
+    """``bp.target`` as the on-prem settings (SSH, OS). The target registry hands this module on-prem
+    blueprints only; another caller with a blueprint of another provider gets :class:`UsageError`."""
+    target = bp.target
+    if not isinstance(target, OnpremTarget):
+        raise UsageError(f"`{bp.name}` targets {target.provider}: the Ansible inventory is for on-prem blueprints")
+    return target
+
+
 def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """``(inventory, group_vars)`` of an on-prem blueprint as plain data.
 
@@ -105,10 +114,9 @@ def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, d
     ``inventory-group-name``): ``loaded`` is a checked blueprint.
     """
     bp = loaded.blueprint
-    if bp.target.provider != "onprem":
-        raise UsageError(f"`{bp.name}` targets {bp.target.provider}: the Ansible inventory is for on-prem blueprints")
+    target = onprem_target(bp)
     cluster = loaded.cluster
-    ssh = bp.target.ssh
+    ssh = target.ssh
     all_vars: dict[str, Any] = {
         "clusterforge_blueprint": bp.name,
         "ansible_user": ssh.user,
@@ -200,15 +208,13 @@ def _copy_payloads(out_dir: Path) -> list[Path]:
 def render_ansible(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     """Write the Ansible run of ``loaded`` into ``out_dir``; returns the paths written.
 
-    Returns ``[]`` (and writes nothing) for AWS blueprints: their nodes are configured by cloud-init.
     The list holds ``ansible.cfg``, ``inventory.yml``, every ``group_vars/*.yml``, ``site.yml``, the
     ``roles`` directory and the payload files. Files whose content is unchanged are not rewritten.
     Raises :class:`ClusterforgeError` when the roles are missing, :class:`UsageError`
-    when ``out_dir/roles`` exists and was not written by clusterforge.
+    when ``out_dir/roles`` exists and was not written by clusterforge, or for a blueprint of another
+    provider than ``onprem`` (nothing is written then).
     """
     bp = loaded.blueprint
-    if bp.target.provider != "onprem":
-        return []
     inventory, group_vars = inventory_data(loaded)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

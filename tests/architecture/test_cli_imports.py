@@ -82,3 +82,14 @@ def test_check_with_findings_loads_no_rich(args: tuple[str, ...]) -> None:
     rc, modules = _modules_after("check", str(FIXTURES / "field" / "01-kata-hgx-nvswitch.yaml"), *args)
     assert rc == 1
     assert not _loaded(modules, DEPLOY_AND_ML + PROJECT_ABOVE_GROUND + CHECK_NEEDS_NOT)
+
+
+@pytest.mark.parametrize("verb", [["plan", "--json"], ["render", "-o", "{tmp}"]])
+def test_an_on_prem_verb_never_loads_the_cloud_targets_sdk(verb: list[str], tmp_path: object) -> None:
+    """The target registry holds every target, but a target imports what it drives inside its methods:
+    planning or rendering an on-prem blueprint loads no Pulumi SDK and not the stack program."""
+    args = [a.replace("{tmp}", str(tmp_path)) for a in verb]
+    rc, modules = _modules_after(args[0], str(EXAMPLES / "onprem-dgx-h100-ib.yaml"), *args[1:])
+    assert rc == 0
+    assert "clusterforge.targets" in modules  # the registry was used
+    assert not _loaded(modules, ("pulumi", "pulumi_aws", "pulumi_kubernetes", "stacks", "clusterforge.plan"))

@@ -150,7 +150,8 @@ def test_render_writes_a_self_contained_directory(tmp_path):
 
 def test_aws_blueprints_render_nothing_and_have_no_ansible_plan(tmp_path):
     loaded = load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml")
-    assert render_ansible(loaded, tmp_path) == []
+    with pytest.raises(UsageError, match="on-prem"):
+        render_ansible(loaded, tmp_path)
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(UsageError, match="on-prem"):
         plan_ansible(loaded)
