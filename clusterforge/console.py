@@ -21,7 +21,7 @@ Sources: rich's ``Console.is_terminal`` / ``_detect_color_system`` and ``Style.r
 (https://github.com/Textualize/rich/blob/master/rich/console.py), ECMA-48 SGR colour codes
 (https://ecma-international.org/publications-and-standards/standards/ecma-48/), the NO_COLOR
 convention (https://no-color.org/) and FORCE_COLOR (https://force-color.org/).
-``tests/cli/test_console.py`` compares every helper with rich over these cases.
+``tests/clusterforge/test_console.py`` compares every helper with rich over these cases.
 """
 
 from __future__ import annotations

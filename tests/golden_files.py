@@ -1,6 +1,10 @@
 """The one golden-file mechanism of the test suite (plan JSON, inventory, group_vars, manifests,
 batch scripts, reports): compare rendered text with committed files, or rewrite them with
-``CLUSTERFORGE_UPDATE_GOLDEN=1`` (then review the diff)."""
+``CLUSTERFORGE_UPDATE_GOLDEN=1`` (then review the diff).
+
+Every golden file lives in one tree, ``tests/golden/<area>/`` (:data:`AREAS`); a test finds its
+folder with :func:`golden_dir`. ``tests/architecture/test_test_layout.py`` fails on a golden folder anywhere else.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,24 @@ from pathlib import Path
 import pytest
 
 UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN", "") not in ("", "0")
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+"""The one tree of golden files."""
+
+AREAS = {
+    "stacks": "planned cloud resources of every AWS example (tests/stacks/test_golden.py)",
+    "ansible": "Ansible inventory and group_vars of every on-prem example (tests/clusterforge/ansible/test_render.py)",
+    "validation": "Slurm batch scripts and Kubernetes manifests of the suites (tests/validate/test_validation_artifacts.py)",
+    "reports": "Markdown and JUnit reports (tests/validate/test_validation_artifacts.py)",
+}
+"""Sub-folder of :data:`GOLDEN` -> what its files are and which test compares them."""
+
+
+def golden_dir(area: str) -> Path:
+    """``tests/golden/<area>``; raises ``ValueError`` for an area not in :data:`AREAS`."""
+    if area not in AREAS:
+        raise ValueError(f"golden area {area!r}: use one of {', '.join(AREAS)} (or add it to AREAS)")
+    return GOLDEN / area
 
 
 def assert_golden(actual: dict[str, str], folder: Path, *, complete: bool = True) -> None:

@@ -1,6 +1,6 @@
 """Golden files of the planned resources of every AWS example.
 
-A change to what ``pulumi up`` would create shows up as a diff of ``tests/stacks/golden/<example>.json``.
+A change to what ``pulumi up`` would create shows up as a diff of ``tests/golden/stacks/<example>.json``.
 After checking that the change is intended, regenerate with::
 
     CLUSTERFORGE_UPDATE_GOLDEN=1 .venv/bin/pytest tests/stacks/test_golden.py
@@ -11,19 +11,18 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusterforge.plan import PlanResult
 
-from ..golden_files import assert_golden
+from ..golden_files import assert_golden, golden_dir
 from .conftest import AWS_EXAMPLES, expand_gz_files, plan_example
 
 pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = golden_dir("stacks")
 PROVIDER_KEYS = {"region", "kubeconfig", "enableServerSideApply"}
 """Provider inputs kept in golden files (the others are SDK defaults that follow the environment)."""
 

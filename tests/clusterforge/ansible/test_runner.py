@@ -15,8 +15,7 @@ from blueprints import load_blueprint
 from clusterforge.ansible.runner import RunDisplay, chroot_connection, failed_hosts, load_summary, run_site
 from clusterforge.errors import ProvisionError
 from tests.conftest import EXAMPLES
-
-from .conftest import VENDOR_OFF, copy_rootfs
+from tests.roles.conftest import VENDOR_OFF, copy_rootfs
 
 
 def _console() -> Console:

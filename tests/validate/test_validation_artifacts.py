@@ -15,10 +15,7 @@ from validate.launchers import render_artifacts
 from validate.report import write_reports
 
 from ..conftest import EXAMPLES
-from ..golden_files import assert_golden
-
-GOLDEN = Path(__file__).parent / "expected"
-
+from ..golden_files import assert_golden, golden_dir
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?")
 
@@ -34,7 +31,7 @@ def test_validation_artifacts_match_golden(example, tmp_path):
     actual = {str(f.relative_to(out)): f.read_text() for f in files
               if f.suffix in (".sbatch", ".yaml", ".yml", ".sh")}
     assert actual, "no artefacts rendered"
-    _compare(actual, GOLDEN / "validation" / example)
+    _compare(actual, golden_dir("validation") / example)
 
 
 def test_reports_match_golden(tmp_path, fixtures_dir):
@@ -48,4 +45,4 @@ def test_reports_match_golden(tmp_path, fixtures_dir):
     paths = write_reports(results, tmp_path, title="golden", blueprint="p5-train", raw_dir=None)
     actual = {name: Path(paths[name]).read_text() for name in paths if Path(paths[name]).suffix in (".md", ".xml")}
     assert actual
-    _compare({Path(paths[k]).name: v for k, v in actual.items()}, GOLDEN / "reports")
+    _compare({Path(paths[k]).name: v for k, v in actual.items()}, golden_dir("reports"))

@@ -1,14 +1,13 @@
 """Rendering the Ansible run from a blueprint: golden inventory and group_vars for every on-prem example,
 the variable mapping from the settings model, the plan, and the edges (AWS, secrets). Name clashes are
-`check` rules (`host-unique`, `inventory-group-name`; tests/cli/test_render_checks.py).
+`check` rules (`host-unique`, `inventory-group-name`; tests/clusterforge/test_render_checks.py).
 
-Regenerate the golden files with ``CLUSTERFORGE_UPDATE_GOLDEN=1 pytest tests/roles/test_render.py``.
+The golden files are ``tests/golden/ansible/<example>/``; regenerate them with
+``CLUSTERFORGE_UPDATE_GOLDEN=1 pytest tests/clusterforge/ansible/test_render.py``.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +27,10 @@ from clusterforge.ansible.render import (
 )
 from clusterforge.errors import UsageError
 from tests.conftest import EXAMPLES, REPO
+from tests.golden_files import assert_golden, golden_dir
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = golden_dir("ansible")
 ON_PREM = ["onprem-dgx-h100-ib", "onprem-l40s-roce", "onprem-sandbox-kata", "local-workstation"]
-UPDATE = os.environ.get("CLUSTERFORGE_UPDATE_GOLDEN", "") not in ("", "0")
 
 
 def _golden_files(out: Path) -> dict[str, str]:
@@ -45,21 +44,7 @@ def _golden_files(out: Path) -> dict[str, str]:
 def test_rendered_inventory_and_group_vars_match_golden(example, tmp_path):
     render_ansible(load_blueprint(EXAMPLES / f"{example}.yaml"), tmp_path)
     got = _golden_files(tmp_path)
-    gdir = GOLDEN / example
-    if UPDATE:
-        for name, text in got.items():
-            (gdir / name).parent.mkdir(parents=True, exist_ok=True)
-            (gdir / name).write_text(text)
-        for old in gdir.glob("group_vars/*.yml"):
-            if f"group_vars/{old.name}" not in got:
-                old.unlink()
-    want = {str(p.relative_to(gdir)): p.read_text() for p in sorted(gdir.rglob("*.yml"))}
-    assert sorted(got) == sorted(want), f"rendered files differ from {gdir} (CLUSTERFORGE_UPDATE_GOLDEN=1 updates them)"
-    for name in got:
-        if got[name] != want[name]:
-            diff = "".join(difflib.unified_diff(want[name].splitlines(True), got[name].splitlines(True),
-                                                f"golden/{example}/{name}", f"rendered/{name}"))
-            pytest.fail(f"{name} differs from the golden file (CLUSTERFORGE_UPDATE_GOLDEN=1 updates it):\n{diff}")
+    assert_golden(got, GOLDEN / example)
 
 
 @pytest.mark.parametrize("example", ON_PREM)
