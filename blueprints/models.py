@@ -152,6 +152,11 @@ class AwsTarget(StrictModel):
     repository: the node image the stack boots (catalog ``node_images``), not the roles."""
     lustre_client: ClassVar[Literal["fsx", "site"]] = "fsx"
     """Where the Lustre client comes from: Amazon's FSx client repository (catalog ``fsx_client``)."""
+    instance_types: ClassVar[bool] = True
+    """Node groups name an EC2 instance type (``NodeSettings.instance_type``)."""
+    sandbox_handlers: ClassVar[Literal["user-data", "runtime-class"]] = "user-data"
+    """The containerd handler of a Kata / gVisor sandbox is the one the cloud user data registers
+    (``runsc``, or the RuntimeClass name, else ``kata``)."""
 
     def node_os(self, node_images: dict[str, Any], *, kubernetes: bool, gpus: bool) -> str:
         """The OS of the image the stack boots, from the catalog's ``aws.node_images``: EKS's AL2023
@@ -225,6 +230,10 @@ class OnpremTarget(StrictModel):
     """The roles install the GPU driver packages, out-of-tree kernel modules, kernel holds and the DOCA repository."""
     lustre_client: ClassVar[Literal["fsx", "site"]] = "site"
     """The Lustre client comes from the site's packages (catalog ``bare_metal.lustre_client``)."""
+    instance_types: ClassVar[bool] = False
+    """Node groups declare their hosts' hardware; there is no instance type."""
+    sandbox_handlers: ClassVar[Literal["user-data", "runtime-class"]] = "runtime-class"
+    """The roles register a sandbox's containerd handler under its RuntimeClass name."""
 
     def node_os(self, node_images: dict[str, Any], *, kubernetes: bool, gpus: bool) -> str:
         """The declared ``os`` of every host."""

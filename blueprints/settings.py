@@ -626,7 +626,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         ),
         container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
         **_lustre_client(bp),
-        instance_type=g.instance_type if bp.target.provider == "aws" else None,
+        instance_type=g.instance_type if bp.target.instance_types else None,
         efa_interfaces=_efa_interfaces(bp, g),
     )
 
@@ -637,7 +637,7 @@ def _sandbox_handler(bp: Blueprint, g: NodeGroup) -> str | None:
     if sb.runtime not in ("kata", "gvisor"):
         return None
     handler: str | None = sb.runtime_class_name  # the roles register the handler under the RuntimeClass name
-    if bp.target.provider == "aws":  # what the cloud user data registers (runtime_handler)
+    if bp.target.sandbox_handlers == "user-data":  # what the cloud user data registers (runtime_handler)
         handler = "runsc" if sb.runtime == "gvisor" else (sb.runtime_class_name or "kata")
     return handler or sb.runtime
 
