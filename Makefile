@@ -19,7 +19,7 @@ demo: setup ## check, plan, render and validate the example blueprints on this m
 	$(BIN)/python -m clusterforge.demo
 
 test: setup ## the whole test suite (real fio, torch, Ansible converge, Pulumi mocks)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 lint: setup ## ruff, mypy on every package, ansible-lint (production profile)
 	$(BIN)/ruff check blueprints clusterforge stacks validate tests bench

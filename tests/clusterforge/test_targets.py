@@ -17,7 +17,7 @@ from blueprints.models import Blueprint
 from clusterforge.targets import TARGETS, Plan, Target, plan, target_for
 from tests.conftest import EXAMPLES, REPO
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 
 def _providers() -> set[str]:

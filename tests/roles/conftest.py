@@ -401,8 +401,9 @@ def converges() -> Iterator[ConvergeCache]:
         base.mkdir(parents=True, exist_ok=True)
     mirror = vendor_mirror()
     cache = ConvergeCache(base, mirror)
-    # Share the work across xdist workers up front (pytest-xdist's loadgroup does not group tests under
-    # pytest 9): worker i converges the pairs i, i+n, ... first, then uses the others' results.
+    # Share the work across xdist workers up front (the Makefile's --dist loadscope sends each test module
+    # to one worker, so without this the worker that gets test_converge would run every converge):
+    # worker i converges the pairs i, i+n, ... first, then uses the others' results.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     if worker.startswith("gw") and count > 1:

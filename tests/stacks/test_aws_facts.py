@@ -47,7 +47,7 @@ from .conftest import (
     variant_yaml,
 )
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 SW = catalog().aws["efa_software"]
 

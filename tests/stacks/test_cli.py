@@ -18,7 +18,7 @@ from tests.conftest import EXAMPLES, REPO
 
 from .conftest import expand_gz_files, variant_yaml
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 
 def test_plan_prints_a_tree_with_counts(capsys: pytest.CaptureFixture[str]) -> None:

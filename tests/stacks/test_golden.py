@@ -20,7 +20,7 @@ from clusterforge.plan import PlanResult
 from ..golden_files import assert_golden, golden_dir
 from .conftest import AWS_EXAMPLES, expand_gz_files, plan_example
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 GOLDEN = golden_dir("stacks")
 PROVIDER_KEYS = {"region", "kubeconfig", "enableServerSideApply"}

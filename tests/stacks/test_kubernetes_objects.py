@@ -15,7 +15,7 @@ from stacks.components.k8s_addons import EFA_PLUGIN_REPO, FSX_CSI_REPO, GPU_OPER
 
 from .conftest import plan_example, user_data
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 NOT_OBJECTS = ("kubernetes:helm.sh/v3:Release", "kubernetes:yaml/v2:ConfigFile")
 SANDBOX_PATCH = {"node_groups": [

@@ -34,7 +34,7 @@ from .conftest import (
     user_data,
 )
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 
 def bp(example: str):

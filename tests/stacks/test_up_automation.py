@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 FAKE = '''#!{python}
 import json, os, sys

@@ -13,7 +13,7 @@ from clusterforge.plan import _stacks_program as stacks_program
 
 from .conftest import INGRESS, LT, PG, SG, SUBNET, plan_example, rules_of, sg_named
 
-pytestmark = [pytest.mark.xdist_group("stacks"), pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 
 def test_spot_launch_template_requests_spot_without_reservation(plan_variant) -> None:
