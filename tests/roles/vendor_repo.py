@@ -309,16 +309,20 @@ class VendorMirror:
     server: socketserver.TCPServer | None = None
 
     def extravars(self) -> dict[str, str]:
-        """Mirror variables pointing every vendor install at the stand-ins."""
+        """Mirror variables pointing every vendor install at the stand-ins (the Lustre client's site repository is
+        a blueprint field instead: :meth:`lustre_client_repo`)."""
         return {
             "nvidia_driver_cuda_repo_base_url": f"{self.base_url}/cuda",
             "container_runtime_nvidia_toolkit_repo_url": f"{self.base_url}/libnvidia-container",
             "sandbox_kata_release_url": f"{self.base_url}/kata",
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
-            "lustre_client_apt_repo_url": f"{self.base_url}/lustre/",
-            "lustre_client_apt_repo_key_url": f"{self.base_url}/lustre/gpgkey",
             "rdma_doca_repo_base_url": f"{self.base_url}/doca",
         }
+
+    def lustre_client_repo(self) -> dict[str, str]:
+        """The stand-in site repository of the Lustre client as a ``software.lustre_client_repos`` entry (the
+        blueprint field a site fills in; the converges write it into the example blueprint)."""
+        return {"url": f"{self.base_url}/lustre/", "key_url": f"{self.base_url}/lustre/gpgkey"}
 
     def start(self) -> VendorMirror:
         """Serve ``root`` on 127.0.0.1 (an ephemeral port) from a daemon thread."""
