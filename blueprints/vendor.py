@@ -41,6 +41,16 @@ def bare_metal() -> dict[str, Any]:
     return catalog().bare_metal
 
 
+def nvidia_services() -> dict[str, str]:
+    """systemd unit names (without ``.service``) of NVIDIA's host daemons, from the catalog's ``bare_metal.nvidia_driver``:
+    ``{"persistenced": "nvidia-persistenced", "fabricmanager": "nvidia-fabricmanager", "nvlsm": "nvlsm", "dcgm":
+    "nvidia-dcgm"}`` (sources: the catalog entries' ``source`` / ``field_sources``). Roles that order their own
+    units around these daemons take the names from here, so each name is spelled once."""
+    nd = bare_metal()["nvidia_driver"]
+    return {"persistenced": nd["packages"]["persistenced_service"], **nd["nvswitch"]["services"],
+            "dcgm": nd["dcgm"]["service"]}
+
+
 class AptPin(BaseModel):
     """One apt preferences stanza: ``packages`` (names or globs) pinned to ``version`` (an apt version
     pattern, ``580.126.20-*`` or an exact ``2025.10.11-1``) at priority 1000, so dependencies follow it."""

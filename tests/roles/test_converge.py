@@ -23,7 +23,7 @@ from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from blueprints.models import InfinibandNetwork, RoceNetwork
 from blueprints.settings import node_settings
-from blueprints.vendor import bare_metal
+from blueprints.vendor import bare_metal, nvidia_services
 from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
@@ -382,6 +382,8 @@ def test_container_toolkit_is_pinned_and_cdi_follows_the_driver(converges, examp
             name, version = _spec(spec)
             assert dpkg[name] == (version, "hold"), (gname, name, dpkg.get(name))
         assert _enabled(root, "clusterforge-cdi-refresh.service")
+        cdi_unit = _keyvals((root / "etc/systemd/system/clusterforge-cdi-refresh.service").read_text())
+        assert cdi_unit["After"].split() == [f"{nvidia_services()['persistenced']}.service", "systemd-modules-load.service"]
         # the refresh script regenerates the CDI spec when the loaded driver changes, and only then
         version_file = root / "tmp/nvidia-version"
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CLUSTERFORGE_NVIDIA_VERSION_FILE": "/tmp/nvidia-version"}
@@ -445,6 +447,9 @@ def test_kernel_updates_hold_or_verify_the_out_of_tree_modules(converges, exampl
             assert not (root / "usr/local/sbin/clusterforge-module-check").exists(), gname
             continue
         assert _enabled(root, "clusterforge-module-check.service"), gname
+        # ordered before the NVIDIA daemons (the catalog's unit names) and Lustre's lnet.service
+        before = _keyvals((root / "etc/systemd/system/clusterforge-module-check.service").read_text())["Before"].split()
+        assert before == [f"{nvidia_services()[d]}.service" for d in ("persistenced", "fabricmanager")] + ["lnet.service"]
         check = (root / "usr/local/sbin/clusterforge-module-check").read_text()
         assert all(f" {m}" in check for m in s.out_of_tree_modules), check
         # the check itself: a module missing for the running kernel fails the unit, naming it
