@@ -114,6 +114,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
                 "nvidia_driver_secure_boot_apt_pins": [pin.model_dump() for pin in p.secure_boot_apt_pins],
                 "nvidia_driver_secure_boot_unavailable": p.secure_boot_unavailable or "",
+                "nvidia_driver_secure_boot_kernel_flavours": [dict(f) for f in p.secure_boot_kernel_flavours],
                 "nvidia_driver_services": list(p.services),
                 "nvidia_driver_persistenced_service": p.persistenced_service,
                 "nvidia_driver_fabricmanager_service": p.fabricmanager_service or "",
