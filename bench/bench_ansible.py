@@ -186,7 +186,7 @@ def bench_converge(examples: list[str], profile: bool = False, keep: Path | None
             for pair in examples:
                 example, _, os_name = pair.partition("@")
                 work = Path(tmp) / pair
-                loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint"))
+                loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint", mirror.lustre_client_repo()))
                 hosts = [g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts]
                 roots = {h: copy_rootfs(work / h) for h in hosts}
                 for r in roots.values():

@@ -60,6 +60,9 @@ def onprem(hosts: int = 4096, groups: int = 4) -> dict[str, Any]:
         "storage": [{"kind": "lustre", "name": "lustre", "mount": "/lustre",
                      "server": {"mgs_nids": ["172.16.0.2@o2ib"], "fsname": "lustre1"},
                      "stripes": [{"path": "checkpoints", "count": -1, "size": "4M"}]}],
+        "software": {"lustre_client_repos": {"ubuntu-22.04": {
+            "url": "https://repo.example.com/lustre/2.15.7/ubuntu2204/",
+            "key_url": "https://repo.example.com/lustre/lustre-repo.asc"}}},
         "orchestrator": {"kind": "slurm", "partition": "gpu"},
         "workload": {"parameters_b": 405, "sequence_length": 8192},
     }

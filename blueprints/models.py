@@ -809,6 +809,33 @@ def _bare_metal() -> dict[str, Any]:
     return catalog().bare_metal
 
 
+class LustreClientRepository(StrictModel):
+    """Where on-prem hosts of one operating system get the Lustre client packages: a signed apt repository.
+
+    Neither Debian nor Ubuntu ship a Lustre client; Whamcloud publishes client builds per distribution and
+    kernel (https://downloads.whamcloud.com/public/lustre/, e.g. ``lustre-2.15.7/ubuntu2204/client/``), and
+    sites serve those (or their own DKMS client build of lustre-release) from a signed apt repository. The
+    ``lustre_client`` role adds it with its key (deb822 ``Signed-By``) and installs the client from it.
+    """
+
+    url: Annotated[str, Field(description="Repository URL (deb822 `URIs:`), e.g. "
+                                          "`https://repo.example.com/lustre/2.15.7/ubuntu2204/`.",
+                              pattern=r"^(https?|file)://\S+$")]
+    key_url: Annotated[str, Field(description="URL of the repository's ASCII-armoured signing key (deb822 "
+                                              "`Signed-By`); unsigned repositories are not used.",
+                                  pattern=r"^(https?|file)://\S+$")]
+    suite: Annotated[str, Field(description="`Suites:` of the sources entry: `./` for a flat repository, or a suite "
+                                            "name; `{codename}` is replaced by the host's distribution codename.")] = "./"
+    components: Annotated[list[str], Field(description="`Components:` of the sources entry (empty for a flat "
+                                                       "repository).")] = []
+    packages: Annotated[
+        list[str] | None,
+        Field(description="Client packages to install; `{kernel}` is the host's kernel release (Whamcloud's "
+                          "`lustre-client-modules-{kernel}`). Unset: the catalog's DKMS client "
+                          "(`lustre-client-utils`, `lustre-client-modules-dkms`)."),
+    ] = None
+
+
 class Software(StrictModel):
     """Pinned software versions."""
 
@@ -837,6 +864,14 @@ class Software(StrictModel):
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
     aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
     doca_ofed: Annotated[str | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
+    lustre_client_repos: Annotated[
+        dict[OnpremOs, LustreClientRepository],
+        Field(description="On-prem Lustre client package source per operating system (`target.os`), e.g. "
+                          "`{ubuntu-22.04: {url: ..., key_url: ...}}`: a signed apt repository with the client built "
+                          "for that distribution (Whamcloud's per-distribution client builds, "
+                          "https://downloads.whamcloud.com/public/lustre/, or a site DKMS build). Needed when an "
+                          "on-prem host mounts a Lustre `server`; AWS nodes use Amazon's FSx client repository."),
+    ] = {}
     kata: Annotated[str, Field(description="Kata Containers version.")] = "3.32.0"
     gvisor: Annotated[
         str, Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version. `latest` "

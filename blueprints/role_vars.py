@@ -15,7 +15,7 @@ from typing import Any
 
 from .models import Blueprint
 from .settings import NodeSettings
-from .vendor import kata_tarball
+from .vendor import kata_tarball, nvidia_services
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -79,6 +79,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "kernel_updates_hold_packages": list(s.kernel_hold_packages),
             "kernel_updates_unattended_blacklist": list(s.kernel_hold_blacklist),
             "kernel_updates_modules": list(s.out_of_tree_modules),
+            # the boot-time module check runs before the NVIDIA daemons that need the modules (catalog names)
+            "kernel_updates_before_units": [f"{nvidia_services()[d]}.service" for d in ("persistenced", "fabricmanager")],
         }
     if role == "host_tuning":
         return {
@@ -112,6 +114,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
                 "nvidia_driver_secure_boot_apt_pins": [pin.model_dump() for pin in p.secure_boot_apt_pins],
                 "nvidia_driver_secure_boot_unavailable": p.secure_boot_unavailable or "",
+                "nvidia_driver_secure_boot_kernel_flavours": [dict(f) for f in p.secure_boot_kernel_flavours],
                 "nvidia_driver_services": list(p.services),
                 "nvidia_driver_persistenced_service": p.persistenced_service,
                 "nvidia_driver_fabricmanager_service": p.fabricmanager_service or "",
@@ -208,6 +211,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
             "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
             "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
+            "container_runtime_nvidia_persistenced_service": nvidia_services()["persistenced"],
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
         }

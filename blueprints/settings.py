@@ -345,11 +345,13 @@ class NodeSettings(_Frozen):
     """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
     lustre_client_packages: list[str]
     """Lustre client packages installed with apt (``{kernel}``: the running kernel's release, ``uname -r``):
-    from the site's repository on premises (catalog ``bare_metal.lustre_client``), from Amazon's FSx client
+    from the site's repository on premises (``software.lustre_client_repos``, else catalog
+    ``bare_metal.lustre_client``), from Amazon's FSx client
     repository on AWS (catalog ``aws.fsx_client.apt``)."""
     lustre_client_repo: LustreClientRepo | None = None
-    """The apt repository of the Lustre client; ``None`` on premises, where the site names its own
-    (``lustre_client_apt_repo_url``: Whamcloud's client builds or a local build)."""
+    """The apt repository of the Lustre client: on premises the blueprint's ``software.lustre_client_repos`` entry
+    for ``target.os`` (Whamcloud's per-distribution client builds or a site build; ``None`` when none is
+    declared, which ``check`` reports as ``lustre-client-source``), Amazon's FSx client repository on AWS."""
     lustre_client_dnf_packages: list[str] = []
     """Lustre client packages installed with dnf (Amazon Linux 2023 on AWS: ``lustre-client``)."""
     instance_type: str | None = None
@@ -654,7 +656,8 @@ def _efa_interfaces(bp: Blueprint, g: NodeGroup) -> int:
 
 
 def _lustre_client(bp: Blueprint) -> dict[str, Any]:
-    """Where the Lustre client comes from: the site's repository on premises, Amazon's on AWS."""
+    """Where the Lustre client comes from: on premises the blueprint's ``software.lustre_client_repos`` entry for
+    ``target.os`` (packages: the entry's, else the catalog's DKMS client), Amazon's FSx client repository on AWS."""
     if bp.target.lustre_client == "fsx":
         fsx = catalog().aws["fsx_client"]
         apt = fsx["apt"]
@@ -662,7 +665,14 @@ def _lustre_client(bp: Blueprint) -> dict[str, Any]:
                 "lustre_client_repo": LustreClientRepo(url=apt["repo_url"], key_url=apt["key_url"], suite=apt["suite"],
                                                        components=list(apt["components"])),
                 "lustre_client_dnf_packages": list(fsx["dnf"]["packages"])}
-    return {"lustre_client_packages": list(bare_metal()["lustre_client"]["packages"])}
+    packages = list(bare_metal()["lustre_client"]["packages"])
+    site_os = getattr(bp.target, "os", None)  # a target whose hosts use the site's client declares their OS
+    repo = bp.software.lustre_client_repos.get(site_os) if site_os else None
+    if repo is None:  # no declared source: check's `lustre-client-source` error, the role's preflight stops
+        return {"lustre_client_packages": packages}
+    return {"lustre_client_packages": list(repo.packages) if repo.packages else packages,
+            "lustre_client_repo": LustreClientRepo(url=repo.url, key_url=repo.key_url, suite=repo.suite,
+                                                   components=list(repo.components))}
 
 
 def cluster_settings(bp: Blueprint) -> dict[str, NodeSettings]:

@@ -41,6 +41,16 @@ def bare_metal() -> dict[str, Any]:
     return catalog().bare_metal
 
 
+def nvidia_services() -> dict[str, str]:
+    """systemd unit names (without ``.service``) of NVIDIA's host daemons, from the catalog's ``bare_metal.nvidia_driver``:
+    ``{"persistenced": "nvidia-persistenced", "fabricmanager": "nvidia-fabricmanager", "nvlsm": "nvlsm", "dcgm":
+    "nvidia-dcgm"}`` (sources: the catalog entries' ``source`` / ``field_sources``). Roles that order their own
+    units around these daemons take the names from here, so each name is spelled once."""
+    nd = bare_metal()["nvidia_driver"]
+    return {"persistenced": nd["packages"]["persistenced_service"], **nd["nvswitch"]["services"],
+            "dcgm": nd["dcgm"]["service"]}
+
+
 class AptPin(BaseModel):
     """One apt preferences stanza: ``packages`` (names or globs) pinned to ``version`` (an apt version
     pattern, ``580.126.20-*`` or an exact ``2025.10.11-1``) at priority 1000, so dependencies follow it."""
@@ -83,6 +93,12 @@ class DriverPackages(BaseModel):
     secure_boot_hold: list[str]
     secure_boot_apt_pins: list[AptPin]
     secure_boot_unavailable: str | None = None
+    secure_boot_kernel_flavours: list[dict[str, str]] = []
+    """Ubuntu kernel flavours in the order the role tries them, ``[{"flavour": "generic-hwe-22.04", "meta":
+    "linux-image-generic-hwe-22.04", "modules": "linux-modules-nvidia-580-server-open-generic-hwe-22.04"}, {...
+    "generic" ...}]``: the first whose kernel image meta-package (``meta``) is installed names the signed modules'
+    meta-package (``{flavour}`` in ``secure_boot_packages``/``secure_boot_hold``), the last is the fallback
+    (catalog ``ubuntu_signed_precompiled.kernel_flavours``)."""
     services: list[str]
     persistenced_service: str
     """The persistence daemon's unit name (without ``.service``)."""
@@ -184,7 +200,11 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
     driver_v = str(row["driver"])
     upstream = _upstream(driver_v)
     fmt = {"branch": branch, "open": "-open" if open_modules else ""}
-    modules = signed["modules"].format(**fmt)
+    modules = signed["modules"].format(**fmt, flavour="{flavour}")  # the flavour is the node's kernel's
+    release = os.split("-", 1)[1]
+    flavours = [f.format(release=release) for f in signed["kernel_flavours"]]
+    kernel_flavours = [{"flavour": f, "meta": signed["kernel_meta"].format(flavour=f),
+                        "modules": signed["modules"].format(**fmt, flavour=f)} for f in flavours]
     userspace = [p.format(**fmt) for p in signed["userspace"]]
     packages = [modules, *(f"{n}={driver_v}" for n in userspace)]
     hold = [modules, *userspace]
@@ -215,7 +235,7 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
     if nvlsm and "nvlsm" in parts:
         pins.append(AptPin(packages=[sw["nvlsm"]], version=nvlsm))
     return {"secure_boot_version": driver_v, "secure_boot_packages": [*packages, *dcgm_specs],
-            "secure_boot_hold": hold, "secure_boot_apt_pins": pins}
+            "secure_boot_hold": hold, "secure_boot_apt_pins": pins, "secure_boot_kernel_flavours": kernel_flavours}
 
 
 def container_toolkit_packages(version: str) -> list[str]:

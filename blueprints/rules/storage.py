@@ -368,6 +368,40 @@ def lustre_o2ib_ipoib(ctx: RuleContext) -> Iterator[Hit]:
                           f"`{ipoib.cidr}` (`network.infiniband.ipoib.cidr`); LNet would need a router")
 
 
+WHAMCLOUD_CLIENT_BUILDS = "https://downloads.whamcloud.com/public/lustre/"
+
+
+@rule(
+    id="lustre-client-source",
+    severity="error",
+    summary="On-prem hosts that mount a Lustre `server` need the client packages from a declared source: neither "
+            "Debian nor Ubuntu ship a Lustre client, and Whamcloud builds it per distribution and kernel.",
+    fix="add `software.lustre_client_repos.<target.os>: {url: ..., key_url: ...}`, a signed apt repository with the "
+        "client built for that distribution (Whamcloud's client builds or a site DKMS build)",
+    source=WHAMCLOUD_CLIENT_BUILDS,
+)
+def lustre_client_source(ctx: RuleContext) -> Iterator[Hit]:
+    bp = ctx.bp
+    if bp.target.provider != "onprem":
+        return
+    os_name = bp.target.os
+    repos = bp.software.lustre_client_repos
+    if os_name in repos:
+        return
+    for i, s in enumerate(bp.storage):
+        if not isinstance(s, LustreStorage) or s.server is None:
+            continue
+        declared = ("software", "lustre_client_repos")
+        where = declared if declared in ctx.loaded.positions else ("storage", i, "server")
+        others = f" (declared only for {', '.join(f'`{o}`' for o in sorted(repos))})" if repos else ""
+        yield Hit(where, f"`storage.{i}` (`{s.name}`, mounted on every host) needs the Lustre client, but "
+                  f"`software.lustre_client_repos` has no package source for `target.os` `{os_name}`{others}; "
+                  f"the hosts could not install the client and the mount could never work",
+                  f"add `software.lustre_client_repos.{os_name}: {{url: ..., key_url: ...}}` (a signed apt "
+                  f"repository with the client built for {os_name})")
+        return
+
+
 @rule(
     id="lustre-stripe-path",
     severity="error",

@@ -325,6 +325,11 @@ CASES: list[Case] = [
          [A("storage", {"kind": "lustre", "name": "ext", "mount": "/ext", "server": {"mgs_nids": ["10.0.0.5@o2ib"], "fsname": "ext"}})],
          "storage.1.server.mgs_nids",
          good=[A("storage", {"kind": "lustre", "name": "ext", "mount": "/ext", "server": {"mgs_nids": ["10.0.0.5@tcp"], "fsname": "ext"}})]),
+    Case("lustre-client-source", "dgx", [S("target.os", "ubuntu-24.04")], "software.lustre_client_repos",
+         "add `software.lustre_client_repos.ubuntu-24.04: {url: ..., key_url: ...}` (a signed apt repository with the "
+         "client built for ubuntu-24.04)",
+         good=[S("target.os", "ubuntu-24.04"), S("software.lustre_client_repos", {"ubuntu-24.04": {
+             "url": "https://repo.example.com/lustre/ubuntu2404/", "key_url": "https://repo.example.com/lustre/k.asc"}})]),
     Case("lustre-o2ib-ipoib", "dgx", [S("network.infiniband.ipoib.enabled", False)], "network.infiniband.ipoib.enabled"),
     Case("lustre-stripe-path", "dgx", [S("storage.0.stripes.0.path", "/lustre/checkpoints")], "storage.0.stripes.0.path",
          "use a relative path such as `checkpoints`", good=[S("storage.0.stripes.0.path", "runs/checkpoints")]),

@@ -134,10 +134,14 @@ def _check_secure_boot_set(p, os_name, branch, open_modules, nvswitch, nvlink5):
     assert p.secure_boot_unavailable is None
     o = "-open" if open_modules else ""
     sb = dict(x.split("=", 1) if "=" in x else (x, "") for x in p.secure_boot_packages)
-    modules = f"linux-modules-nvidia-{branch}-server{o}-generic"
+    modules = f"linux-modules-nvidia-{branch}-server{o}-{{flavour}}"
     # the module meta-package is versioned by the kernel (linux-restricted-modules): never pinned to a driver
-    # version, held so apt does not move it
+    # version, held so apt does not move it; its flavour is the node's kernel's: HWE first, then GA
     assert sb[modules] == "" and modules in p.secure_boot_hold
+    release = os_name.split("-", 1)[1]
+    assert [(f["flavour"], f["meta"], f["modules"]) for f in p.secure_boot_kernel_flavours] == [
+        (fl, f"linux-image-{fl}", f"linux-modules-nvidia-{branch}-server{o}-{fl}")
+        for fl in (f"generic-hwe-{release}", "generic")]
     assert not any(n.endswith("-dkms") or "dkms-" in n.replace("no-dkms", "") for n in sb)
     ubuntu = {n: v for n, v in sb.items() if n != modules and not n.startswith("datacenter-gpu-manager")}
     assert ubuntu[f"nvidia-headless-no-dkms-{branch}-server{o}"] == ubuntu[f"nvidia-utils-{branch}-server"] \

@@ -21,7 +21,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ruamel.yaml import YAML
 
 from tests.conftest import EXAMPLES, REPO
@@ -57,17 +57,18 @@ CONVERGES = [
     ("onprem-l40s-roce", "ubuntu-24.04"),
     ("onprem-sandbox-kata", "ubuntu-24.04"),
     ("onprem-dgx-h100-ib", "debian-12"),
+    ("onprem-l40s-roce", "debian-12"),
+    ("onprem-sandbox-kata", "debian-12"),
     ("local-workstation", "debian-12"),
 ]
-"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release, the DGX
-example also on Debian 12 (the blueprint's ``target.os`` rewritten), and the workstation on Debian 12.
+"""(example, operating system) pairs converged: every GPU example on its declared Ubuntu release and on Debian 12
+(the blueprint's ``target.os`` rewritten), and the workstation on Debian 12.
 
-Only ``nvidia_driver`` has Ubuntu-specific tasks and variables (``vars/Ubuntu.yml``: the CUDA repository's
-distribution, Canonical's signed modules); every other role runs the same ``install-Debian.yml`` and
-``vars/Debian.yml`` on both. So the DGX example, the one with the full driver stack (Fabric Manager, NSCQ,
-DCGM), runs on both families; the L40S example (the DGX example's roles plus RoCE) and the Kata example
-(no driver on its passthrough host) run once, on their Ubuntu release. Ordered so round-robin over
-workers balances time."""
+The roles select OS-specific task files and variables from Ansible's facts (``nvidia_driver``'s
+``vars/Ubuntu.yml`` and ``vars/Debian.yml``: the CUDA repository's ``ubuntu2x04`` / ``debian12`` distribution,
+Ubuntu's kernel headers meta-package; ``rdma``'s netplan or ifupdown IPoIB configuration), so each GPU example's
+vendor installs (driver stack, Container Toolkit, Kata / runsc), RoCE QoS and sandbox runtimes run on both
+families. Ordered so round-robin over workers balances time."""
 
 UBUNTU = {
     "ubuntu-22.04": ("22.04", "jammy", "Ubuntu 22.04.5 LTS"),
@@ -125,21 +126,24 @@ def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[s
             for e in r.events if e["event"] == "runner_on_failed"]
 
 
-def blueprint_for(example: str, os_name: str, work: Path) -> Path:
-    """The example blueprint with ``target.os`` set to ``os_name`` (a copy under ``work`` when it differs)."""
+def blueprint_for(example: str, os_name: str, work: Path, lustre_repo: dict[str, str] | None = None) -> Path:
+    """The example blueprint as converged on ``os_name``: ``target.os`` set to it and, when ``lustre_repo`` is
+    given and the example mounts a Lustre server, ``software.lustre_client_repos`` naming that repository (the
+    stand-in site repository) for ``os_name`` instead of the example's site URLs. A copy under ``work`` when it
+    differs from the example."""
     src = EXAMPLES / f"{example}.yaml"
-    text = src.read_text()
-    m = re.search(r"^  os: (\S+)$", text, re.MULTILINE)
-    declared = m.group(1) if m else "ubuntu-22.04"
-    if declared == os_name:
+    data = yaml.safe_load(src.read_text())
+    target = data["target"]
+    changed = target.get("os", "ubuntu-22.04") != os_name
+    target["os"] = os_name
+    if lustre_repo and any(s.get("kind") == "lustre" and s.get("server") for s in data.get("storage") or []):
+        data.setdefault("software", {})["lustre_client_repos"] = {os_name: dict(lustre_repo)}
+        changed = True
+    if not changed:
         return src
-    if m:
-        text = text[:m.start()] + f"  os: {os_name}" + text[m.end():]
-    else:
-        text = text.replace("  provider: onprem\n", f"  provider: onprem\n  os: {os_name}\n", 1)
     dest = work / src.name
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text)
+    dest.write_text(yaml.safe_dump(data, sort_keys=False))
     return dest
 
 
@@ -147,13 +151,19 @@ def dgx_variant(tmp: Path, name: str, os_name: str, *, gpu: str | None = None, g
                 **software: Any) -> Path:
     """The DGX example (``onprem-dgx-h100-ib.yaml``) edited as a user would, written to ``tmp/<name>.yaml``.
 
-    ``target.os`` becomes ``os_name``; ``gpu`` replaces the ``dgx`` node group's ``hardware.gpu``, ``gpudirect_rdma``
+    ``target.os`` becomes ``os_name`` (with a ``software.lustre_client_repos`` entry for it, as the site would
+    add); ``gpu`` replaces the ``dgx`` node group's ``hardware.gpu``, ``gpudirect_rdma``
     the ``network.gpudirect_rdma.method``, and each keyword sets ``software.<keyword>`` (``None`` leaves a field as
     the example has it). Comments and order are kept (ruamel round trip), so the variant reads like the example.
     """
     yaml = YAML()
     doc = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
     doc["target"]["os"] = os_name
+    repos = doc["software"].get("lustre_client_repos") or {}
+    if repos and os_name not in repos:  # the site's Lustre client build for the new OS, beside the example's
+        first = dict(next(iter(repos.values())))
+        dist = os_name.replace("-", "").replace(".", "")  # Whamcloud's directory names: ubuntu2404, debian12
+        repos[os_name] = {**first, "url": first["url"].rstrip("/").rsplit("/", 1)[0] + f"/{dist}/"}
     if gpu is not None:
         next(g for g in doc["node_groups"] if g["name"] == "dgx")["hardware"]["gpu"] = gpu
     if gpudirect_rdma is not None:
@@ -350,7 +360,7 @@ class ConvergeCache:
 
         work = self.base / converge_id(example, os_name)
         work.mkdir(parents=True, exist_ok=True)
-        loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint"))
+        loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint", self.mirror.lustre_client_repo()))
         groups = {g.name: g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts}
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()

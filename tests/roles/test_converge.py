@@ -6,7 +6,8 @@ packages inside the root filesystems are checked against the blueprint.
 The vendor installs run for real: the NVIDIA driver stack, the NVIDIA Container Toolkit and Kata come from
 the stand-in vendor repositories of :mod:`tests.roles.vendor_repo` (real names, versions and dependency
 relations, served on 127.0.0.1), and the tests check what was installed, at which version, held, enabled and
-that a reboot was requested. The Lustre client has no stand-in yet (its packages stay off).
+that a reboot was requested. The Lustre client comes from the stand-in site repository that the blueprint's
+``software.lustre_client_repos`` names for the converged OS (as a site declares its own).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from blueprints.models import InfinibandNetwork, RoceNetwork
 from blueprints.settings import node_settings
+from blueprints.vendor import bare_metal, nvidia_services
 from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
@@ -350,6 +352,10 @@ def test_nvidia_stack_is_installed_at_one_version_held_and_a_reboot_requested(co
         smi = subprocess.run(["chroot", str(root), "nvidia-smi"], capture_output=True, text=True, check=True).stdout
         recorded = FIXTURES / "nvidia-smi" / f"nvidia-smi-{p.version}.txt"
         assert smi == recorded.read_text() if recorded.exists() else smi.startswith(f"NVIDIA-SMI {p.version} ")
+        # the CUDA repository's distribution directory of this OS (catalog ``cuda_repo.dists``: debian12, ubuntu2204 ...)
+        cuda = bare_metal()["nvidia_driver"]["cuda_repo"]
+        uris = _keyvals((root / "etc/apt/sources.list.d/nvidia-cuda.sources").read_text(), ":")["URIs"]
+        assert uris.rstrip("/").endswith(f"/cuda/{cuda['dists'][os_name]}/{cuda['arch']['x86_64']}"), (os_name, uris)
         # Ubuntu task files were selected on the Ubuntu-shaped root (Ubuntu's kernel headers meta-package)
         headers = "linux-headers-generic" if os_name.startswith("ubuntu") else "linux-headers-amd64"
         assert headers in dpkg, (gname, os_name)
@@ -376,6 +382,8 @@ def test_container_toolkit_is_pinned_and_cdi_follows_the_driver(converges, examp
             name, version = _spec(spec)
             assert dpkg[name] == (version, "hold"), (gname, name, dpkg.get(name))
         assert _enabled(root, "clusterforge-cdi-refresh.service")
+        cdi_unit = _keyvals((root / "etc/systemd/system/clusterforge-cdi-refresh.service").read_text())
+        assert cdi_unit["After"].split() == [f"{nvidia_services()['persistenced']}.service", "systemd-modules-load.service"]
         # the refresh script regenerates the CDI spec when the loaded driver changes, and only then
         version_file = root / "tmp/nvidia-version"
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CLUSTERFORGE_NVIDIA_VERSION_FILE": "/tmp/nvidia-version"}
@@ -439,6 +447,9 @@ def test_kernel_updates_hold_or_verify_the_out_of_tree_modules(converges, exampl
             assert not (root / "usr/local/sbin/clusterforge-module-check").exists(), gname
             continue
         assert _enabled(root, "clusterforge-module-check.service"), gname
+        # ordered before the NVIDIA daemons (the catalog's unit names) and Lustre's lnet.service
+        before = _keyvals((root / "etc/systemd/system/clusterforge-module-check.service").read_text())["Before"].split()
+        assert before == [f"{nvidia_services()[d]}.service" for d in ("persistenced", "fabricmanager")] + ["lnet.service"]
         check = (root / "usr/local/sbin/clusterforge-module-check").read_text()
         assert all(f" {m}" in check for m in s.out_of_tree_modules), check
         # the check itself: a module missing for the running kernel fails the unit, naming it

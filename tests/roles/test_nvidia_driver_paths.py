@@ -51,7 +51,8 @@ def _use_ubuntu_archive(root: Path, mirror: VendorMirror, os_name: str, tree: st
 
 
 def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[str, Any] | None = None,
-         archive: str | None = None, rerun: bool = False) -> dict[str, Any]:
+         archive: str | None = None, rerun: bool = False, kernel: str | None = None) -> dict[str, Any]:
+    """``kernel``: a kernel image meta-package installed from the stand-in archive first (the host's kernel)."""
     loaded = load_checked(dgx_variant(tmp, f"dgx-{gpu.split(':')[0]}-{os_name}", os_name, gpu=gpu))  # the variant passes check
     root = copy_rootfs(tmp / "root")
     shape_as(root, os_name)
@@ -59,6 +60,9 @@ def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[
     try:
         if archive:
             _use_ubuntu_archive(root, mirror, os_name, archive)
+        if kernel:
+            for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends", kernel]):
+                subprocess.run(["chroot", str(root), *cmd], check=True, capture_output=True, text=True)
         out = tmp / "ansible"
         run = {"tags": tags, "extravars": {**mirror.extravars(), **(extravars or {})},
                "connection_override": chroot_connection({HOST: root})}
@@ -140,8 +144,11 @@ def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secur
     assert dpkg[f"libnvidia-nscq-{b}"] == (row["nscq"], "hold")
     nvidia = {n: v for n, (v, _) in dpkg.items() if "nvidia" in n and not n.startswith("linux-")}
     assert {v.rsplit("-", 1)[0] for v in nvidia.values()} == {up}, nvidia
-    # the signed modules: the kernel-flavour meta-package (versioned like the kernel) and its per-ABI package
-    meta = signed["modules"].format(branch=b, open="-open")
+    # the signed modules: the kernel-flavour meta-package (versioned like the kernel) and its per-ABI package; no
+    # kernel image meta-package installed: the GA flavour (the catalog's last), not the HWE one
+    ga, hwe = (f["modules"] for f in (p.secure_boot_kernel_flavours[-1], p.secure_boot_kernel_flavours[0]))
+    meta = signed["modules"].format(branch=b, open="-open", flavour=signed["kernel_flavours"][-1])
+    assert meta == ga and hwe not in dpkg
     kver, sel = dpkg[meta]
     assert sel == "hold" and not kver.startswith(up)
     assert any(n.startswith(f"linux-modules-nvidia-{b}-server-open-") and n.endswith("-generic") and v == kver
@@ -150,11 +157,11 @@ def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secur
     assert not [n for n in dpkg if n.endswith("-dkms") or n in ("nvidia-open", "cuda-drivers", "linux-headers-generic")]
     assert any(n.startswith("datacenter-gpu-manager-4-") for n in dpkg)  # DCGM 4 still from the CUDA repository
     held = {n for n, (_, s) in dpkg.items() if s == "hold"}
-    assert set(p.secure_boot_hold) <= held
+    assert {n.replace("{flavour}", signed["kernel_flavours"][-1]) for n in p.secure_boot_hold} <= held
     pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
     assert f"Pin: version {up}-*" in pref and p.version not in pref
     blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
-    assert all(f'"^{re.escape(n)}$";' in blacklist for n in p.secure_boot_hold)
+    assert all(f'"^{re.escape(n.replace("{flavour}", signed["kernel_flavours"][-1]))}$";' in blacklist for n in p.secure_boot_hold)
     assert row["driver"] in (root / "run/reboot-required").read_text()
 
 
@@ -162,6 +169,33 @@ def test_secure_boot_rerun_changes_nothing(secure_boot):
     assert secure_boot["rc"] == 0 and secure_boot["rerun"] is not None
     changed = [r["task"] for r in secure_boot["rerun"]["results"] if r["status"] == "changed"]
     assert changed == [] and not secure_boot["rerun"]["failures"], changed
+
+
+@pytest.mark.parametrize("os_name", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_secure_boot_on_an_hwe_kernel_installs_the_hwe_flavour_modules(tmp_path, os_name):
+    """A host that tracks the HWE kernel (``linux-image-generic-hwe-<release>`` installed) gets Canonical's signed
+    modules for that flavour (``linux-modules-nvidia-<branch>-server-open-generic-hwe-<release>``, built for the
+    HWE kernel's ABI), held; the GA flavour's are not installed; a rerun changes nothing."""
+    signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
+    release = os_name.split("-", 1)[1]
+    hwe_flavour = signed["kernel_flavours"][0].format(release=release)
+    r = _run(tmp_path, os_name, "h100-sxm:8", tags=["nvidia_driver"], extravars={"nvidia_driver_secure_boot": "true"},
+             archive="ubuntu", rerun=True, kernel=signed["kernel_meta"].format(flavour=hwe_flavour))
+    assert r["rc"] == 0, r["first"]["failures"]
+    p, dpkg = r["packages"], installed_packages(r["root"])
+    hwe, ga = p.secure_boot_kernel_flavours[0], p.secure_boot_kernel_flavours[-1]
+    assert hwe["flavour"] == hwe_flavour and hwe["modules"] == f"linux-modules-nvidia-{p.branch}-server-open-{hwe_flavour}"
+    kver, sel = dpkg[hwe["modules"]]
+    assert sel == "hold" and "~" + release in kver  # versioned like the HWE kernel
+    assert ga["modules"] not in dpkg
+    assert dpkg[hwe["meta"]][0] == kver  # the HWE kernel's meta-package, at the same kernel version
+    # the per-ABI package of the HWE kernel's ABI came with it
+    assert [n for n, (v, _) in dpkg.items() if n.startswith(f"linux-modules-nvidia-{p.branch}-server-open-")
+            and n.endswith("-generic") and n != hwe["modules"] and v == kver]
+    blacklist = (r["root"] / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
+    assert f'"^{re.escape(hwe["modules"])}$";' in blacklist
+    changed = [x["task"] for x in r["rerun"]["results"] if x["status"] == "changed"]
+    assert changed == [] and not r["rerun"]["failures"], changed
 
 
 def test_secure_boot_refuses_when_the_archive_moved_on(tmp_path):

@@ -7,6 +7,7 @@ And ``ansible-lint --profile production`` is clean.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -148,3 +149,20 @@ def test_ansible_lint_production_profile_is_clean(tmp_path):
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     assert "Profile 'production' was required, and it passed" in res.stdout + res.stderr
+
+
+def test_nvidia_unit_names_are_spelled_only_in_the_catalog():
+    """NVIDIA's daemon unit names live once, in the catalog (``blueprints.vendor.nvidia_services``): no role
+    task, template, default or variable file spells them; the roles get them from ``clusterforge render``."""
+    from blueprints.vendor import nvidia_services
+
+    names = set(nvidia_services().values())
+    offenders = []
+    for path in sorted(ROLES_DIR.rglob("*")):
+        if not path.is_file() or path.suffix not in (".yml", ".j2") or path.parent.name == "meta":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            offenders += [f"{path.relative_to(ROLES_DIR)}:{n}: {name}" for name in names
+                          if re.search(rf"(?<![\w/-]){re.escape(name)}\.service\b", code)]
+    assert offenders == []

@@ -181,20 +181,25 @@ UBUNTU_KERNELS = {"ubuntu-22.04": ("5.15.0-163", "5.15.0-163.173"), "ubuntu-24.0
 """Kernel ABI and version of the stand-in Ubuntu archive's GA kernel per release (linux-restricted-modules builds
 its signed NVIDIA module packages per kernel ABI, versioned like the kernel)."""
 
+UBUNTU_HWE_KERNELS = {"ubuntu-22.04": ("6.8.0-90", "6.8.0-90.91~22.04.1"),
+                      "ubuntu-24.04": ("6.14.0-37", "6.14.0-37.37~24.04.1")}
+"""Kernel ABI and version of the stand-in archive's HWE kernel per release (the next LTS's kernel backported,
+``~<release>.1`` versions; its signed modules come from linux-restricted-modules-hwe-<version>)."""
+
 
 def ubuntu_driver_packages(os_name: str, branch: str, driver: str, fabricmanager: str, nscq: str,
-                           kernel: tuple[str, str]) -> list[Deb]:
+                           kernel: tuple[str, str], hwe_kernel: tuple[str, str] | None = None) -> list[Deb]:
     """One Ubuntu-archive build of driver ``branch`` (``-server`` flavour) with the archive's real names and
     relations: nvidia-graphics-drivers-<branch>-server (``driver``, e.g. ``580.173.02-0ubuntu0.22.04.1``),
     fabric-manager-<branch> and libnvidia-nscq-<branch> (their own archive versions; both depend on the virtual
     ``nvidia-kernel-common-<branch>-server-<upstream>``, so they install only beside the driver's exact upstream
     release), and linux-restricted-modules' Canonical-signed modules for the ``kernel`` (ABI, version): the
-    per-ABI module package and the kernel-flavour meta-package, both versioned by the kernel. Names come from
-    the catalog (``ubuntu_signed_precompiled``), open and proprietary flavours."""
+    per-ABI module package and the kernel-flavour meta-package, both versioned by the kernel, for the GA kernel
+    and (``hwe_kernel``) the HWE kernel, with the kernel image meta-packages that select each flavour. Names come
+    from the catalog (``ubuntu_signed_precompiled``), open and proprietary flavours."""
     nd = bare_metal()["nvidia_driver"]
     signed, sw = nd["ubuntu_signed_precompiled"], nd["nvswitch"]
     up = driver.rsplit("-", 1)[0]
-    abi, kver = kernel
     common = f"nvidia-kernel-common-{branch}-server"
     virtual = f"{common}-{up}"
     compute, cutils = f"libnvidia-compute-{branch}-server", f"nvidia-compute-utils-{branch}-server"
@@ -209,16 +214,23 @@ def ubuntu_driver_packages(os_name: str, branch: str, driver: str, fabricmanager
                 "NVIDIA Persistence Daemon", f"/usr/bin/{persistenced} --verbose")}),
         Deb(utils.format(branch=branch, open=""), driver, depends=[f"{compute} (>= {up})", virtual], files={
             "/usr/bin/nvidia-smi": _script(f"echo 'NVIDIA-SMI {up} (Ubuntu archive stand-in {driver})'\n")}),
-        Deb(f"linux-image-{abi}-generic", kver, description="stand-in for a Ubuntu kernel image"),
     ]
+    release = os_name.split("-", 1)[1]
+    flavours = [f.format(release=release) for f in signed["kernel_flavours"]]  # HWE first, GA last
+    kernels = [(flavours[-1], kernel)] + ([(flavours[0], hwe_kernel)] if hwe_kernel else [])
+    for flavour, (kabi, kv) in kernels:
+        out.append(Deb(f"linux-image-{kabi}-generic", kv, description="stand-in for a Ubuntu kernel image"))
+        out.append(Deb(signed["kernel_meta"].format(flavour=flavour), kv, depends=[f"linux-image-{kabi}-generic"],
+                       description=f"stand-in for Ubuntu's {flavour} kernel image meta-package"))
     for o in ("-open", ""):
         out.append(Deb(headless.format(branch=branch, open=o), driver,
                        depends=[f"{cutils} (= {driver})", f"{common} (= {driver})", f"{compute} (= {driver})"]))
-        per_abi = f"linux-modules-nvidia-{branch}-server{o}-{abi}-generic"
-        out.append(Deb(per_abi, kver, depends=[f"linux-image-{abi}-generic", f"{common} (>= {up})"], files={
-            f"/lib/modules/{abi}-generic/kernel/nvidia-{branch}srv{o}/nvidia.ko": (f"signed stand-in {up}\n", 0o644)}))
-        out.append(Deb(signed["modules"].format(branch=branch, open=o), kver,
-                       depends=[f"{per_abi} (= {kver})", f"{common} (>= {up})"]))
+        for flavour, (kabi, kv) in kernels:
+            per_abi = f"linux-modules-nvidia-{branch}-server{o}-{kabi}-generic"
+            out.append(Deb(per_abi, kv, depends=[f"linux-image-{kabi}-generic", f"{common} (>= {up})"], files={
+                f"/lib/modules/{kabi}-generic/kernel/nvidia-{branch}srv{o}/nvidia.ko": (f"signed stand-in {up}\n", 0o644)}))
+            out.append(Deb(signed["modules"].format(branch=branch, open=o, flavour=flavour), kv,
+                           depends=[f"{per_abi} (= {kv})", f"{common} (>= {up})"]))
     fm_name = signed["fabricmanager"].format(branch=branch)
     cfg = sw["fabricmanager_config"]
     out.append(Deb(fm_name, fabricmanager, depends=[virtual], files={
@@ -246,12 +258,12 @@ def _ubuntu_archive(root: Path, signer: Signer, key: str) -> None:
             rel = row["driver"].rsplit("-", 1)[1]
             d = root / "ubuntu" / os_name
             d.mkdir(parents=True, exist_ok=True)
-            builds = [(row["driver"], row["fabricmanager"], row["nscq"], (abi, kver))]
+            builds = [(row["driver"], row["fabricmanager"], row["nscq"], (abi, kver), UBUNTU_HWE_KERNELS[os_name])]
             older_abi = f"{abi.rsplit('-', 1)[0]}-{int(abi.rsplit('-', 1)[1]) - 5}"
             older = f"{catalog().driver_releases(branch)[0]}-{rel}"
-            builds.append((older, older, older, (older_abi, kver.replace(abi, older_abi).rsplit(".", 1)[0] + ".1")))
-            for drv, fm, nscq, kernel in builds:
-                for pkg in ubuntu_driver_packages(os_name, branch, drv, fm, nscq, kernel):
+            builds.append((older, older, older, (older_abi, kver.replace(abi, older_abi).rsplit(".", 1)[0] + ".1"), None))
+            for drv, fm, nscq, kernel, hwe in builds:
+                for pkg in ubuntu_driver_packages(os_name, branch, drv, fm, nscq, kernel, hwe):
                     build_deb(pkg, d)
             signer.sign_repo(d)
             (d / "archive.asc").write_text(key)
@@ -309,16 +321,20 @@ class VendorMirror:
     server: socketserver.TCPServer | None = None
 
     def extravars(self) -> dict[str, str]:
-        """Mirror variables pointing every vendor install at the stand-ins."""
+        """Mirror variables pointing every vendor install at the stand-ins (the Lustre client's site repository is
+        a blueprint field instead: :meth:`lustre_client_repo`)."""
         return {
             "nvidia_driver_cuda_repo_base_url": f"{self.base_url}/cuda",
             "container_runtime_nvidia_toolkit_repo_url": f"{self.base_url}/libnvidia-container",
             "sandbox_kata_release_url": f"{self.base_url}/kata",
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
-            "lustre_client_apt_repo_url": f"{self.base_url}/lustre/",
-            "lustre_client_apt_repo_key_url": f"{self.base_url}/lustre/gpgkey",
             "rdma_doca_repo_base_url": f"{self.base_url}/doca",
         }
+
+    def lustre_client_repo(self) -> dict[str, str]:
+        """The stand-in site repository of the Lustre client as a ``software.lustre_client_repos`` entry (the
+        blueprint field a site fills in; the converges write it into the example blueprint)."""
+        return {"url": f"{self.base_url}/lustre/", "key_url": f"{self.base_url}/lustre/gpgkey"}
 
     def start(self) -> VendorMirror:
         """Serve ``root`` on 127.0.0.1 (an ephemeral port) from a daemon thread."""

@@ -1,0 +1,113 @@
+"""LNet's interface, when the blueprint declares none, is found on the node (the interface it routes the MGS
+address through), never on an image build host: ``clusterforge-lnet-networks`` (the lustre_client role's script)
+runs here for real against this machine's routing table, and the role runs for real into a Debian root
+filesystem (image mode), where it must leave the discovery to the boot-time unit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from blueprints.role_templates import render_role_template
+
+from .conftest import copy_rootfs, role_failures
+
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def _route_dev(address: str) -> str:
+    out = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True, text=True, check=True).stdout
+    return out.split(" dev ", 1)[1].split()[0]
+
+
+def _script(tmp: Path, networks: str, route_to: str) -> Path:
+    p = tmp / "clusterforge-lnet-networks"
+    p.write_text(render_role_template("lustre_client", "lnet-networks.sh.j2", {
+        "lustre_client_lnet_networks": networks, "lustre_client_lnet_route_to": route_to}))
+    p.chmod(0o755)
+    return p
+
+
+def _run(script: Path, conf: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([BASH, str(script)], env={"PATH": os.environ["PATH"], "CONF": str(conf)},
+                          capture_output=True, text=True, check=False)
+
+
+needs_ip = pytest.mark.skipif(shutil.which("ip") is None, reason="iproute2 is not installed here")
+
+
+@needs_ip
+@pytest.mark.parametrize(("networks", "route_to", "want"), [
+    ("tcp0", "127.0.0.1", "tcp0({lo})"),
+    ("tcp0", "127.0.0.53", "tcp0({lo})"),
+    ("tcp1", "127.0.0.1", "tcp1({lo})"),
+    ("o2ib0(ibp24s0)", "", "o2ib0(ibp24s0)"),
+    ("tcp0(ens1f0np0,ens2f0np0)", "", "tcp0(ens1f0np0,ens2f0np0)"),
+    ("o2ib0(ibp24s0),tcp0", "127.0.0.1", "o2ib0(ibp24s0),tcp0({lo})"),
+])
+def test_the_script_writes_the_networks_from_this_nodes_routes(tmp_path, networks, route_to, want):
+    want = want.format(lo=_route_dev("127.0.0.1"))
+    conf = tmp_path / "modprobe.d" / "lustre.conf"
+    r = _run(_script(tmp_path, networks, route_to), conf)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("changed: ")
+    assert f'options lnet networks="{want}"\n' in conf.read_text()
+    assert _run(_script(tmp_path, networks, route_to), conf).stdout == ""  # unchanged: says nothing
+    conf.write_text('options lnet networks="tcp0(eth9)"\n')  # a stale file is replaced
+    assert _run(_script(tmp_path, networks, route_to), conf).stdout.startswith("changed: ")
+    assert f'networks="{want}"' in conf.read_text()
+
+
+@needs_ip
+def test_an_address_without_a_route_fails_naming_it_and_writes_nothing(tmp_path):
+    conf = tmp_path / "lustre.conf"
+    r = _run(_script(tmp_path, "tcp0", "300.1.2.3"), conf)
+    assert r.returncode == 1 and "300.1.2.3" in r.stderr and "declare the LNet interface" in r.stderr
+    assert not conf.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")
+@needs_ip
+def test_image_build_leaves_discovery_to_the_node_at_boot(tmp_path):
+    root = copy_rootfs(tmp_path / "root")
+    mount = {"name": "lustre", "mount": "/lustre", "source": "127.0.0.1@tcp:/lustre1", "options": ["flock", "_netdev"],
+             "stripes": []}
+    extravars = {"lustre_client_mounts": [mount], "lustre_client_lnet_networks": "tcp0",
+                 "lustre_client_lnet_route_to": "127.0.0.1", "lustre_client_install_packages": False}
+    tags = "lustre_client_preflight,lustre_client_configure"
+    assert role_failures(root, tmp_path / "run", "lustre_client", tags, extravars) == []
+    # the build host's routes never reach the image: no LNet interface was written at build time
+    assert not (root / "etc/modprobe.d/lustre.conf").exists()
+    unit = (root / "etc/systemd/system/clusterforge-lnet-networks.service").read_text()
+    assert "ExecStart=/usr/local/sbin/clusterforge-lnet-networks" in unit
+    assert "Before=remote-fs-pre.target lnet.service" in unit and "After=network-online.target" in unit
+    assert (root / "etc/systemd/system/multi-user.target.wants/clusterforge-lnet-networks.service").is_symlink()
+    assert (root / "usr/bin/ip").exists() or (root / "sbin/ip").exists() or (root / "usr/sbin/ip").exists()
+    assert "127.0.0.1@tcp:/lustre1 /lustre lustre flock,_netdev" in (root / "etc/fstab").read_text()
+    # boot: the unit's command on the node (the chroot shares this machine's network, which plays the node)
+    boot = subprocess.run(["chroot", str(root), "/usr/local/sbin/clusterforge-lnet-networks"], capture_output=True,
+                          text=True, check=False)
+    assert boot.returncode == 0, boot.stderr
+    assert f'options lnet networks="tcp0({_route_dev("127.0.0.1")})"' in (root / "etc/modprobe.d/lustre.conf").read_text()
+    # the role's second run keeps the file the node wrote (it does not rediscover in the image)
+    assert role_failures(root, tmp_path / "run2", "lustre_client", tags, extravars) == []
+    assert f'tcp0({_route_dev("127.0.0.1")})' in (root / "etc/modprobe.d/lustre.conf").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")
+def test_declared_interfaces_are_written_in_the_image_and_no_unit_is_installed(tmp_path):
+    root = copy_rootfs(tmp_path / "root")
+    mount = {"name": "lustre", "mount": "/lustre", "source": "192.168.100.2@o2ib:/lustre1", "options": ["_netdev"],
+             "stripes": []}
+    extravars = {"lustre_client_mounts": [mount], "lustre_client_lnet_networks": "o2ib0(ibp24s0)",
+                 "lustre_client_install_packages": False}
+    assert role_failures(root, tmp_path / "run", "lustre_client", "lustre_client_preflight,lustre_client_configure",
+                         extravars) == []
+    assert 'options lnet networks="o2ib0(ibp24s0)"' in (root / "etc/modprobe.d/lustre.conf").read_text()
+    assert not (root / "etc/systemd/system/clusterforge-lnet-networks.service").exists()
