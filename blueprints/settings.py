@@ -48,7 +48,6 @@ __all__ = [
     "generated_nccl_env",
     "node_settings",
     "nvswitch_count",
-    "runtime_handler",
 ]
 
 SOURCES = {
@@ -198,8 +197,8 @@ class SandboxSettings(_Frozen):
     runtime_handler: str | None = None
     """The containerd runtime handler Kata / gVisor pods of this group run under (what the group's
     RuntimeClass ``handler`` names and the node checks look for in containerd's configuration): on
-    AWS the handler the cloud user data registers (:func:`runtime_handler`: ``runsc`` for gVisor,
-    the RuntimeClass name for Kata); on premises the ``container_runtime`` / ``sandbox`` roles
+    AWS the handler the cloud user data registers and the stack's RuntimeClass names (``runsc`` for
+    gVisor, the RuntimeClass name or ``kata`` for Kata); on premises the ``container_runtime`` / ``sandbox`` roles
     register it under the RuntimeClass name; ``None`` for ``container`` and ``vm``."""
 
 
@@ -639,7 +638,7 @@ def _sandbox_handler(bp: Blueprint, g: NodeGroup) -> str | None:
     if sb.runtime not in ("kata", "gvisor"):
         return None
     handler: str | None = sb.runtime_class_name  # the roles register the handler under the RuntimeClass name
-    if bp.target.sandbox_handlers == "user-data":  # what the cloud user data registers (runtime_handler)
+    if bp.target.sandbox_handlers == "user-data":  # what the cloud user data registers, so the RuntimeClass names it
         handler = "runsc" if sb.runtime == "gvisor" else (sb.runtime_class_name or "kata")
     return handler or sb.runtime
 
@@ -678,15 +677,3 @@ def _lustre_client(bp: Blueprint) -> dict[str, Any]:
 def cluster_settings(bp: Blueprint) -> dict[str, NodeSettings]:
     """:func:`node_settings` for every node group, keyed by group name."""
     return {g.name: node_settings(bp, g) for g in bp.node_groups}
-
-
-def runtime_handler(sandbox: SandboxSettings) -> str | None:
-    """The containerd runtime handler a cloud node registers for its sandbox (``None``: no extra runtime).
-
-    The stack's RuntimeClass ``handler`` must name exactly this, or pods never start.
-    """
-    if sandbox.runtime == "gvisor":
-        return "runsc"
-    if sandbox.runtime == "kata":
-        return sandbox.runtime_class or "kata"
-    return None

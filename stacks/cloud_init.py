@@ -61,7 +61,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 from blueprints.catalog import catalog
 from blueprints.role_templates import OsFamily, RoleFile, role_file
 from blueprints.role_vars import node_role_vars
-from blueprints.settings import LustreMount, NodeSettings, ScratchSettings, runtime_handler
+from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
@@ -78,7 +78,6 @@ __all__ = [
     "render_cloud_config",
     "render_user_data",
     "role_files",
-    "runtime_handler",
     "scratch_script",
     "sizing_endpoints",
     "user_data_payload",
@@ -437,7 +436,7 @@ def render_cloud_config(
 
 def _nodeconfig(settings: NodeSettings) -> str | None:
     """nodeadm NodeConfig merging containerd runtimes for the group's sandbox (EKS AL2023)."""
-    handler = runtime_handler(settings.sandbox)
+    handler = settings.sandbox.runtime_handler
     if settings.sandbox.runtime == "gvisor":
         toml = (f'[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{handler}]\n'
                 'runtime_type = "io.containerd.runsc.v1"\n'

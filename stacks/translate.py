@@ -31,7 +31,6 @@ from blueprints.models import (
 from blueprints.naming import Naming
 from blueprints.resolved import ResolvedCluster, ResolvedGroup
 
-from .cloud_init import runtime_handler
 from .components import (
     AddonsArgs,
     EksAttachment,
@@ -186,7 +185,7 @@ def addons_args(bp: Blueprint, cluster: ResolvedCluster, naming: Naming, *, efa_
         efa_instance_types=list(efa_instance_types),
         sandbox_workloads=any(s.passthrough_host for s in settings.values()),
         # the handler is the containerd runtime the nodes' user data registers (kata / gvisor: never None)
-        sandboxes=[SandboxClass(name=name, handler=runtime_handler(sandboxes[name, rt]) or name, runtime=rt)
+        sandboxes=[SandboxClass(name=name, handler=sandboxes[name, rt].runtime_handler or name, runtime=rt)
                    for (name, rt) in sorted(sandboxes)],
         fsx=list(fsx),
         depends_on=list(depends_on),

@@ -219,10 +219,8 @@ def test_efa_interfaces_are_what_each_node_gets(interfaces):
 @pytest.mark.parametrize("runtime_class", [None, "kata-qemu-nvidia-gpu", "secure"])
 def test_sandbox_runtime_handler_is_what_the_node_registers(example, group, runtime, runtime_class):
     """The containerd handler of Kata / gVisor pods: on AWS the one the cloud user data registers
-    (`runtime_handler`, which the stack's RuntimeClass names), on premises the RuntimeClass name the
-    roles register it under; none for plain containers and VMs."""
-    from blueprints.settings import runtime_handler
-
+    (which the stack's RuntimeClass names): `runsc` for gVisor, the RuntimeClass name for Kata; on
+    premises the RuntimeClass name the roles register it under; none for plain containers and VMs."""
     bp = load_blueprint(EXAMPLES / example).blueprint
     groups = []
     for g in bp.node_groups:
@@ -235,6 +233,6 @@ def test_sandbox_runtime_handler_is_what_the_node_registers(example, group, runt
     if runtime in ("container", "vm"):
         assert sb.runtime_handler is None
     elif bp.target.provider == "aws":
-        assert sb.runtime_handler == runtime_handler(sb)
+        assert sb.runtime_handler == ("runsc" if runtime == "gvisor" else bp.group(group).sandbox.runtime_class_name)
     else:
         assert sb.runtime_handler == bp.group(group).sandbox.runtime_class_name
