@@ -271,6 +271,10 @@ def copy_rootfs(dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     _run(["cp", "-a", str(base), str(dest)])
     shutil.copy2("/etc/resolv.conf", dest / "etc/resolv.conf")
+    # The copy is thrown away after the test, so dpkg's fsync after every unpacked file buys nothing; without it
+    # the roles' apt installs take half the wall-clock time (87 s -> 44 s for the L40S example's Debian packages
+    # on this machine). What the roles run and install is unchanged.
+    (dest / "etc/dpkg/dpkg.cfg.d/unsafe-io").write_text("# clusterforge tests: throwaway root filesystem\nforce-unsafe-io\n")
     archives = CACHE / "apt-archives"
     target = dest / "var/cache/apt/archives"
     for deb in archives.glob("*.deb"):

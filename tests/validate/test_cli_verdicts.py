@@ -36,12 +36,16 @@ def test_local_run_of_a_gpu_blueprint_on_a_cpu_machine_is_invalid_not_pass(tmp_p
 
     monkeypatch.setattr(local_launcher, "local_gpu_count", lambda: 0)
     out = tmp_path / "run"
+    # the p5 example with one short NCCL sweep (its own three sweeps up to 8 GiB take minutes on CPU processes)
+    text = (EXAMPLES / "aws-p5-efa-lustre.yaml").read_text()
+    assert "\nvalidation:\n" in text
+    blueprint = tmp_path / "aws-p5-efa-lustre.yaml"
+    blueprint.write_text(text.replace("\nvalidation:\n", "\nvalidation:\n  nccl: {collectives: [all_reduce], max_bytes: 1048576, iters: 2, warmup_iters: 1}\n"))
     # without --run-anyway the run stops before starting (exit 3, nothing written)
-    assert main(["validate", str(EXAMPLES / "aws-p5-efa-lustre.yaml"), "--launcher", "local", "--suites", "nccl",
-                 "-o", str(out)]) == 3
+    assert main(["validate", str(blueprint), "--launcher", "local", "--suites", "nccl", "-o", str(out)]) == 3
     assert not out.exists()
-    rc = main(["validate", str(EXAMPLES / "aws-p5-efa-lustre.yaml"), "--launcher", "local", "--suites", "nccl",
-               "-o", str(out), "--run-anyway"])
+    rc = main(["validate", str(blueprint), "--launcher", "local", "--suites", "nccl", "-o", str(out), "--run-anyway",
+               "--gpus", "2"])
     assert rc == 3, capsys.readouterr()
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert lines and all(r["verdict"] == "invalid" for r in lines)
