@@ -372,3 +372,71 @@ def test_validate_reads_the_resolved_settings_not_the_provider() -> None:
                     or (node.attr == "provider" and isinstance(node.value, ast.Attribute) and node.value.attr == "target")):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: .{node.attr}")
     assert not found, "provider branches in validate/:\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# typed results: what the judges write is what their types declare
+# ---------------------------------------------------------------------------------------------
+
+
+def test_each_suite_writes_only_the_keys_its_typed_results_declare(fixtures_dir: Path, tmp_path: Path) -> None:
+    """The typed dictionaries are plain dicts at run time, so this holds them to what the judges really
+    write: every key of a judged result's metrics, expected and series, over the public and field
+    outputs, each variant of the AMP document and the recorded node documents, is declared by its
+    suite's type (the runner's keys by :class:`validate.results.Metrics`); and ``to_json`` /
+    ``from_json`` keep every key and value."""
+    from typing import get_type_hints
+
+    from validate.expectations import context_from_flags
+    from validate.judge import judge_file, judge_text
+    from validate.node_checks import NodeExpected, NodeMetrics, judge_node_file
+    from validate.results import Expected, Metrics, Series
+    from validate.suites.amp import AmpExpected, AmpMetrics, AmpSeries
+    from validate.suites.fio import FioExpected, FioMetrics
+    from validate.suites.nccl import NcclExpected, NcclMetrics, NcclSeries
+
+    from .node_fixtures import RecordedNode, as_recorded_yaml
+    from .test_judge import AMP
+
+    types = {"nccl": (NcclMetrics, NcclExpected, NcclSeries), "fio": (FioMetrics, FioExpected, Series),
+             "amp": (AmpMetrics, AmpExpected, AmpSeries), "node": (NodeMetrics, NodeExpected, Series)}
+    for metrics, expected, series in types.values():
+        assert issubclass(metrics, dict) and set(get_type_hints(Metrics)) <= set(get_type_hints(metrics))
+        assert set(get_type_hints(Expected)) <= set(get_type_hints(expected))
+        assert set(get_type_hints(Series)) <= set(get_type_hints(series))
+    results = []
+    ctx = context_from_flags(instance_type="p5.48xlarge", nodes=2)
+    for sub in ("nccl-tests", "fio", "field"):
+        for f in sorted((fixtures_dir / sub).iterdir()):
+            if f.suffix in (".txt", ".json", ".log"):
+                results += judge_file(f, ctx)
+    onprem = context_from_flags(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint)
+    for f in sorted((fixtures_dir / "nccl-tests").iterdir()):
+        results += judge_file(f, onprem)
+    scratch = context_from_flags(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint, target="/scratch")
+    for f in sorted((fixtures_dir / "fio").iterdir()):
+        results += judge_file(f, scratch)
+    for changes in ({}, {"mfu": 0.05, "model_tflops": 50.0}, {"losses": [7.0, 8.0]}, {"error": "CUDA out of memory"},
+                    {"device": "cpu", "gpu_name": None}, {"fp32_baseline": None}, {"gpu_name": "NVIDIA A100-SXM4-40GB"}):
+        results += judge_text(json.dumps({**AMP, **changes}), JudgeContext(gpu_model="h100-sxm"), source="amp.json", kind="amp")
+    bp = tmp_path / "dgx.yaml"
+    bp.write_text(as_recorded_yaml((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text(), gpudirect="nvidia-peermem"))
+    raw = tmp_path / "node.json"
+    raw.write_text("".join(json.dumps(RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / h).doc()) + "\n"
+                           for h in ("dgx-01", "dgx-02")))
+    results += judge_node_file(raw, load_blueprint(bp).blueprint, "dgx", label="node", expected_nodes=2)
+    kinds = {r.kind for r in results}
+    assert kinds == set(types), kinds
+    undeclared = []
+    for r in results:
+        metrics, expected, series = types[r.kind]
+        for what, got, typed in (("metrics", r.metrics, metrics), ("expected", r.expected, expected),
+                                 ("series", r.series, series)):
+            extra = set(got) - set(get_type_hints(typed))
+            undeclared += [f"{r.kind} {r.title}: {what}.{k}" for k in sorted(extra)]
+        assert JudgeResult.from_json(json.loads(json.dumps(r.to_json()))).to_json() == r.to_json()
+    assert not undeclared, "keys written but not declared by the suite's type:\n" + "\n".join(sorted(set(undeclared)))
+    # the figures the reports compare are there (the typed dicts are not empty shells)
+    assert any("peak_busbw_gbps" in r.metrics and "busbw_gbps" in r.expected for r in results if r.kind == "nccl")
+    assert any(r.expected.get("ratio") is not None for r in results if r.kind == "fio")
+    assert any("mfu_floor" in r.expected for r in results if r.kind == "amp")

@@ -17,6 +17,7 @@ register an instance below (``docs/adding-a-suite.md`` lists every file a newcom
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from blueprints.errors import UsageError
@@ -138,7 +139,8 @@ def compared(r: JudgeResult) -> bool:
     suite = REGISTRY.get(r.kind)
     if suite is not None:
         return suite.compared(r)
-    return any(r.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
+    expected: Mapping[str, object] = r.expected  # a result of an unknown kind: its keys are not typed
+    return any(expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
 
 
 def summary(r: JudgeResult) -> str:

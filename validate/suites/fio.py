@@ -13,8 +13,9 @@ bandwidth (sequential, >= 128 KiB blocks) or 4 KiB IOPS (random) against the tar
 (:class:`StorageExpectation`, from the blueprint's storage and the catalog) -> pass/warn/fail by the ratios of
 ``validation.fio.thresholds``. A job without ``rw``/``bs`` is judged with fio's defaults (read, 4 KiB).
 
-Metrics: ``read_bw_bytes_per_s``/``write_bw_bytes_per_s`` (bytes/s; reports show MB/s = 1e6 bytes/s),
-``read_iops``/``write_iops``, ``rw``, ``block_size_bytes``, ``verify_failures``.
+Metrics (:class:`FioMetrics`): ``read_bw_bytes_per_s``/``write_bw_bytes_per_s`` (bytes/s; reports show
+MB/s = 1e6 bytes/s), ``read_iops``/``write_iops``, ``rw``, ``block_size_bytes``, ``verify_failures`` ...;
+expected (:class:`FioExpected`): ``read_mb_s`` or ``read_iops`` ..., ``ratio``, ``derivation``, ``source``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from blueprints.catalog import InstanceTypeSpec, catalog
 from blueprints.models import Blueprint, FioThresholds, LustreStorage, NfsStorage, NodeGroup
@@ -37,17 +38,21 @@ from blueprints.settings import on_mount
 from ..expectations import ContextError, JudgeContext
 from ..parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio
 from ..plan import PlannedTest, TestParams
-from ..results import JudgeResult, Verdict, fmt_bytes, pct
+from ..results import Expected, JudgeResult, Metrics, Verdict, fmt_bytes, pct
 from ..signatures import by_id, doc_ref
 from .base import MISMATCH, GroupPlan, HtmlSection, Suite, nothing, part_label, png
 
 __all__ = [
     "FIO_BOUND_MARGIN",
     "FioExpectations",
+    "FioExpected",
+    "FioMetrics",
     "FioParams",
     "FioSuite",
     "StorageExpectation",
     "fio_expectations",
+    "fio_expected",
+    "fio_metrics",
     "fsx_client_mb_s",
     "judge_fio_job",
     "judge_fio_report",
@@ -72,6 +77,88 @@ class FioParams(TestParams):
     runtime_s: int
     numjobs: int
     iodepth: int
+
+
+class FioMetrics(Metrics, total=False):
+    """What a fio result measured (``JudgeResult.metrics`` of kind ``fio``): ``job`` (fio job name), ``rw``
+    (fio's ``rw`` as run, fio's default ``read`` when unset), ``block_size_bytes`` (bytes), ``numjobs``,
+    ``iodepth``, ``direct`` / ``buffered`` (fio's I/O mode), ``paths`` (files or devices the job used),
+    ``read_bw_bytes_per_s`` / ``write_bw_bytes_per_s`` (bytes/s), ``read_iops`` / ``write_iops``,
+    ``read_mb_s`` / ``write_mb_s`` (MB/s = 1e6 bytes/s), ``read_p99_latency_us`` /
+    ``write_p99_latency_us`` (99th percentile completion latency, microseconds), ``error`` (fio's errno,
+    0: none), ``verify_failures`` (blocks whose data did not verify)."""
+
+    job: str
+    rw: str
+    block_size_bytes: int
+    numjobs: int
+    iodepth: int | None
+    direct: bool | None
+    buffered: bool | None
+    paths: list[str]
+    read_bw_bytes_per_s: float | None
+    write_bw_bytes_per_s: float | None
+    read_iops: float | None
+    write_iops: float | None
+    read_mb_s: float
+    write_mb_s: float
+    read_p99_latency_us: float | None
+    write_p99_latency_us: float | None
+    error: int
+    verify_failures: int
+
+
+class FioExpected(Expected, total=False):
+    """What a fio result was compared with (``JudgeResult.expected`` of kind ``fio``, from the target's
+    :class:`StorageExpectation`): ``target`` (mount, ``None`` for an unmounted local NVMe), ``target_kind``,
+    ``target_name``, ``warn_ratio`` / ``fail_ratio`` (``validation.fio.thresholds``), the expected
+    ``read_mb_s`` / ``write_mb_s`` (MB/s = 1e6 bytes/s) or ``read_iops`` / ``write_iops`` (4 KiB random),
+    the physical bounds ``upper_read_mb_s`` ... ``upper_write_iops`` a result exceeded, and the common
+    ``ratio``, ``derivation``, ``source``."""
+
+    target: str | None
+    target_kind: str
+    target_name: str
+    warn_ratio: float
+    fail_ratio: float
+    read_mb_s: float
+    write_mb_s: float
+    read_iops: float
+    write_iops: float
+    upper_read_mb_s: float
+    upper_write_mb_s: float
+    upper_read_iops: float
+    upper_write_iops: float
+
+
+def fio_metrics(r: JudgeResult) -> FioMetrics:
+    """``r.metrics`` as the fio suite's keys (``r`` a result of kind ``fio``; the same dictionary)."""
+    return cast(FioMetrics, r.metrics)
+
+
+def fio_expected(r: JudgeResult) -> FioExpected:
+    """``r.expected`` as the fio suite's keys (the same dictionary)."""
+    return cast(FioExpected, r.expected)
+
+
+def _directions(m: FioMetrics) -> list[tuple[str, float | None, float | None]]:
+    """``[(direction, bytes/s, IOPS)]`` for read and write."""
+    return [("read", m.get("read_bw_bytes_per_s"), m.get("read_iops")),
+            ("write", m.get("write_bw_bytes_per_s"), m.get("write_iops"))]
+
+
+def _expected_rate(e: FioExpected, d: str, unit: str, value: float, *, upper: bool = False) -> None:
+    """Record in ``e`` the expected (or, ``upper``, the physical upper bound of the) ``unit`` (``mb_s``:
+    MB/s; ``iops``: 4 KiB IOPS) of direction ``d`` (``read``/``write``)."""
+    read = d == "read"
+    if unit == "mb_s" and upper:
+        e["upper_read_mb_s" if read else "upper_write_mb_s"] = value
+    elif unit == "mb_s":
+        e["read_mb_s" if read else "write_mb_s"] = value
+    elif upper:
+        e["upper_read_iops" if read else "upper_write_iops"] = value
+    else:
+        e["read_iops" if read else "write_iops"] = value
 
 
 def _thresholds(ctx: JudgeContext) -> FioThresholds:
@@ -453,37 +540,39 @@ class FioSuite(Suite):
 
     def summary(self, r: JudgeResult) -> str | None:
         """``read bs=1 MiB: read 6500 MB/s, 6200 IOPS = 95% of expected``."""
-        m, e = r.metrics, r.expected
+        m, e = fio_metrics(r), fio_expected(r)
         if not (m.get("read_bw_bytes_per_s") or m.get("write_bw_bytes_per_s")):
             return None
         parts = []
-        for d in ("read", "write"):
-            bw = m.get(f"{d}_bw_bytes_per_s")
+        for d, bw, iops in _directions(m):
             if bw:
-                parts.append(f"{d} {bw / 1e6:.5g} MB/s, {m.get(f'{d}_iops', 0):.4g} IOPS")
+                parts.append(f"{d} {bw / 1e6:.5g} MB/s, {iops if iops is not None else 0:.4g} IOPS")
         s = f"{m.get('rw') or 'job'} bs={fmt_bytes(m.get('block_size_bytes'))}: " + ("; ".join(parts) or "no I/O")
-        if e.get("ratio") is not None:
-            s += f" = {pct(e['ratio'])} of expected"
+        ratio = e.get("ratio")
+        if ratio is not None:
+            s += f" = {pct(ratio)} of expected"
         return s
 
     def expected_text(self, r: JudgeResult) -> str | None:
         """``read 6500 MB/s`` or ``read 800000 IOPS``."""
-        e = r.expected
-        for d in ("read", "write"):
-            if e.get(f"{d}_mb_s"):
-                return f"{d} {e[f'{d}_mb_s']:.5g} MB/s"
-            if e.get(f"{d}_iops"):
-                return f"{d} {e[f'{d}_iops']:.5g} IOPS"
+        e = fio_expected(r)
+        for d, mb_s, iops in (("read", e.get("read_mb_s"), e.get("read_iops")),
+                              ("write", e.get("write_mb_s"), e.get("write_iops"))):
+            if mb_s:
+                return f"{d} {mb_s:.5g} MB/s"
+            if iops:
+                return f"{d} {iops:.5g} IOPS"
         return None
 
     def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
         """Throughput (MB/s = 1e6 bytes/s) of every job against its expectation, one bar per direction."""
         rows = []
         for r in (x for x in results if x.kind == self.name):
-            for d in ("read", "write"):
-                bw = r.metrics.get(f"{d}_bw_bytes_per_s")
+            m, e = fio_metrics(r), fio_expected(r)
+            for d, bw, exp_mb_s in (("read", m.get("read_bw_bytes_per_s"), e.get("read_mb_s")),
+                                    ("write", m.get("write_bw_bytes_per_s"), e.get("write_mb_s"))):
                 if bw:
-                    rows.append((f"{r.title} ({d})", bw / 1e6, r.expected.get(f"{d}_mb_s"), r.verdict))
+                    rows.append((f"{r.title} ({d})", bw / 1e6, exp_mb_s, r.verdict))
         if not rows:
             return None
         rows = rows[:MAX_BARS]
@@ -556,7 +645,7 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
         r = JudgeResult(source=source, kind="fio", label=label or name)
         payload_error, missing_tool = _fio_payload_error(text)
         if missing_tool:
-            r.metrics["missing_tool"] = missing_tool
+            fio_metrics(r)["missing_tool"] = missing_tool
             r.degrade(Verdict.INVALID, f"the fio suite could not run: {payload_error}. A tool that is not installed says "
                                  "nothing about the hardware")
             return [r]
@@ -606,14 +695,14 @@ def judge_fio_report(report: FioReport, ctx: JudgeContext, *, source: str, label
                 if v.file and (v.file in job.paths or Path(v.file).name.startswith(job.name + "."))]
         if mine:
             claimed.update(mine)
-            r.metrics["verify_failures"] = len(mine)
+            fio_metrics(r)["verify_failures"] = len(mine)
             r.degrade(Verdict.FAIL, _verify_reason([report.verify_failures[i] for i in mine]))
         results.append(r)
     rest = [v for i, v in enumerate(report.verify_failures) if i not in claimed]
     if rest or (report.errors and not report.jobs):
         r = JudgeResult(source=source, kind="fio", label=part_label(label, name, "verify" if rest else "errors", bool(results)))
-        r.metrics.update({"read_bw_bytes_per_s": None, "write_bw_bytes_per_s": None, "read_iops": None,
-                          "write_iops": None, "verify_failures": len(rest)})
+        fio_metrics(r).update({"read_bw_bytes_per_s": None, "write_bw_bytes_per_s": None, "read_iops": None,
+                               "write_iops": None, "verify_failures": len(rest)})
         if rest:
             r.degrade(Verdict.FAIL, _verify_reason(rest))
         for e in report.errors[:3]:
@@ -677,8 +766,9 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
     bandwidth or 4 KiB random IOPS against the expectation -> pass/warn/fail by ratio. A missing
     ``rw`` or ``bs`` is judged with fio's defaults (``read``, 4 KiB).
     """
-    r = JudgeResult(source=source, kind="fio", label=label)
-    m = r.metrics
+    m = FioMetrics()
+    e = FioExpected()
+    r = JudgeResult(source=source, kind="fio", label=label, metrics=m, expected=e)
     m.update({
         "job": job.name, "rw": job.rw_effective, "block_size_bytes": job.block_size_effective,
         "numjobs": int(job.option("numjobs") or 0) or job.clones, "iodepth": int(job.option("iodepth") or 0) or None,
@@ -709,9 +799,9 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         if not fio_expectations(ctx).storage:
             r.note("no storage expectation (no blueprint or instance type with local NVMe / FSx): figures recorded only")
         return r
-    r.expected.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
-                       "derivation": tgt.derivation, "source": tgt.source,
-                       "warn_ratio": _thresholds(ctx).warn_ratio, "fail_ratio": _thresholds(ctx).fail_ratio})
+    e.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
+              "derivation": tgt.derivation, "source": tgt.source,
+              "warn_ratio": _thresholds(ctx).warn_ratio, "fail_ratio": _thresholds(ctx).fail_ratio})
     if job.buffered and tgt.has_numbers:
         how = "buffered=1" if (job.option("buffered") or "0").strip() not in ("0", "false") else (
             "direct=0" if job.direct is False else "no direct=1 (fio's default is buffered I/O)")
@@ -736,7 +826,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         if exp:
             got = io.bw_bytes_per_s / 1e6
             ratio = got / exp
-            r.expected[f"{d}_mb_s"] = round(exp, 3)
+            _expected_rate(e, d, "mb_s", round(exp, 3))
             fig = (f"sequential {d} {got:.5g} MB/s with {fmt_bytes(bs)} blocks = {pct(ratio)} of the expected "
                    f"{exp:.5g} MB/s for {tgt.name} ({tgt.derivation})")
         else:
@@ -745,7 +835,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         exp = getattr(tgt, f"{d}_iops_4k")
         if exp:
             ratio = io.iops / exp
-            r.expected[f"{d}_iops"] = round(exp, 1)
+            _expected_rate(e, d, "iops", round(exp, 1))
             fig = (f"random {d} {io.iops:.5g} IOPS with 4 KiB blocks = {pct(ratio)} of the expected {exp:.5g} IOPS "
                    f"for {tgt.name} ({tgt.derivation})")
         else:
@@ -755,7 +845,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
                "and 4 KiB random jobs are judged")
     if ratio is None:
         return r
-    r.expected["ratio"] = round(ratio, 4)
+    e["ratio"] = round(ratio, 4)
     cause = _fio_cause(tgt, job)
     if ratio < _thresholds(ctx).fail_ratio:
         r.degrade(Verdict.FAIL, f"{fig}, below the fail ratio {_thresholds(ctx).fail_ratio:g}. {cause}")
@@ -774,7 +864,7 @@ def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: lis
         io = getattr(job, d)
         up_mb = getattr(tgt, f"upper_{d}_mb_s")
         if up_mb and io.bw_bytes_per_s / 1e6 > up_mb * FIO_BOUND_MARGIN:
-            r.expected[f"upper_{d}_mb_s"] = round(up_mb, 3)
+            _expected_rate(fio_expected(r), d, "mb_s", round(up_mb, 3), upper=True)
             r.degrade(Verdict.INVALID, f"{d} {io.bw_bytes_per_s / 1e6:.5g} MB/s is above what {tgt.name} can physically deliver "
                                  f"({up_mb:.5g} MB/s: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): "
                                  "the I/O was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
@@ -782,7 +872,7 @@ def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: lis
             continue
         up_io = getattr(tgt, f"upper_{d}_iops_4k")
         if up_io and job.block_size_effective <= RAND_BS and io.iops > up_io * FIO_BOUND_MARGIN:
-            r.expected[f"upper_{d}_iops"] = round(up_io, 1)
+            _expected_rate(fio_expected(r), d, "iops", round(up_io, 1), upper=True)
             r.degrade(Verdict.INVALID, f"{d} {io.iops:.5g} IOPS is above what {tgt.name} can physically deliver ({up_io:.5g} "
                                  f"IOPS: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): the I/O "
                                  "was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
