@@ -407,7 +407,10 @@ events averaged over its iterations (well under 1% error), and vendors' link rat
 of lane rates (NVLink 4: 18 links x 25 GB/s); 10% leaves room for clock and rounding effects only."""
 
 NCCL_TREE_BLOG = "https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/"
+"""Source of the double binary tree's traffic (each byte crosses the network once per direction on two nodes)."""
+
 NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
+"""Source of busbw's definition (algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather and reduce_scatter)."""
 
 
 @dataclass(frozen=True)
