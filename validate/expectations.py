@@ -156,6 +156,7 @@ def _bare_expectations() -> dict[str, SuiteExpectations]:
 M = TypeVar("M", bound=BaseModel)
 E = TypeVar("E")
 
+
 def suite_thresholds(v: Validation) -> dict[str, BaseModel]:
     """``{suite name: thresholds model}`` of a blueprint's ``validation`` section: every member of the
     :class:`~blueprints.models.Validation` model that has a ``thresholds`` field (``nccl``, ``fio``,
@@ -299,7 +300,10 @@ def _pick_group(bp: Blueprint, group: str | None) -> ResolvedGroup:
 
 def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides: Any) -> JudgeContext:
     """The :class:`JudgeContext` of node group ``group`` of ``bp`` (default: the first compute
-    group with GPUs), then ``overrides`` applied as explicit values (see :func:`apply_overrides`).
+    group with GPUs): its hardware from the resolved cluster and the catalog, the blueprint's
+    thresholds, and what every registered suite expects of the group
+    (:meth:`ExpectationSource.context_expectations`); then ``overrides`` applied as explicit values
+    (see :func:`apply_overrides`).
 
     Raises :class:`ContextError` for an unknown group or override.
     """

@@ -460,12 +460,7 @@ def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
 
 def _nvls(gpu_key: str | None) -> bool:
     """True for NVSwitch parts with NVLink SHARP (NVLink 4+: H100/H200/B200/GB200), which reduce in the switch."""
-    if not gpu_key:
-        return False
-    try:
-        return int(catalog().gpu(gpu_key).nvlink_gen or 0) >= 4
-    except UnknownHardwareError:
-        return False
+    return _nvlink_gen(gpu_key) >= 4
 
 
 def tree_two_node_fraction() -> float:
