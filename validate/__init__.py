@@ -16,5 +16,11 @@ Two halves with different rules:
   :mod:`validate.judge` judges files by kind; :mod:`validate.report` writes JSON, Markdown,
   JUnit XML and HTML reports.
 
-Importing this package imports nothing heavy (no torch, no matplotlib).
+Importing this package registers the suites (:mod:`validate.suites`), so a judge context built by
+:mod:`validate.expectations` asks every one of them for its expectations whichever module of the
+package was imported first. It imports nothing heavy (no torch, no matplotlib: suites import their
+plotting library when they plot).
 """
+
+# registers the suites (and their expectation sources) on any import of the package
+from . import suites as suites

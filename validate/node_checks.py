@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from blueprints.catalog import catalog
 from blueprints.hardware import GroupHardware
@@ -47,7 +47,7 @@ from .parsers.node import (
     parse_nvlink_status,
     read_documents,
 )
-from .results import JudgeResult
+from .results import Expected, JudgeResult, Metrics
 
 __all__ = [
     "CHECKS",
@@ -1025,18 +1025,42 @@ def _reason(c: Check) -> str:
     return s + ("" if not c.blocking else " [blocking]")
 
 
+class NodeMetrics(Metrics, total=False):
+    """What a node result holds (``JudgeResult.metrics`` of kind ``node``): ``host`` (the node, or
+    ``cross-node``), ``group`` (its node group), ``checks`` (every :class:`Check` as its JSON dict),
+    ``blocking`` (ids of the failed blocking checks), ``summary`` (``20 pass, 3 n/a, 1 fail``)."""
+
+    host: str
+    group: str
+    checks: list[dict[str, Any]]
+    blocking: list[str]
+    summary: str
+
+
+class NodeExpected(Expected, total=False):
+    """What a node result was compared with: ``checks``, the number of checks run."""
+
+    checks: int
+
+
+def node_metrics(r: JudgeResult) -> NodeMetrics:
+    """``r.metrics`` as the node checks' keys (``r`` a result of kind ``node``; the same dictionary)."""
+    return cast(NodeMetrics, r.metrics)
+
+
 def _result(source: str, label: str, host: str, checks: list[Check], group: str) -> JudgeResult:
-    r = JudgeResult(source=source, kind="node", label=label)
+    m, e = NodeMetrics(), NodeExpected()
+    r = JudgeResult(source=source, kind="node", label=label, metrics=m, expected=e)
     for c in checks:
         if c.verdict in ("warn", "fail", "invalid"):
             r.degrade(c.verdict, _reason(c))
     if all(c.verdict == NA for c in checks):
         r.degrade("invalid", "every check is not applicable: the node showed nothing to judge")
     counts = {v: sum(c.verdict == v for c in checks) for v in CHECK_VERDICTS}
-    r.metrics.update(host=host, group=group, checks=[c.to_json() for c in checks],
-                     blocking=[c.id for c in checks if c.blocking],
-                     summary=", ".join(f"{n} {v}" for v, n in counts.items() if n))
-    r.expected["checks"] = len(checks)
+    m.update({"host": host, "group": group, "checks": [c.to_json() for c in checks],
+              "blocking": [c.id for c in checks if c.blocking],
+              "summary": ", ".join(f"{n} {v}" for v, n in counts.items() if n)})
+    e["checks"] = len(checks)
     na = [c.id for c in checks if c.verdict == NA]
     if na:
         r.note(f"not applicable on this node (each check's measurement says why): {', '.join(na)}")
@@ -1174,9 +1198,10 @@ def blocking_failures(results: Iterable[JudgeResult]) -> dict[tuple[str, str], l
     for r in results:
         if r.kind != "node":
             continue
-        bad = [c for c in r.metrics.get("checks") or [] if c.get("blocking")]
+        m = node_metrics(r)
+        bad = [c for c in m.get("checks") or [] if c.get("blocking")]
         if bad:
-            out[(str(r.metrics.get("group")), str(r.metrics.get("host")))] = bad
+            out[(str(m.get("group")), str(m.get("host")))] = bad
     return out
 
 
@@ -1209,12 +1234,13 @@ def node_table(results: Iterable[JudgeResult]) -> NodeTable | None:
     """The :class:`NodeTable` of the node results among ``results`` (``None`` when there is none)."""
     rows = []
     for r in results:
-        if r.kind != "node" or not r.metrics.get("checks"):
+        m = node_metrics(r)
+        if r.kind != "node" or not m.get("checks"):
             continue
-        name = str(r.metrics.get("host") or r.title)
-        if str(r.metrics.get("group")) and len({x.metrics.get("group") for x in results if x.kind == "node"}) > 1:
-            name = f"{r.metrics.get('group')}/{name}"
-        rows.append((name, {str(c["id"]): c for c in r.metrics["checks"]}))
+        name = str(m.get("host") or r.title)
+        if str(m.get("group")) and len({node_metrics(x).get("group") for x in results if x.kind == "node"}) > 1:
+            name = f"{m.get('group')}/{name}"
+        rows.append((name, {str(c["id"]): c for c in m["checks"]}))
     if not rows:
         return None
     order = list(CHECKS) + list(CROSS_CHECKS)

@@ -14,9 +14,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
-__all__ = ["VERDICTS", "VERDICT_ICONS", "JudgeResult", "Verdict", "exit_code_for", "fmt_bytes", "pct", "worst"]
+__all__ = [
+    "VERDICTS",
+    "VERDICT_ICONS",
+    "Curve",
+    "Expected",
+    "JudgeResult",
+    "Metrics",
+    "Series",
+    "Verdict",
+    "exit_code_for",
+    "fmt_bytes",
+    "pct",
+    "worst",
+]
 
 
 class Verdict(StrEnum):
@@ -91,6 +104,63 @@ def pct(x: float) -> str:
     return f"{x * 100:.2g}%" if abs(x) < 0.1 else f"{x * 100:.0f}%"
 
 
+class Metrics(TypedDict, total=False):
+    """The measured figures of a result (``JudgeResult.metrics``), as written to ``results.jsonl``.
+
+    Each suite's module defines its own keys by extending this (``NcclMetrics``, ``FioMetrics``,
+    ``AmpMetrics``; the node checks' ``NodeMetrics``), every key named with its unit. The keys here
+    are the runner's, on a result of any suite: ``explained_by`` (``host: check-id`` of the failed
+    blocking node checks that explain it), ``test_wall_time_s`` (seconds the test's launch took,
+    shared among its results), ``missing_tool`` (the executable a payload needed and did not find).
+    At run time a ``Metrics`` is a plain ``dict``: what is written is exactly the keys that were set,
+    in the order they were set.
+    """
+
+    explained_by: list[str]
+    test_wall_time_s: float
+    missing_tool: str
+
+
+class Expected(TypedDict, total=False):
+    """What a result was compared with (``JudgeResult.expected``); each suite extends it with its
+    figures (``NcclExpected``: busbw in GB/s; ``FioExpected``: MB/s and IOPS; ``AmpExpected``: the
+    MFU floor). Keys of every suite: ``ratio`` (measured / expected, ``None`` when no figure
+    applies: what :meth:`validate.suites.base.Suite.compared` looks for), ``derivation`` (the
+    arithmetic, one sentence), ``source`` (URL(s) of the per-unit figures, or ``blueprint``).
+    """
+
+    ratio: float | None
+    derivation: str
+    source: str
+
+
+class Series(TypedDict, total=False):
+    """Plot data of a result (``JudgeResult.series``): lists of equal length, one value per point; each
+    suite extends it (``NcclSeries``: message sizes in bytes and busbw in GB/s; ``AmpSeries``: the loss
+    per step) and turns it into :class:`Curve` objects for its plots."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of a plot: ``label``, the ``points`` ``(x, y)`` with ``x_unit`` / ``y_unit`` (``bytes``,
+    ``GB/s`` = 1e9 bytes/s, ``step``, ``loss`` ...). Points whose y was not measured are left out."""
+
+    label: str
+    x_unit: str
+    y_unit: str
+    points: tuple[tuple[float, float], ...]
+
+    @property
+    def xs(self) -> list[float]:
+        """The x values, in order."""
+        return [p[0] for p in self.points]
+
+    @property
+    def ys(self) -> list[float]:
+        """The y values, in order."""
+        return [p[1] for p in self.points]
+
+
 @dataclass
 class JudgeResult:
     """One judged result.
@@ -99,23 +169,29 @@ class JudgeResult:
     :data:`validate.suites.REGISTRY`: ``node``, ``nccl``, ``fio``, ``amp``; ``unknown`` only for an
     output nothing recognised); ``verdict``: a :class:`Verdict` (a plain string is converted);
     ``reasons``: why the verdict is not ``pass`` (each with cause and fix when known; empty for
-    pass); ``metrics``: measured figures, named with their unit (nccl: ``peak_busbw_gbps`` in GB/s =
-    1e9 bytes/s, ``size_at_peak_bytes`` ...; fio: ``read_bw_bytes_per_s``, ``read_iops`` ...; amp:
-    ``tokens_per_s``, ``mfu`` (0-1) ...; each suite's module lists its own); ``expected``: what they
-    were compared with (figures, ``derivation``, ``source``); ``notes``: observations that do not
-    change the verdict; ``label``: a short name for reports; ``series``: plot data (nccl: ``size``,
-    ``busbw_oop``, ``busbw_ip`` lists; amp: ``losses``).
+    pass); ``metrics``: measured figures (:class:`Metrics`, extended by each suite's module with its
+    keys and units: ``NcclMetrics`` ``peak_busbw_gbps`` in GB/s = 1e9 bytes/s, ``size_at_peak_bytes``
+    ...; ``FioMetrics`` ``read_bw_bytes_per_s``, ``read_iops`` ...; ``AmpMetrics`` ``tokens_per_s``,
+    ``mfu`` (0-1) ...); ``expected``: what they were compared with (:class:`Expected`: figures,
+    ``ratio``, ``derivation``, ``source``); ``notes``: observations that do not change the verdict;
+    ``label``: a short name for reports; ``series``: plot data (:class:`Series`: ``NcclSeries``
+    ``size``, ``busbw_oop``, ``busbw_ip``; ``AmpSeries`` ``losses``).
+
+    A suite builds its typed dictionaries and hands them in (``JudgeResult(..., metrics=m)`` with
+    ``m = NcclMetrics()``), writing through its own reference, and reads a result back with its
+    module's accessor (``nccl_metrics(r)``); the generic code (runner, reports) reads the
+    :class:`Metrics` keys only.
     """
 
     source: str
     kind: str
     verdict: Verdict = Verdict.PASS
     reasons: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    expected: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=Metrics)
+    expected: Expected = field(default_factory=Expected)
     notes: list[str] = field(default_factory=list)
     label: str | None = None
-    series: dict[str, Any] = field(default_factory=dict)
+    series: Series = field(default_factory=Series)
 
     def __post_init__(self) -> None:
         if not isinstance(self.verdict, Verdict):
@@ -156,9 +232,9 @@ class JudgeResult:
             raise ValueError(f"unknown verdict {d['verdict']!r}; expected one of {', '.join(VERDICTS)}")
         return cls(
             source=str(d["source"]), kind=str(d["kind"]), verdict=Verdict(d["verdict"]),
-            reasons=[str(x) for x in d.get("reasons") or []], metrics=dict(d.get("metrics") or {}),
-            expected=dict(d.get("expected") or {}), notes=[str(x) for x in d.get("notes") or []],
-            label=d.get("label"), series=dict(d.get("series") or {}),
+            reasons=[str(x) for x in d.get("reasons") or []], metrics=cast(Metrics, dict(d.get("metrics") or {})),
+            expected=cast(Expected, dict(d.get("expected") or {})), notes=[str(x) for x in d.get("notes") or []],
+            label=d.get("label"), series=cast(Series, dict(d.get("series") or {})),
         )
 
 

@@ -667,10 +667,11 @@ def test_lustre_server_without_throughput(tmp_path: Path) -> None:
     doc["storage"][0]["server"]["throughput_mb_s"] = 20000
     assert "fio-expectation-missing" not in _ids(doc)
     from validate.expectations import context_from_blueprint
+    from validate.suites.fio import fio_expectations
 
     text, _ = emit(doc)
     exp = context_from_blueprint(parse_blueprint(text, "v.yaml").blueprint)
-    lustre = [s for s in exp.storage if s.mount == "/lfs"]
+    lustre = [s for s in fio_expectations(exp).storage if s.mount == "/lfs"]
     assert lustre and lustre[0].read_mb_s == 20000 and lustre[0].write_mb_s == 20000
 
 
@@ -690,10 +691,11 @@ def test_nfs_export_without_throughput(version: str) -> None:
     doc["storage"][0]["throughput_mb_s"] = 2500
     assert "fio-expectation-missing" not in _ids(doc)
     from validate.expectations import context_from_blueprint
+    from validate.suites.fio import fio_expectations
 
     text, _ = emit(doc)
     exp = context_from_blueprint(parse_blueprint(text, "v.yaml").blueprint)
-    [nfs] = [s for s in exp.storage if s.mount == "/home/shared"]
+    [nfs] = [s for s in fio_expectations(exp).storage if s.mount == "/home/shared"]
     assert nfs.kind == "nfs" and nfs.read_mb_s == 2500 and nfs.write_mb_s == 2500 and "2500 MB/s" in nfs.derivation
 
 

@@ -1,5 +1,6 @@
 """A validation suite written the way a newcomer writes ``validate/suites/<name>.py``: one module with
-its params dataclass, its thresholds model and its :class:`~validate.suites.Suite` subclass (its
+its params dataclass, its typed result keys, its thresholds model and its
+:class:`~validate.suites.Suite` subclass (its
 payload, ``echo_payload/echo_bench.py``, stands for ``validate/payloads/echo_bench.py``).
 
 Nothing else in the project knows it: ``tests/validate/test_adding_a_suite.py`` registers it with
@@ -13,13 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from validate.expectations import JudgeContext
 from validate.plan import PlannedTest, TestParams
-from validate.results import JudgeResult, Verdict
+from validate.results import Expected, JudgeResult, Metrics, Verdict
 from validate.suites import GroupPlan, HtmlSection, Suite
 from validate.suites.base import nothing, png
 
@@ -32,6 +33,28 @@ class EchoParams(TestParams):
     """``value``: what the payload reports (echo units)."""
 
     value: float
+
+
+class EchoMetrics(Metrics, total=False):
+    """``value``: what the payload reported (echo units)."""
+
+    value: float
+
+
+class EchoExpected(Expected, total=False):
+    """``floor``: the least value that passes (echo units, ``validation.echo.thresholds``)."""
+
+    floor: float
+
+
+def echo_metrics(r: JudgeResult) -> EchoMetrics:
+    """``r.metrics`` as the echo suite's keys."""
+    return cast(EchoMetrics, r.metrics)
+
+
+def echo_expected(r: JudgeResult) -> EchoExpected:
+    """``r.expected`` as the echo suite's keys."""
+    return cast(EchoExpected, r.expected)
 
 
 class EchoThresholds(BaseModel):
@@ -63,23 +86,26 @@ class EchoSuite(Suite):
         return ["--value", f"{test.params_as(EchoParams).value:g}"]
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
-        r = JudgeResult(source=source, kind=self.name, label=label)
+        m, e = EchoMetrics(), EchoExpected()
+        r = JudgeResult(source=source, kind=self.name, label=label, metrics=m, expected=e)
         try:
             doc = json.loads(text)
         except ValueError:
             return [nothing(r, text, "no echo document")]
         floor = ctx.thresholds_for(self.name, EchoThresholds).floor
-        r.metrics["value"] = doc["value"]
-        r.expected.update({"floor": floor, "ratio": round(doc["value"] / floor, 4)})
+        m["value"] = doc["value"]
+        e.update({"floor": floor, "ratio": round(doc["value"] / floor, 4)})
         if doc["value"] < floor:
             r.degrade(Verdict.FAIL, f"echo {doc['value']:g} is below the floor {floor:g}")
         return [r]
 
     def summary(self, r: JudgeResult) -> str | None:
-        return f"echo value {r.metrics['value']:g}" if "value" in r.metrics else None
+        value = echo_metrics(r).get("value")
+        return f"echo value {value:g}" if value is not None else None
 
     def expected_text(self, r: JudgeResult) -> str | None:
-        return f"echo ≥ {r.expected['floor']:g}" if "floor" in r.expected else None
+        floor = echo_expected(r).get("floor")
+        return f"echo ≥ {floor:g}" if floor is not None else None
 
     def markdown_section(self, results: list[JudgeResult]) -> list[str]:
         mine = [r for r in results if r.kind == self.name]
@@ -92,5 +118,5 @@ class EchoSuite(Suite):
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(3, 2))
-        ax.bar([r.title for r in mine], [r.metrics.get("value", 0) for r in mine])
+        ax.bar([r.title for r in mine], [echo_metrics(r).get("value", 0.0) for r in mine])
         return HtmlSection(heading="Echo <values>", png=png(fig), alt="echo values")

@@ -19,10 +19,11 @@ from validate.expectations import (
     apply_overrides,
     context_from_blueprint,
     context_from_flags,
-    expected_busbw,
-    mfu_floor,
 )
 from validate.judge import JudgeResult, UnreadableInput, judge_file, judge_text, worst
+from validate.suites.amp import mfu_floor
+from validate.suites.fio import fio_expectations
+from validate.suites.nccl import expected_busbw
 
 from ..conftest import EXAMPLES
 
@@ -282,12 +283,12 @@ def test_expectations_from_example_blueprints():
     roce = context_from_blueprint(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)
     intra = expected_busbw(roce, collective="all_reduce", ranks=4, nodes=1, gpu_key="l40s")
     assert intra.basis == "pcie" and intra.busbw_gbps == pytest.approx(31 * 0.8)
-    (scratch,) = [s for s in roce.storage if s.mount == "/scratch"]
+    (scratch,) = [s for s in fio_expectations(roce).storage if s.mount == "/scratch"]
     assert scratch.kind == "nvme-raid0" and scratch.read_mb_s == 2 * 6800 and scratch.write_mb_s == 2 * 5600
     p5 = context_from_blueprint(load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint)
-    fsx = next(s for s in p5.storage if s.kind == "fsx-lustre")
+    fsx = next(s for s in fio_expectations(p5).storage if s.kind == "fsx-lustre")
     assert fsx.read_mb_s == pytest.approx(2400 / 1024 * 250)
-    store = next(s for s in p5.storage if s.kind == "instance-store")
+    store = next(s for s in fio_expectations(p5).storage if s.kind == "instance-store")
     assert store.read_iops_4k == 4_400_000 and store.read_mb_s is None
 
 

@@ -17,16 +17,12 @@ import pytest
 from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from clusterforge.cli import main
-from validate.expectations import (
-    BUSBW_BOUND_MARGIN,
-    FIO_BOUND_MARGIN,
-    context_from_blueprint,
-    context_from_flags,
-    expected_busbw,
-)
+from validate.expectations import context_from_blueprint, context_from_flags
 from validate.judge import judge_file, judge_text
 from validate.parsers.fio import parse_size
 from validate.signatures import SIGNATURES, diagnose, troubleshooting_markdown
+from validate.suites.fio import FIO_BOUND_MARGIN, fio_expectations
+from validate.suites.nccl import BUSBW_BOUND_MARGIN, expected_busbw
 
 from ..conftest import EXAMPLES, REPO
 from ..golden_files import assert_golden
@@ -96,7 +92,7 @@ def test_target_without_any_declared_storage_is_a_usage_error(fixtures_dir, caps
     assert rc == 2 and "no storage is declared" in err and len(err.strip().splitlines()) == 1
     # with --instance-type, the instance store is the declared storage and takes the target as its mount
     ctx = context_from_flags(instance_type="p4d.24xlarge", target="/local")
-    assert [s.mount for s in ctx.storage] == ["/local"]
+    assert [s.mount for s in fio_expectations(ctx).storage] == ["/local"]
 
 
 # ---- the whole kind: crash signatures -------------------------------------------------------
@@ -545,7 +541,7 @@ def test_fsx_expectation_is_one_clients_share(tmp_path, it, gib, per_tib, expect
     p = tmp_path / "fsx.yaml"
     p.write_text(FSX_BP.format(it=it, gib=gib, per_tib=per_tib))
     ctx = context_from_blueprint(load_blueprint(p).blueprint)
-    (fsx,) = [s for s in ctx.storage if s.kind == "fsx-lustre"]
+    (fsx,) = [s for s in fio_expectations(ctx).storage if s.kind == "fsx-lustre"]
     assert fsx.read_mb_s == pytest.approx(expect) and fsx.write_mb_s == pytest.approx(expect)
     assert fsx.upper_read_mb_s is not None and fsx.upper_read_mb_s >= fsx.read_mb_s
     if expect == 100 * 125:

@@ -11,7 +11,9 @@ import ast
 import dataclasses
 import json
 import random
+import re
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -67,7 +69,8 @@ def test_runner_judge_report_launchers_and_cli_name_no_suite() -> None:
     """They look suites up in the registry: no comparison with a suite name (``kind == "nccl"``,
     ``kind in ("fio", "amp")``) is left outside the suites' own modules."""
     names = set(suite_names())
-    files = [REPO / "validate" / f for f in ("runner.py", "judge.py", "report.py", "results.py", "plan.py")]
+    files = [REPO / "validate" / f for f in ("runner.py", "judge.py", "report.py", "results.py", "plan.py",
+                                             "expectations.py")]
     files += sorted((REPO / "validate" / "launchers").glob("*.py"))
     files += [REPO / "clusterforge" / "commands" / f for f in ("validate.py", "judge.py", "report.py")]
     found = []
@@ -95,6 +98,122 @@ def test_runner_judge_report_launchers_and_cli_name_no_suite() -> None:
                 continue
             imports += [f"{path.relative_to(REPO)}:{node.lineno}: {m}" for m in mods if m in private]
     assert not imports, "suite modules imported outside validate/suites:\n" + "\n".join(imports)
+
+
+# What a suite expects is the suite's formula, in its own module; the judge context only asks.
+SUITE_FORMULAS = {
+    "nccl": ("expected_busbw", "BusbwExpectation", "intra_node_gbytes_s", "_nvls", "tree_two_node_fraction",
+             "BUSBW_BOUND_MARGIN"),
+    "amp": ("mfu_floor", "MFU_FLOOR_HOPPER"),
+    "fio": ("StorageExpectation", "FioExpectations", "_nvme_expectations", "_shared_expectations", "fsx_client_mb_s",
+            "FIO_BOUND_MARGIN", "_resolve_target"),
+}
+
+
+def _tokens(identifier: str) -> set[str]:
+    """``fio_target`` -> {fio, target}; ``NcclThresholds`` -> {nccl, thresholds}."""
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", identifier)
+    return {w.lower() for w in words}
+
+
+def _identifiers(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every name the module defines, reads, imports or takes as a keyword or attribute."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append((node.lineno, node.name))
+        elif isinstance(node, ast.Name):
+            out.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            out.append((node.lineno, node.attr))
+        elif isinstance(node, ast.arg):
+            out.append((node.lineno, node.arg))
+        elif isinstance(node, ast.keyword) and node.arg:
+            out.append((node.value.lineno, node.arg))
+        elif isinstance(node, ast.alias):
+            out.append((node.lineno, node.asname or node.name))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"\w+", node.value):
+            out.append((node.lineno, node.value))  # a key such as "fio_target" (docstrings are prose, not keys)
+    return out
+
+
+def test_the_judge_context_knows_no_suite_and_each_formula_lives_in_its_suite() -> None:
+    """``validate/expectations.py`` holds the suite-independent judge context and asks the registered
+    suites for their expectations: it neither defines nor names a suite's formula, and no name in it
+    carries a registered suite's name (the node suite's name is also the word for a machine, which the
+    context's hardware fields use: ``nics_per_node``). Each formula is defined in its suite's module."""
+    import importlib
+
+    path = REPO / "validate" / "expectations.py"
+    ids = _identifiers(ast.parse(path.read_text()))
+    formulas = {f for fs in SUITE_FORMULAS.values() for f in fs}
+    named = [f"expectations.py:{ln}: {n}" for ln, n in ids if n in formulas]
+    assert not named, "a suite's formula is named by the judge context again:\n" + "\n".join(named)
+    suites = set(suite_names()) - {"node"}
+    carrying = sorted({f"expectations.py:{ln}: {n}" for ln, n in ids if _tokens(n) & suites})
+    assert not carrying, "the judge context names a suite:\n" + "\n".join(carrying)
+    for suite, names in SUITE_FORMULAS.items():
+        module = importlib.import_module(f"validate.suites.{suite}")
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | {
+            t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+        assert set(names) <= defined, f"validate/suites/{suite}.py lacks {sorted(set(names) - defined)}"
+    # the context holds what the suites answered, by suite name, and shows it where the fields stood
+    ctx = context_from_blueprint(load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint)
+    assert list(ctx.expectations) == ["fio"] and ctx.expectations["fio"] is ctx.expectations_for("fio", type(ctx.expectations["fio"]))
+    assert [k for k in ctx.to_json() if k in ("storage", "fio_target")] == ["storage", "fio_target"]
+
+
+def test_a_suite_registered_later_is_asked_for_its_expectations() -> None:
+    """The context asks every registered suite (:func:`validate.suites.register`), not a list of its own."""
+    from validate.expectations import apply_overrides, context_from_flags
+    from validate.suites import register, unregister
+
+    @dataclasses.dataclass(frozen=True)
+    class Probe:
+        group: str | None = None
+        flag: str | None = None
+
+        def to_json(self) -> dict[str, object]:
+            return {"probe_group": self.group, "probe_flag": self.flag}
+
+    class ProbeSuite(Suite):
+        name = "probe"
+        title = "probe"
+        payloads = ("probe.py",)
+        params_type = TestParams
+        override_names = MappingProxyType({"probe": "probe_flag"})
+
+        def plan(self, gp):
+            return [], []
+
+        def payload_args(self, test):
+            return []
+
+        def judge_text(self, text, ctx, *, source, label):
+            return []
+
+        def context_expectations(self, bp, group):
+            return Probe(group.group.name if group is not None else None)
+
+        def override_expectations(self, current, ctx, overrides):
+            return dataclasses.replace(current, flag=overrides.get("probe_flag"))
+
+    bp = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint
+    register(ProbeSuite())
+    try:
+        ctx = context_from_blueprint(bp)
+        assert ctx.expectations["probe"] == Probe(ctx.group)
+        assert JudgeContext().expectations["probe"] == Probe()
+        flagged = context_from_flags(bp, probe="x")
+        assert flagged.expectations["probe"] == Probe(ctx.group, "x") and flagged.is_explicit("probe_flag")
+        assert flagged.to_json()["probe_flag"] == "x"
+    finally:
+        unregister("probe")
+    assert "probe" not in context_from_blueprint(bp).expectations
+    with pytest.raises(Exception, match="unknown judge context field"):
+        apply_overrides(JudgeContext(), probe="x")
 
 
 def test_each_suite_plans_typed_params_that_record_as_before() -> None:
@@ -216,6 +335,7 @@ def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.Monk
     """Each suite's judge context on a local run: one node; the GPUs of this machine (the detected model
     for AMP, as many GPUs per node as ranks for NCCL); the tested directory for fio; none on a CPU run."""
     from validate.runner import judge_context
+    from validate.suites.fio import fio_expectations
 
     monkeypatch.setattr("validate.runner._local_gpu_name", lambda: "NVIDIA H100 80GB HBM3")
     loaded = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml")  # declares L40S GPUs
@@ -227,7 +347,7 @@ def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.Monk
     nccl = judge_context(loaded, by_kind["nccl"], "local")
     assert (nccl.nodes, nccl.gpus_per_node, nccl.gpu_model) == (1, 2, "l40s")
     fio = judge_context(loaded, by_kind["fio"], "local")
-    assert fio.fio_target == by_kind["fio"].params.target
+    assert fio_expectations(fio).target == by_kind["fio"].params.target
     # on the cluster (ssh) the blueprint's group describes the run
     tests, _ = plan_tests(loaded, launcher="ssh")
     ssh = {t.kind: judge_context(loaded, t, "ssh") for t in tests}
@@ -252,3 +372,71 @@ def test_validate_reads_the_resolved_settings_not_the_provider() -> None:
                     or (node.attr == "provider" and isinstance(node.value, ast.Attribute) and node.value.attr == "target")):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: .{node.attr}")
     assert not found, "provider branches in validate/:\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# typed results: what the judges write is what their types declare
+# ---------------------------------------------------------------------------------------------
+
+
+def test_each_suite_writes_only_the_keys_its_typed_results_declare(fixtures_dir: Path, tmp_path: Path) -> None:
+    """The typed dictionaries are plain dicts at run time, so this holds them to what the judges really
+    write: every key of a judged result's metrics, expected and series, over the public and field
+    outputs, each variant of the AMP document and the recorded node documents, is declared by its
+    suite's type (the runner's keys by :class:`validate.results.Metrics`); and ``to_json`` /
+    ``from_json`` keep every key and value."""
+    from typing import get_type_hints
+
+    from validate.expectations import context_from_flags
+    from validate.judge import judge_file, judge_text
+    from validate.node_checks import NodeExpected, NodeMetrics, judge_node_file
+    from validate.results import Expected, Metrics, Series
+    from validate.suites.amp import AmpExpected, AmpMetrics, AmpSeries
+    from validate.suites.fio import FioExpected, FioMetrics
+    from validate.suites.nccl import NcclExpected, NcclMetrics, NcclSeries
+
+    from .node_fixtures import RecordedNode, as_recorded_yaml
+    from .test_judge import AMP
+
+    types = {"nccl": (NcclMetrics, NcclExpected, NcclSeries), "fio": (FioMetrics, FioExpected, Series),
+             "amp": (AmpMetrics, AmpExpected, AmpSeries), "node": (NodeMetrics, NodeExpected, Series)}
+    for metrics, expected, series in types.values():
+        assert issubclass(metrics, dict) and set(get_type_hints(Metrics)) <= set(get_type_hints(metrics))
+        assert set(get_type_hints(Expected)) <= set(get_type_hints(expected))
+        assert set(get_type_hints(Series)) <= set(get_type_hints(series))
+    results = []
+    ctx = context_from_flags(instance_type="p5.48xlarge", nodes=2)
+    for sub in ("nccl-tests", "fio", "field"):
+        for f in sorted((fixtures_dir / sub).iterdir()):
+            if f.suffix in (".txt", ".json", ".log"):
+                results += judge_file(f, ctx)
+    onprem = context_from_flags(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint)
+    for f in sorted((fixtures_dir / "nccl-tests").iterdir()):
+        results += judge_file(f, onprem)
+    scratch = context_from_flags(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint, target="/scratch")
+    for f in sorted((fixtures_dir / "fio").iterdir()):
+        results += judge_file(f, scratch)
+    for changes in ({}, {"mfu": 0.05, "model_tflops": 50.0}, {"losses": [7.0, 8.0]}, {"error": "CUDA out of memory"},
+                    {"device": "cpu", "gpu_name": None}, {"fp32_baseline": None}, {"gpu_name": "NVIDIA A100-SXM4-40GB"}):
+        results += judge_text(json.dumps({**AMP, **changes}), JudgeContext(gpu_model="h100-sxm"), source="amp.json", kind="amp")
+    bp = tmp_path / "dgx.yaml"
+    bp.write_text(as_recorded_yaml((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text(), gpudirect="nvidia-peermem"))
+    raw = tmp_path / "node.json"
+    raw.write_text("".join(json.dumps(RecordedNode.load(fixtures_dir / "node" / "dgx-h100" / h).doc()) + "\n"
+                           for h in ("dgx-01", "dgx-02")))
+    results += judge_node_file(raw, load_blueprint(bp).blueprint, "dgx", label="node", expected_nodes=2)
+    kinds = {r.kind for r in results}
+    assert kinds == set(types), kinds
+    undeclared = []
+    for r in results:
+        metrics, expected, series = types[r.kind]
+        for what, got, typed in (("metrics", r.metrics, metrics), ("expected", r.expected, expected),
+                                 ("series", r.series, series)):
+            extra = set(got) - set(get_type_hints(typed))
+            undeclared += [f"{r.kind} {r.title}: {what}.{k}" for k in sorted(extra)]
+        assert JudgeResult.from_json(json.loads(json.dumps(r.to_json()))).to_json() == r.to_json()
+    assert not undeclared, "keys written but not declared by the suite's type:\n" + "\n".join(sorted(set(undeclared)))
+    # the figures the reports compare are there (the typed dicts are not empty shells)
+    assert any("peak_busbw_gbps" in r.metrics and "busbw_gbps" in r.expected for r in results if r.kind == "nccl")
+    assert any(r.expected.get("ratio") is not None for r in results if r.kind == "fio")
+    assert any("mfu_floor" in r.expected for r in results if r.kind == "amp")

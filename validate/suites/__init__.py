@@ -17,10 +17,12 @@ register an instance below (``docs/adding-a-suite.md`` lists every file a newcom
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from blueprints.errors import UsageError
 
+from ..expectations import register_source, unregister_source
 from ..parsers.detect import window
 from ..results import JudgeResult, Verdict
 from .amp import AmpSuite
@@ -53,7 +55,8 @@ REGISTRY: dict[str, Suite] = {}
 
 
 def register(suite: Suite) -> Suite:
-    """Add ``suite`` under ``suite.name`` (after the ones registered before); returns it.
+    """Add ``suite`` under ``suite.name`` (after the ones registered before); returns it. The judge
+    context asks it for its expectations from then on (:func:`validate.expectations.register_source`).
 
     Raises ``ValueError`` when the name is taken or is not a lower-case word (``[a-z][a-z0-9_]*``: it
     becomes a test-id prefix, a file name and a JUnit suite name)."""
@@ -64,12 +67,14 @@ def register(suite: Suite) -> Suite:
     if suite.name in REGISTRY:
         raise ValueError(f"suite {suite.name!r} is already registered")
     REGISTRY[suite.name] = suite
+    register_source(suite)
     return suite
 
 
 def unregister(name: str) -> None:
     """Remove suite ``name`` (tests that register a suite of their own clean up with this)."""
     REGISTRY.pop(name, None)
+    unregister_source(name)
 
 
 def suite_names() -> tuple[str, ...]:
@@ -134,7 +139,8 @@ def compared(r: JudgeResult) -> bool:
     suite = REGISTRY.get(r.kind)
     if suite is not None:
         return suite.compared(r)
-    return any(r.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
+    expected: Mapping[str, object] = r.expected  # a result of an unknown kind: its keys are not typed
+    return any(expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
 
 
 def summary(r: JudgeResult) -> str:

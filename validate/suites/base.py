@@ -26,6 +26,7 @@ import dataclasses
 import io
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -37,9 +38,10 @@ from blueprints import LoadedBlueprint
 from blueprints.catalog import catalog
 from blueprints.errors import UsageError
 from blueprints.models import Blueprint, NodeGroup
+from blueprints.resolved import ResolvedGroup
 from blueprints.settings import NodeSettings
 
-from ..expectations import JudgeContext, context_from_blueprint
+from ..expectations import JudgeContext, SuiteExpectations, context_from_blueprint
 from ..parsers.detect import NotText, read_text
 from ..payloads import PAYLOAD_DIR
 from ..plan import Device, PlannedTest, TestParams
@@ -197,6 +199,11 @@ class Suite(ABC):
     with the most points wins, at :data:`DETECT_MIN_POINTS` or more) and ``name_hints`` (parts of a
     file name worth one point, the tie-breaker). ``thresholds_type``: the blueprint model of
     ``validation.<name>.thresholds`` (:meth:`thresholds` reads it from the judge context).
+
+    Expectations: every registered suite is an :class:`~validate.expectations.ExpectationSource`:
+    the judge context asks it for what it expects of a node group (:meth:`context_expectations`) and
+    after flags (:meth:`override_expectations`; ``override_names``: flag name -> recorded name of the
+    flags only this suite takes). Its formulas live in its module, each with its source.
     """
 
     name: ClassVar[str]
@@ -215,6 +222,7 @@ class Suite(ABC):
     markers: ClassVar[tuple[tuple[re.Pattern[str], int], ...]] = ()
     name_hints: ClassVar[tuple[str, ...]] = ()
     thresholds_type: ClassVar[type[BaseModel] | None] = None
+    override_names: ClassVar[Mapping[str, str]] = {}
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -268,6 +276,19 @@ class Suite(ABC):
         return sum(w for rx, w in self.markers if rx.search(window)) + any(h in name for h in self.name_hints)
 
     # -- judging --------------------------------------------------------------------------------
+
+    def context_expectations(self, bp: Blueprint | None, group: ResolvedGroup | None) -> SuiteExpectations | None:
+        """What this suite expects of node ``group`` of ``bp`` that the judge context should hold under
+        its name (both ``None``: a context without a blueprint); default: nothing. Expectations that
+        depend on the run (ranks, nodes, the GPU the log names) are computed by the judge instead."""
+        return None
+
+    def override_expectations(self, current: SuiteExpectations | None, ctx: JudgeContext,
+                              overrides: Mapping[str, Any]) -> SuiteExpectations | None:
+        """``current`` (this suite's expectations in the context) after ``overrides`` were applied to
+        ``ctx`` (:func:`~validate.expectations.apply_overrides`; the names of :attr:`override_names`
+        reach only this method). Default: unchanged."""
+        return current
 
     def thresholds(self, ctx: JudgeContext) -> BaseModel | None:
         """This suite's thresholds in ``ctx`` (the blueprint's ``validation.<name>.thresholds``), else the

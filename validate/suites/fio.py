@@ -8,13 +8,14 @@ fio JSON document (``raw/<id>.json``). On Kubernetes the target is mounted at th
 
 Judge: job error -> fail; verify failure -> fail; buffered I/O (no ``direct=1``, or ``buffered=1``)
 against a device or file-system expectation -> invalid (the page cache was measured); above the
-storage's physical upper bound (:data:`validate.expectations.FIO_BOUND_MARGIN`) -> invalid;
+storage's physical upper bound (:data:`FIO_BOUND_MARGIN`) -> invalid;
 bandwidth (sequential, >= 128 KiB blocks) or 4 KiB IOPS (random) against the target's expectation
-(:class:`~validate.expectations.StorageExpectation`) -> pass/warn/fail by the ratios of
+(:class:`StorageExpectation`, from the blueprint's storage and the catalog) -> pass/warn/fail by the ratios of
 ``validation.fio.thresholds``. A job without ``rw``/``bs`` is judged with fio's defaults (read, 4 KiB).
 
-Metrics: ``read_bw_bytes_per_s``/``write_bw_bytes_per_s`` (bytes/s; reports show MB/s = 1e6 bytes/s),
-``read_iops``/``write_iops``, ``rw``, ``block_size_bytes``, ``verify_failures``.
+Metrics (:class:`FioMetrics`): ``read_bw_bytes_per_s``/``write_bw_bytes_per_s`` (bytes/s; reports show
+MB/s = 1e6 bytes/s), ``read_iops``/``write_iops``, ``rw``, ``block_size_bytes``, ``verify_failures`` ...;
+expected (:class:`FioExpected`): ``read_mb_s`` or ``read_iops`` ..., ``ratio``, ``derivation``, ``source``.
 """
 
 from __future__ import annotations
@@ -24,20 +25,38 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, cast
 
-from blueprints.models import Blueprint, FioThresholds, LustreStorage, NodeGroup
+from blueprints.catalog import InstanceTypeSpec, catalog
+from blueprints.models import Blueprint, FioThresholds, LustreStorage, NfsStorage, NodeGroup
+from blueprints.resolved import ResolvedGroup
 from blueprints.settings import on_mount
 
-from ..expectations import FIO_BOUND_MARGIN, JudgeContext, StorageExpectation, apply_overrides
+from ..expectations import ContextError, JudgeContext
 from ..parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio
 from ..plan import PlannedTest, TestParams
-from ..results import JudgeResult, Verdict, fmt_bytes, pct
+from ..results import Expected, JudgeResult, Metrics, Verdict, fmt_bytes, pct
 from ..signatures import by_id, doc_ref
 from .base import MISMATCH, GroupPlan, HtmlSection, Suite, nothing, part_label, png
 
-__all__ = ["FioParams", "FioSuite", "judge_fio_job", "judge_fio_report"]
+__all__ = [
+    "FIO_BOUND_MARGIN",
+    "FioExpectations",
+    "FioExpected",
+    "FioMetrics",
+    "FioParams",
+    "FioSuite",
+    "StorageExpectation",
+    "fio_expectations",
+    "fio_expected",
+    "fio_metrics",
+    "fsx_client_mb_s",
+    "judge_fio_job",
+    "judge_fio_report",
+]
 
 MAX_BARS = 40
 """At most this many fio bars in the report's plot."""
@@ -60,9 +79,342 @@ class FioParams(TestParams):
     iodepth: int
 
 
+class FioMetrics(Metrics, total=False):
+    """What a fio result measured (``JudgeResult.metrics`` of kind ``fio``): ``job`` (fio job name), ``rw``
+    (fio's ``rw`` as run, fio's default ``read`` when unset), ``block_size_bytes`` (bytes), ``numjobs``,
+    ``iodepth``, ``direct`` / ``buffered`` (fio's I/O mode), ``paths`` (files or devices the job used),
+    ``read_bw_bytes_per_s`` / ``write_bw_bytes_per_s`` (bytes/s), ``read_iops`` / ``write_iops``,
+    ``read_mb_s`` / ``write_mb_s`` (MB/s = 1e6 bytes/s), ``read_p99_latency_us`` /
+    ``write_p99_latency_us`` (99th percentile completion latency, microseconds), ``error`` (fio's errno,
+    0: none), ``verify_failures`` (blocks whose data did not verify)."""
+
+    job: str
+    rw: str
+    block_size_bytes: int
+    numjobs: int
+    iodepth: int | None
+    direct: bool | None
+    buffered: bool | None
+    paths: list[str]
+    read_bw_bytes_per_s: float | None
+    write_bw_bytes_per_s: float | None
+    read_iops: float | None
+    write_iops: float | None
+    read_mb_s: float
+    write_mb_s: float
+    read_p99_latency_us: float | None
+    write_p99_latency_us: float | None
+    error: int
+    verify_failures: int
+
+
+class FioExpected(Expected, total=False):
+    """What a fio result was compared with (``JudgeResult.expected`` of kind ``fio``, from the target's
+    :class:`StorageExpectation`): ``target`` (mount, ``None`` for an unmounted local NVMe), ``target_kind``,
+    ``target_name``, ``warn_ratio`` / ``fail_ratio`` (``validation.fio.thresholds``), the expected
+    ``read_mb_s`` / ``write_mb_s`` (MB/s = 1e6 bytes/s) or ``read_iops`` / ``write_iops`` (4 KiB random),
+    the physical bounds ``upper_read_mb_s`` ... ``upper_write_iops`` a result exceeded, and the common
+    ``ratio``, ``derivation``, ``source``."""
+
+    target: str | None
+    target_kind: str
+    target_name: str
+    warn_ratio: float
+    fail_ratio: float
+    read_mb_s: float
+    write_mb_s: float
+    read_iops: float
+    write_iops: float
+    upper_read_mb_s: float
+    upper_write_mb_s: float
+    upper_read_iops: float
+    upper_write_iops: float
+
+
+def fio_metrics(r: JudgeResult) -> FioMetrics:
+    """``r.metrics`` as the fio suite's keys (``r`` a result of kind ``fio``; the same dictionary)."""
+    return cast(FioMetrics, r.metrics)
+
+
+def fio_expected(r: JudgeResult) -> FioExpected:
+    """``r.expected`` as the fio suite's keys (the same dictionary)."""
+    return cast(FioExpected, r.expected)
+
+
+def _directions(m: FioMetrics) -> list[tuple[str, float | None, float | None]]:
+    """``[(direction, bytes/s, IOPS)]`` for read and write."""
+    return [("read", m.get("read_bw_bytes_per_s"), m.get("read_iops")),
+            ("write", m.get("write_bw_bytes_per_s"), m.get("write_iops"))]
+
+
+def _expected_rate(e: FioExpected, d: str, unit: str, value: float, *, upper: bool = False) -> None:
+    """Record in ``e`` the expected (or, ``upper``, the physical upper bound of the) ``unit`` (``mb_s``:
+    MB/s; ``iops``: 4 KiB IOPS) of direction ``d`` (``read``/``write``)."""
+    read = d == "read"
+    if unit == "mb_s" and upper:
+        e["upper_read_mb_s" if read else "upper_write_mb_s"] = value
+    elif unit == "mb_s":
+        e["read_mb_s" if read else "write_mb_s"] = value
+    elif upper:
+        e["upper_read_iops" if read else "upper_write_iops"] = value
+    else:
+        e["read_iops" if read else "write_iops"] = value
+
+
 def _thresholds(ctx: JudgeContext) -> FioThresholds:
     """The fio thresholds of ``ctx`` (``validation.fio.thresholds``, else the model's defaults)."""
     return ctx.thresholds_for(FioSuite.name, FioThresholds)
+
+
+# ---------------------------------------------------------------------------------------------
+# expectations
+# ---------------------------------------------------------------------------------------------
+
+
+FIO_BOUND_MARGIN = 1.25
+"""A fio result more than 25% above the storage's physical upper bound is ``invalid``: drive vendors'
+sequential and IOPS figures are maxima measured at high queue depth, and a RAID0 adds nothing beyond
+the sum of its members; fio on a healthy drive lands within a few percent of the rating, and burst
+or SLC-cache effects stay well inside 25%. More than that was served by RAM (page cache) or by other
+storage than the declared one."""
+
+
+@dataclass(frozen=True)
+class StorageExpectation:
+    """What one storage target should deliver to fio.
+
+    ``mount`` is the mount point (``None``: the local NVMe scratch wherever it is mounted);
+    ``kind`` one of ``nvme-raid0``, ``nvme``, ``instance-store``, ``fsx-lustre``, ``lustre``, ``nfs``;
+    ``read_mb_s``/``write_mb_s`` sequential MB/s (1e6 bytes/s); ``read_iops_4k``/``write_iops_4k``
+    4 KiB random IOPS; ``None`` where no source gives a number. ``derivation`` says how the
+    numbers were computed, ``source`` where the per-unit figures come from. ``upper_*`` are the
+    physical upper bounds (the drives' rated maxima; for FSx the smaller of the file system's
+    burst network throughput and the client's network), with ``upper_derivation``; a result above
+    them by more than :data:`FIO_BOUND_MARGIN` cannot come from this storage.
+    """
+
+    mount: str | None
+    kind: str
+    name: str
+    read_mb_s: float | None = None
+    write_mb_s: float | None = None
+    read_iops_4k: float | None = None
+    write_iops_4k: float | None = None
+    drives: int | None = None
+    derivation: str = ""
+    source: str = ""
+    upper_read_mb_s: float | None = None
+    upper_write_mb_s: float | None = None
+    upper_read_iops_4k: float | None = None
+    upper_write_iops_4k: float | None = None
+    upper_derivation: str = ""
+
+    @property
+    def is_device(self) -> bool:
+        """True for block devices (local NVMe, instance store), False for file systems over the network."""
+        return self.kind in ("nvme-raid0", "nvme", "instance-store")
+
+    @property
+    def has_numbers(self) -> bool:
+        """True when at least one expected figure is known."""
+        return any(v is not None for v in (self.read_mb_s, self.write_mb_s, self.read_iops_4k, self.write_iops_4k))
+
+
+def _nvme_expectations(bp: Blueprint, r: ResolvedGroup) -> list[StorageExpectation]:
+    g, ns = r.group, r.settings
+    if ns.scratch is None:
+        return []
+    sc = ns.scratch
+    if sc.discovery == "instance-store" and ns.instance_type:  # the scratch array is the EC2 instance store
+        it = r.hardware.instance
+        store, src = (it.instance_store, it.source) if it else (None, "")
+        if store is None:
+            return []
+        return [StorageExpectation(
+            mount=sc.mount, kind="instance-store", name=f"{g.name} NVMe instance store {sc.mount}",
+            read_iops_4k=store.random_read_iops_4k, write_iops_4k=store.write_iops_4k, drives=store.count,
+            upper_read_iops_4k=store.random_read_iops_4k, upper_write_iops_4k=store.write_iops_4k,
+            upper_derivation="AWS's published IOPS (at queue-depth saturation, all volumes)",
+            derivation=(f"{g.instance_type} instance store, {store.count} drives: AWS's 4 KiB random IOPS for all "
+                        "volumes together (AWS publishes no per-drive MB/s, so sequential rates are not judged)"),
+            source=src,
+        )]
+    hw = g.hardware.nvme if g.hardware else None
+    if hw is None:
+        return [StorageExpectation(mount=sc.mount, kind="nvme", name=f"{g.name} NVMe scratch {sc.mount}",
+                                   derivation="no `hardware.nvme` declared: no expectation")]
+    drive: dict[str, Any] = {}
+    src = ""
+    if hw.model:
+        drive = catalog().storage_devices.get(hw.model) or {}
+        src = str(drive.get("source", ""))
+    rd = hw.seq_read_mb_s or drive.get("seq_read_mb_s")
+    wr = hw.seq_write_mb_s or drive.get("seq_write_mb_s") or drive.get("seq_write_mb_s_max")
+    rio = drive.get("rand_read_4k_iops")
+    wio = drive.get("rand_write_4k_iops")
+    n = hw.count if sc.raid == "raid0" else 1
+    what = hw.model or "drive"
+    from_bp = "blueprint" if (hw.seq_read_mb_s or hw.seq_write_mb_s) else (f"catalog {hw.model}" if hw.model else "")
+    kind = "nvme-raid0" if sc.raid == "raid0" and hw.count > 1 else "nvme"
+
+    def times(v: Any) -> float | None:
+        return float(v) * n if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    deriv = (f"{n} x {what} ({from_bp or 'no per-drive rate known'}: read {rd or '?'} MB/s, write {wr or '?'} MB/s per drive)"
+             + (" in RAID0" if kind == "nvme-raid0" else "")
+             + " = N x per-drive rate (upper bound; the host PCIe/controller limit may be lower)")
+    return [StorageExpectation(
+        mount=sc.mount, kind=kind, name=f"{g.name} NVMe {'RAID0 ' if kind == 'nvme-raid0' else ''}scratch {sc.mount}",
+        read_mb_s=times(rd), write_mb_s=times(wr), read_iops_4k=times(rio), write_iops_4k=times(wio),
+        drives=hw.count, derivation=deriv, source=src or "blueprint hardware.nvme",
+        upper_read_mb_s=times(rd), upper_write_mb_s=times(wr), upper_read_iops_4k=times(rio),
+        upper_write_iops_4k=times(wio), upper_derivation=f"{n} x the drive's rated maximum",
+    )]
+
+
+def fsx_client_mb_s(instance_gbps: float | None, efa_enabled: bool) -> tuple[float, str]:
+    """What one FSx for Lustre client can drive, MB/s: the smaller of AWS's per-client limit (without EFA,
+    or with EFA when the file system has it) and the client instance's network bandwidth (Gbit/s x 125).
+
+    Returns ``(MB/s, derivation)``. Source: catalog ``fsx_lustre_client`` (AWS "Throughput to individual
+    client instances")."""
+    limits = catalog().extras["fsx_lustre_client"]["max_gbps"]
+    cap = float(limits["efa" if efa_enabled else "ena"])
+    what = "with EFA" if efa_enabled else "without EFA"
+    if instance_gbps is not None and instance_gbps < cap:
+        return instance_gbps * 125.0, f"the client instance's {instance_gbps:g} Gbit/s"
+    return cap * 125.0, f"AWS's per-client limit {what}, {cap:g} Gbit/s"
+
+
+def _shared_expectations(bp: Blueprint, client_gbps: float | None = None) -> list[StorageExpectation]:
+    """Expectations of the shared file systems as seen from one client of ``client_gbps`` (Gbit/s, ``None``: unknown).
+
+    FSx for Lustre: the file system's throughput (capacity x MB/s per TiB) is a total over all
+    clients and OSTs; one client (fio runs on one node) gets at most its own share
+    (:func:`fsx_client_mb_s`), so the expectation is the smaller of the two."""
+    out: list[StorageExpectation] = []
+    cat = catalog()
+    for s in bp.storage:
+        if isinstance(s, LustreStorage) and s.fsx is not None:
+            fx = s.fsx
+            tib = fx.storage_capacity_gib / 1024.0
+            perf = cat.fsx.get("performance_ssd", {})
+            src = str(perf.get("source", cat.fsx.get("per_unit_storage_throughput_mb_s_per_tib", {}).get("source", "")))
+            rd = wr = None
+            deriv = ""
+            if fx.deployment_type.startswith("PERSISTENT") and fx.throughput_per_tib_mbps:
+                rd = wr = tib * fx.throughput_per_tib_mbps
+                deriv = (f"FSx {fx.deployment_type}: {fx.storage_capacity_gib} GiB = {tib:.3g} TiB x "
+                         f"{fx.throughput_per_tib_mbps} MB/s/TiB = {rd:.0f} MB/s (file-system total, baseline)")
+                src = str(cat.fsx["per_unit_storage_throughput_mb_s_per_tib"].get("source", src))
+            elif fx.deployment_type == "SCRATCH_2":
+                row = perf.get("SCRATCH_2", {})
+                if row.get("disk_read_mb_s_per_tib"):
+                    rd = tib * float(row["disk_read_mb_s_per_tib"])
+                if row.get("disk_write_mb_s_per_tib"):
+                    wr = tib * float(row["disk_write_mb_s_per_tib"])
+                deriv = (f"FSx SCRATCH_2: {tib:.3g} TiB x {row.get('disk_read_mb_s_per_tib')} MB/s/TiB read, "
+                         f"{row.get('disk_write_mb_s_per_tib')} MB/s/TiB write (disk baseline)")
+            else:
+                deriv = f"FSx {fx.deployment_type}: no per-unit throughput in the catalog"
+            client, client_text = fsx_client_mb_s(client_gbps, bool(getattr(fx, "efa_enabled", False)))
+            csrc = str(cat.extras["fsx_lustre_client"]["source"])
+            if rd is not None and client < rd:
+                deriv += f"; one client gets at most {client:.0f} MB/s ({client_text}): that share is expected"
+                rd = client
+            if wr is not None and client < wr:
+                wr = client
+            # upper bound: the burst network throughput of the whole file system, and the client's network
+            key = f"PERSISTENT-{fx.throughput_per_tib_mbps}" if fx.deployment_type.startswith("PERSISTENT") else fx.deployment_type
+            row = perf.get(key, {}) if isinstance(perf.get(key), dict) else {}
+            burst = row.get("network_burst_mb_s_per_tib") or row.get("network_baseline_mb_s_per_tib")
+            up = None
+            up_text = ""
+            if burst:
+                up = min(tib * float(burst), client)
+                up_text = (f"min(file system network {'burst' if row.get('network_burst_mb_s_per_tib') else 'baseline'} "
+                           f"{tib:.3g} TiB x {burst} MB/s/TiB, one client {client:.0f} MB/s) = {up:.0f} MB/s")
+            out.append(StorageExpectation(mount=s.mount, kind="fsx-lustre", name=f"FSx for Lustre {s.name} {s.mount}",
+                                          read_mb_s=rd, write_mb_s=wr, derivation=deriv, source=f"{src}; {csrc}",
+                                          upper_read_mb_s=up, upper_write_mb_s=up, upper_derivation=up_text))
+        elif isinstance(s, LustreStorage) and s.server is not None and s.server.throughput_mb_s:
+            mb_s = float(s.server.throughput_mb_s)
+            out.append(StorageExpectation(mount=s.mount, kind="lustre", name=f"lustre {s.name} {s.mount}",
+                                          read_mb_s=mb_s, write_mb_s=mb_s,
+                                          derivation=f"declared server throughput {mb_s:.0f} MB/s (storage.server."
+                                                     f"throughput_mb_s, file-system total)",
+                                          source="blueprint storage.server.throughput_mb_s"))
+        elif isinstance(s, NfsStorage) and s.throughput_mb_s:
+            mb_s = float(s.throughput_mb_s)
+            out.append(StorageExpectation(mount=s.mount, kind="nfs", name=f"nfs {s.name} {s.mount}",
+                                          read_mb_s=mb_s, write_mb_s=mb_s,
+                                          derivation=f"declared NFS server throughput {mb_s:.0f} MB/s to one client "
+                                                     f"(storage.throughput_mb_s)",
+                                          source="blueprint storage.throughput_mb_s"))
+        else:
+            kind = "lustre" if isinstance(s, LustreStorage) else "nfs"
+            out.append(StorageExpectation(mount=s.mount, kind=kind, name=f"{kind} {s.name} {s.mount}",
+                                          derivation=f"{kind} server throughput is not declared: no expectation"))
+    return out
+
+
+def _resolve_target(exp: FioExpectations, target: str) -> FioExpectations:
+    """``exp`` judged against ``target`` (the judge's ``--target``): it must name a declared storage
+    mount; a local NVMe known only from ``--instance-type`` (no mount) takes the target as its mount.
+    Raises :class:`~validate.expectations.ContextError`."""
+    want = target.rstrip("/") or "/"
+    mounts = [s.mount for s in exp.storage if s.mount]
+    if any((m.rstrip("/") or "/") == want for m in mounts):
+        return dataclasses.replace(exp, target=target)
+    unmounted = [s for s in exp.storage if s.mount is None]
+    if unmounted and not mounts:
+        storage = tuple(dataclasses.replace(s, mount=want) if s.mount is None else s for s in exp.storage)
+        return dataclasses.replace(exp, storage=storage, target=target)
+    if not exp.storage:
+        raise ContextError(f"--target {target}: no storage is declared to judge it against; pass --blueprint (or "
+                           "--instance-type for its local NVMe)")
+    raise ContextError(f"--target {target} is not a storage mount the blueprint declares; declared: "
+                       f"{', '.join(mounts) or 'none'}")
+
+
+def _instance_store(it: InstanceTypeSpec) -> StorageExpectation | None:
+    """The NVMe instance store of EC2 instance type ``it`` (catalog ``instance_store``: AWS's 4 KiB random
+    IOPS for all volumes together, with the instance type's source URL), mounted nobody knows where;
+    ``None`` for a type without one."""
+    st = it.instance_store
+    if st is None:
+        return None
+    return StorageExpectation(
+        mount=None, kind="instance-store", name=f"{it.name} NVMe instance store",
+        read_iops_4k=st.random_read_iops_4k, write_iops_4k=st.write_iops_4k, drives=st.count,
+        derivation=(f"{it.name} instance store, {st.count} drives: AWS's 4 KiB random IOPS for all volumes "
+                    "together (no per-drive MB/s is published)"),
+        source=it.source, upper_read_iops_4k=st.random_read_iops_4k, upper_write_iops_4k=st.write_iops_4k,
+        upper_derivation="AWS's published IOPS (at queue-depth saturation, all volumes)")
+
+
+@dataclass(frozen=True)
+class FioExpectations:
+    """What the fio suite expects of a node group, held in the judge context under ``fio``
+    (:meth:`~validate.expectations.JudgeContext.expectations_for`).
+
+    ``storage``: one :class:`StorageExpectation` per storage target (the group's NVMe scratch, the
+    shared file systems; an ``--instance-type``'s instance store); ``target``: the mount fio jobs are
+    judged against when their paths do not say (the judge's ``--target``, or the tested directory of a
+    planned test), ``None`` when not given. In the context's JSON: ``storage`` and ``fio_target``.
+    """
+
+    storage: tuple[StorageExpectation, ...] = ()
+    target: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"storage": [...], "fio_target": ...}``."""
+        return {"storage": [dataclasses.asdict(s) for s in self.storage], "fio_target": self.target}
+
+
+def fio_expectations(ctx: JudgeContext) -> FioExpectations:
+    """The fio suite's expectations in ``ctx`` (none when the context holds none)."""
+    return ctx.expectations_for(FioSuite.name, FioExpectations)
 
 
 class FioSuite(Suite):
@@ -147,9 +499,38 @@ class FioSuite(Suite):
 
     # -- judging --------------------------------------------------------------------------------
 
+    override_names: ClassVar[Mapping[str, str]] = {"target": "fio_target", "fio_target": "fio_target"}
+    """The judge's ``--target`` (the mount fio jobs tested), recorded as ``fio_target``."""
+
+    def context_expectations(self, bp: Blueprint | None, group: ResolvedGroup | None) -> FioExpectations:
+        """The storage targets of node ``group``: its NVMe scratch (RAID0 of the declared drives, or the
+        EC2 instance store) and the blueprint's shared file systems as one client of the group sees them
+        (:func:`_nvme_expectations`, :func:`_shared_expectations`); none without a blueprint."""
+        if bp is None or group is None:
+            return FioExpectations()
+        it = group.hardware.instance if group.settings.instance_type else None
+        client_gbps = it.network_gbps if it is not None else None
+        return FioExpectations(storage=tuple(_nvme_expectations(bp, group) + _shared_expectations(bp, client_gbps)))
+
+    def override_expectations(self, current: object, ctx: JudgeContext,
+                              overrides: Mapping[str, Any]) -> FioExpectations:
+        """An ``instance_type`` override adds its instance store when no local NVMe is expected yet; a
+        ``fio_target`` must name a declared mount (:func:`_resolve_target`; raises
+        :class:`~validate.expectations.ContextError`)."""
+        exp = current if isinstance(current, FioExpectations) else FioExpectations()
+        if "instance_type" in overrides and ctx.instance_type and not any(s.is_device for s in exp.storage):
+            store = _instance_store(catalog().instance_type(ctx.instance_type))
+            if store is not None:
+                exp = dataclasses.replace(exp, storage=exp.storage + (store,))
+        if overrides.get("fio_target") is not None:
+            exp = _resolve_target(exp, str(overrides["fio_target"]))
+        return exp
+
     def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
         """Jobs are judged against the tested directory's storage."""
-        return apply_overrides(ctx, fio_target=test.params_as(FioParams).target)
+        target = test.params_as(FioParams).target
+        ctx = ctx.with_expectations(self.name, dataclasses.replace(fio_expectations(ctx), target=target))
+        return dataclasses.replace(ctx, provenance=ctx.provenance + (("fio_target", f"test {test.id}: the tested directory"),))
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per fio job (plus one for verify failures or errors no job owns)."""
@@ -159,37 +540,39 @@ class FioSuite(Suite):
 
     def summary(self, r: JudgeResult) -> str | None:
         """``read bs=1 MiB: read 6500 MB/s, 6200 IOPS = 95% of expected``."""
-        m, e = r.metrics, r.expected
+        m, e = fio_metrics(r), fio_expected(r)
         if not (m.get("read_bw_bytes_per_s") or m.get("write_bw_bytes_per_s")):
             return None
         parts = []
-        for d in ("read", "write"):
-            bw = m.get(f"{d}_bw_bytes_per_s")
+        for d, bw, iops in _directions(m):
             if bw:
-                parts.append(f"{d} {bw / 1e6:.5g} MB/s, {m.get(f'{d}_iops', 0):.4g} IOPS")
+                parts.append(f"{d} {bw / 1e6:.5g} MB/s, {iops if iops is not None else 0:.4g} IOPS")
         s = f"{m.get('rw') or 'job'} bs={fmt_bytes(m.get('block_size_bytes'))}: " + ("; ".join(parts) or "no I/O")
-        if e.get("ratio") is not None:
-            s += f" = {pct(e['ratio'])} of expected"
+        ratio = e.get("ratio")
+        if ratio is not None:
+            s += f" = {pct(ratio)} of expected"
         return s
 
     def expected_text(self, r: JudgeResult) -> str | None:
         """``read 6500 MB/s`` or ``read 800000 IOPS``."""
-        e = r.expected
-        for d in ("read", "write"):
-            if e.get(f"{d}_mb_s"):
-                return f"{d} {e[f'{d}_mb_s']:.5g} MB/s"
-            if e.get(f"{d}_iops"):
-                return f"{d} {e[f'{d}_iops']:.5g} IOPS"
+        e = fio_expected(r)
+        for d, mb_s, iops in (("read", e.get("read_mb_s"), e.get("read_iops")),
+                              ("write", e.get("write_mb_s"), e.get("write_iops"))):
+            if mb_s:
+                return f"{d} {mb_s:.5g} MB/s"
+            if iops:
+                return f"{d} {iops:.5g} IOPS"
         return None
 
     def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
         """Throughput (MB/s = 1e6 bytes/s) of every job against its expectation, one bar per direction."""
         rows = []
         for r in (x for x in results if x.kind == self.name):
-            for d in ("read", "write"):
-                bw = r.metrics.get(f"{d}_bw_bytes_per_s")
+            m, e = fio_metrics(r), fio_expected(r)
+            for d, bw, exp_mb_s in (("read", m.get("read_bw_bytes_per_s"), e.get("read_mb_s")),
+                                    ("write", m.get("write_bw_bytes_per_s"), e.get("write_mb_s"))):
                 if bw:
-                    rows.append((f"{r.title} ({d})", bw / 1e6, r.expected.get(f"{d}_mb_s"), r.verdict))
+                    rows.append((f"{r.title} ({d})", bw / 1e6, exp_mb_s, r.verdict))
         if not rows:
             return None
         rows = rows[:MAX_BARS]
@@ -262,7 +645,7 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
         r = JudgeResult(source=source, kind="fio", label=label or name)
         payload_error, missing_tool = _fio_payload_error(text)
         if missing_tool:
-            r.metrics["missing_tool"] = missing_tool
+            fio_metrics(r)["missing_tool"] = missing_tool
             r.degrade(Verdict.INVALID, f"the fio suite could not run: {payload_error}. A tool that is not installed says "
                                  "nothing about the hardware")
             return [r]
@@ -312,14 +695,14 @@ def judge_fio_report(report: FioReport, ctx: JudgeContext, *, source: str, label
                 if v.file and (v.file in job.paths or Path(v.file).name.startswith(job.name + "."))]
         if mine:
             claimed.update(mine)
-            r.metrics["verify_failures"] = len(mine)
+            fio_metrics(r)["verify_failures"] = len(mine)
             r.degrade(Verdict.FAIL, _verify_reason([report.verify_failures[i] for i in mine]))
         results.append(r)
     rest = [v for i, v in enumerate(report.verify_failures) if i not in claimed]
     if rest or (report.errors and not report.jobs):
         r = JudgeResult(source=source, kind="fio", label=part_label(label, name, "verify" if rest else "errors", bool(results)))
-        r.metrics.update({"read_bw_bytes_per_s": None, "write_bw_bytes_per_s": None, "read_iops": None,
-                          "write_iops": None, "verify_failures": len(rest)})
+        fio_metrics(r).update({"read_bw_bytes_per_s": None, "write_bw_bytes_per_s": None, "read_iops": None,
+                               "write_iops": None, "verify_failures": len(rest)})
         if rest:
             r.degrade(Verdict.FAIL, _verify_reason(rest))
         for e in report.errors[:3]:
@@ -344,11 +727,12 @@ def _with_thresholds(s: StorageExpectation, th: FioThresholds) -> StorageExpecta
 
 
 def _target(job: FioJob, ctx: JudgeContext, r: JudgeResult) -> StorageExpectation | None:
-    if not ctx.storage:
+    exp = fio_expectations(ctx)
+    if not exp.storage:
         return None
     best: StorageExpectation | None = None
     for p in job.paths:
-        for s in ctx.storage:
+        for s in exp.storage:
             if s.mount and (p == s.mount or p.startswith(s.mount.rstrip("/") + "/")):
                 if best is None or len(s.mount or "") > len(best.mount or ""):
                     best = s
@@ -356,15 +740,15 @@ def _target(job: FioJob, ctx: JudgeContext, r: JudgeResult) -> StorageExpectatio
                 best = best or s
     if best is not None:
         return best
-    if ctx.fio_target:
-        for s in ctx.storage:
-            if s.mount and s.mount.rstrip("/") == ctx.fio_target.rstrip("/"):
+    if exp.target:
+        for s in exp.storage:
+            if s.mount and s.mount.rstrip("/") == exp.target.rstrip("/"):
                 r.note(f"judged against {s.name} (--target)")
                 return s
-        r.note(f"fio target {ctx.fio_target} is not a storage target declared in the blueprint: figures recorded only")
+        r.note(f"fio target {exp.target} is not a storage target declared in the blueprint: figures recorded only")
         return None
-    if len(ctx.storage) == 1:
-        s = ctx.storage[0]
+    if len(exp.storage) == 1:
+        s = exp.storage[0]
         r.note(f"the job's paths ({', '.join(job.paths) or 'none given'}) name no known mount: judged against the only "
                f"storage target, {s.name}")
         return s
@@ -373,17 +757,18 @@ def _target(job: FioJob, ctx: JudgeContext, r: JudgeResult) -> StorageExpectatio
 
 
 def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
-    """Judge one fio job (group) against the storage target its paths (or ``ctx.fio_target``) name.
+    """Judge one fio job (group) against the storage target its paths (or the context's fio ``target``) name.
 
     Order: job error -> fail; no I/O -> invalid; no target -> figures only; buffered I/O (no
     ``direct=1``, or ``buffered=1``) against a device or file-system expectation -> invalid (it
     measured the page cache); above the target's physical upper bound by more than
-    :data:`~validate.expectations.FIO_BOUND_MARGIN` -> invalid; sequential (>= 128 KiB blocks)
+    :data:`FIO_BOUND_MARGIN` -> invalid; sequential (>= 128 KiB blocks)
     bandwidth or 4 KiB random IOPS against the expectation -> pass/warn/fail by ratio. A missing
     ``rw`` or ``bs`` is judged with fio's defaults (``read``, 4 KiB).
     """
-    r = JudgeResult(source=source, kind="fio", label=label)
-    m = r.metrics
+    m = FioMetrics()
+    e = FioExpected()
+    r = JudgeResult(source=source, kind="fio", label=label, metrics=m, expected=e)
     m.update({
         "job": job.name, "rw": job.rw_effective, "block_size_bytes": job.block_size_effective,
         "numjobs": int(job.option("numjobs") or 0) or job.clones, "iodepth": int(job.option("iodepth") or 0) or None,
@@ -411,12 +796,12 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
     if tgt is not None:
         tgt = _with_thresholds(tgt, _thresholds(ctx))
     if tgt is None:
-        if not ctx.storage:
+        if not fio_expectations(ctx).storage:
             r.note("no storage expectation (no blueprint or instance type with local NVMe / FSx): figures recorded only")
         return r
-    r.expected.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
-                       "derivation": tgt.derivation, "source": tgt.source,
-                       "warn_ratio": _thresholds(ctx).warn_ratio, "fail_ratio": _thresholds(ctx).fail_ratio})
+    e.update({"target": tgt.mount, "target_kind": tgt.kind, "target_name": tgt.name,
+              "derivation": tgt.derivation, "source": tgt.source,
+              "warn_ratio": _thresholds(ctx).warn_ratio, "fail_ratio": _thresholds(ctx).fail_ratio})
     if job.buffered and tgt.has_numbers:
         how = "buffered=1" if (job.option("buffered") or "0").strip() not in ("0", "false") else (
             "direct=0" if job.direct is False else "no direct=1 (fio's default is buffered I/O)")
@@ -441,7 +826,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         if exp:
             got = io.bw_bytes_per_s / 1e6
             ratio = got / exp
-            r.expected[f"{d}_mb_s"] = round(exp, 3)
+            _expected_rate(e, d, "mb_s", round(exp, 3))
             fig = (f"sequential {d} {got:.5g} MB/s with {fmt_bytes(bs)} blocks = {pct(ratio)} of the expected "
                    f"{exp:.5g} MB/s for {tgt.name} ({tgt.derivation})")
         else:
@@ -450,7 +835,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         exp = getattr(tgt, f"{d}_iops_4k")
         if exp:
             ratio = io.iops / exp
-            r.expected[f"{d}_iops"] = round(exp, 1)
+            _expected_rate(e, d, "iops", round(exp, 1))
             fig = (f"random {d} {io.iops:.5g} IOPS with 4 KiB blocks = {pct(ratio)} of the expected {exp:.5g} IOPS "
                    f"for {tgt.name} ({tgt.derivation})")
         else:
@@ -460,7 +845,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
                "and 4 KiB random jobs are judged")
     if ratio is None:
         return r
-    r.expected["ratio"] = round(ratio, 4)
+    e["ratio"] = round(ratio, 4)
     cause = _fio_cause(tgt, job)
     if ratio < _thresholds(ctx).fail_ratio:
         r.degrade(Verdict.FAIL, f"{fig}, below the fail ratio {_thresholds(ctx).fail_ratio:g}. {cause}")
@@ -479,7 +864,7 @@ def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: lis
         io = getattr(job, d)
         up_mb = getattr(tgt, f"upper_{d}_mb_s")
         if up_mb and io.bw_bytes_per_s / 1e6 > up_mb * FIO_BOUND_MARGIN:
-            r.expected[f"upper_{d}_mb_s"] = round(up_mb, 3)
+            _expected_rate(fio_expected(r), d, "mb_s", round(up_mb, 3), upper=True)
             r.degrade(Verdict.INVALID, f"{d} {io.bw_bytes_per_s / 1e6:.5g} MB/s is above what {tgt.name} can physically deliver "
                                  f"({up_mb:.5g} MB/s: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): "
                                  "the I/O was served by RAM or by other storage. " + by_id("not-this-hardware").hint())
@@ -487,7 +872,7 @@ def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: lis
             continue
         up_io = getattr(tgt, f"upper_{d}_iops_4k")
         if up_io and job.block_size_effective <= RAND_BS and io.iops > up_io * FIO_BOUND_MARGIN:
-            r.expected[f"upper_{d}_iops"] = round(up_io, 1)
+            _expected_rate(fio_expected(r), d, "iops", round(up_io, 1), upper=True)
             r.degrade(Verdict.INVALID, f"{d} {io.iops:.5g} IOPS is above what {tgt.name} can physically deliver ({up_io:.5g} "
                                  f"IOPS: {tgt.upper_derivation}; more than {FIO_BOUND_MARGIN - 1:.0%} over it): the I/O "
                                  "was served by RAM or by other storage. " + by_id("not-this-hardware").hint())

@@ -15,9 +15,9 @@ single-node run never gets a network cause). The NCCL INFO channel lines (``NCCL
 NCCL_DEBUG_SUBSYS=INIT,NET``) say which transport and NIC every channel used: TCP sockets on an
 RDMA fabric -> fail; fewer NICs than declared, GPUDirect RDMA missing on a node, GPU peer-to-peer
 through host memory -> warn. Bandwidth: above the physical upper bound of the declared hardware
-(:data:`validate.expectations.BUSBW_BOUND_MARGIN`) -> invalid; a multi-node run without a declared
+(:data:`BUSBW_BOUND_MARGIN`) -> invalid; a multi-node run without a declared
 NIC rate, or with an unknown node count -> warn, no bandwidth verdict; peak busbw / expected
-(:func:`validate.expectations.expected_busbw`, ring or tree as NCCL would pick) below
+(:func:`expected_busbw`, ring or tree as NCCL would pick) below
 ``validation.nccl.thresholds.fail_ratio`` -> fail (at socket speed on an RDMA fabric: the fallback
 is named), below ``warn_ratio`` -> warn, with the causes the NCCL INFO lines single out, or every
 cause the numbers allow when the log has none; the size curve: a cliff (busbw collapsing at larger
@@ -25,36 +25,53 @@ sizes and not recovering) -> warn (fail when it halves) naming the size where it
 recovered mid-size cliff -> warn, an isolated one-size dip -> note. CPU (gloo) runs have no GPU or
 fabric expectation: they pass with a note unless the data is wrong or the run crashed.
 
-Metrics (``JudgeResult.metrics``): ``collective``, ``ranks``, ``nodes``, ``peak_busbw_gbps`` and
+Metrics (:class:`NcclMetrics`): ``collective``, ``ranks``, ``nodes``, ``peak_busbw_gbps`` and
 ``avg_busbw_gbps`` (GB/s = 1e9 bytes/s), ``size_at_peak_bytes``, ``wrong`` (``None``: unchecked),
-``per_gpu_network_gbytes_s`` ...; series ``size``, ``busbw_oop``, ``busbw_ip`` (the report's plot).
+``per_gpu_network_gbytes_s`` ...; expected (:class:`NcclExpected`): ``busbw_gbps``, ``ratio`` ...;
+series (:class:`NcclSeries`) ``size``, ``busbw_oop``, ``busbw_ip`` (the report's plot, as
+:func:`busbw_curves`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
-from blueprints.catalog import catalog
+from blueprints.catalog import UnknownHardwareError, catalog
 from blueprints.models import NcclThresholds
 
 from ..expectations import (
-    BUSBW_BOUND_MARGIN,
     FABRIC_NAMES,
     IB_VERBS_FABRICS,
     RDMA_FABRICS,
     JudgeContext,
-    expected_busbw,
 )
 from ..parsers.nccl import NcclRun, NetUsage, iter_curve, net_usage, parse_nccl
 from ..plan import PlannedTest, TestParams
-from ..results import JudgeResult, Verdict, fmt_bytes, pct
+from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, fmt_bytes, pct
 from ..signatures import by_id, diagnose, doc_ref
 from .base import GroupPlan, HtmlSection, RanksSuite, gpu_mismatch, nothing, part_label, png, resolve_gpu
 
-__all__ = ["CPU_MAX_BYTES", "NcclParams", "NcclSuite", "judge_nccl_run"]
+__all__ = [
+    "BUSBW_BOUND_MARGIN",
+    "CPU_MAX_BYTES",
+    "BusbwExpectation",
+    "NcclExpected",
+    "NcclMetrics",
+    "NcclParams",
+    "NcclSeries",
+    "NcclSuite",
+    "busbw_curves",
+    "expected_busbw",
+    "intra_node_gbytes_s",
+    "judge_nccl_run",
+    "nccl_expected",
+    "nccl_metrics",
+    "nccl_series",
+    "tree_two_node_fraction",
+]
 
 CPU_MAX_BYTES = 64 * 1024**2
 """Largest collective message on a CPU-only (gloo) run: larger sizes only measure memory copies
@@ -83,6 +100,108 @@ class NcclParams(TestParams):
     iters: int
     warmup_iters: int
     check: bool
+
+
+class NcclMetrics(Metrics, total=False):
+    """What an NCCL result measured (``JudgeResult.metrics`` of kind ``nccl``). Keys are set as the
+    judge learns them (a run that stops early has fewer). GB/s = 1e9 bytes/s.
+
+    ``collective`` (``all_reduce`` ..., or ``"a or b"`` when the log leaves a choice), ``tool``
+    (``nccl-tests`` or the torch benchmark), ``backend`` (``nccl``/``gloo``), ``device_name`` (the GPU
+    the log names), ``ranks``, ``nodes``, ``gpu_model`` (the catalog key judged against), ``rows``
+    (sizes in the table), ``avg_busbw_gbps`` (nccl-tests' average bus bandwidth, GB/s), ``wrong``
+    (wrong elements, ``None``: unchecked), ``out_of_bounds`` (values out of bounds, ``None``: not
+    printed), ``min_size_bytes``/``max_size_bytes`` (message sizes, bytes), ``small_message_time_us``
+    (time of the smallest size, microseconds), ``networks`` / ``net_provider`` (NCCL's network and
+    OFI provider), ``transports`` (channels per transport, from the NCCL INFO lines), ``nics_used``
+    (host -> NIC indices its inter-node channels used), ``peak_busbw_gbps`` (GB/s) at
+    ``size_at_peak_bytes`` (bytes) in ``peak_placement`` (``out-of-place``/``in-place``),
+    ``peak_algbw_gbps`` (GB/s), ``per_gpu_network_gbytes_s`` (what each GPU sent over the network at
+    the peak, GB/s: busbw x (k-1)/(n-1)), ``cliff_start_bytes`` (the size a busbw cliff starts at).
+    """
+
+    collective: str | None
+    tool: str
+    backend: str
+    device_name: str | None
+    ranks: int | None
+    nodes: int | None
+    gpu_model: str | None
+    rows: int
+    avg_busbw_gbps: float | None
+    wrong: float | None
+    out_of_bounds: int | None
+    min_size_bytes: int
+    max_size_bytes: int
+    small_message_time_us: float | None
+    networks: list[str]
+    net_provider: str
+    transports: dict[str, int]
+    nics_used: dict[str, list[int]]
+    peak_busbw_gbps: float
+    size_at_peak_bytes: int
+    peak_placement: str
+    peak_algbw_gbps: float | None
+    per_gpu_network_gbytes_s: float
+    cliff_start_bytes: int
+
+
+class NcclExpected(Expected, total=False):
+    """What an NCCL result was compared with (``JudgeResult.expected`` of kind ``nccl``; from
+    :class:`BusbwExpectation`, GB/s = 1e9 bytes/s): ``busbw_gbps`` (expected peak busbw), ``basis``
+    (``nvlink``, ``pcie``, ``network`` or ``threshold``), ``algorithm`` (``ring``, ``tree``,
+    ``alltoall``, ``p2p``), ``intra_node_gbps`` / ``inter_node_gbps`` (the two bounds), ``upper_gbps``
+    (physical upper bound at line rate) with ``upper_derivation``, ``warn_ratio`` / ``fail_ratio``
+    (``validation.nccl.thresholds``), and the common ``ratio`` (peak / expected), ``derivation``,
+    ``source``."""
+
+    busbw_gbps: float
+    basis: str
+    algorithm: str
+    intra_node_gbps: float | None
+    inter_node_gbps: float | None
+    upper_gbps: float | None
+    upper_derivation: str
+    warn_ratio: float
+    fail_ratio: float
+
+
+class NcclSeries(Series, total=False):
+    """The size curve of an NCCL result (``JudgeResult.series`` of kind ``nccl``), one entry per table
+    row: ``size`` (message size, bytes), ``busbw_oop`` / ``busbw_ip`` (out-of-place / in-place busbw,
+    GB/s; ``None`` where the row has none)."""
+
+    size: list[int]
+    busbw_oop: list[float | None]
+    busbw_ip: list[float | None]
+
+
+def nccl_metrics(r: JudgeResult) -> NcclMetrics:
+    """``r.metrics`` as the NCCL suite's keys (``r`` a result of kind ``nccl``; the same dictionary)."""
+    return cast(NcclMetrics, r.metrics)
+
+
+def nccl_expected(r: JudgeResult) -> NcclExpected:
+    """``r.expected`` as the NCCL suite's keys (the same dictionary)."""
+    return cast(NcclExpected, r.expected)
+
+
+def nccl_series(r: JudgeResult) -> NcclSeries:
+    """``r.series`` as the NCCL suite's size curve (the same dictionary)."""
+    return cast(NcclSeries, r.series)
+
+
+def busbw_curves(r: JudgeResult) -> list[Curve]:
+    """The busbw (GB/s) against message size (bytes) curves of an NCCL result, out-of-place then in-place;
+    sizes of 0 bytes and rows without a figure are left out, as is a placement with no point."""
+    s = nccl_series(r)
+    sizes = s.get("size") or []
+    out = []
+    for ys, name in ((s.get("busbw_oop") or [], "out-of-place"), (s.get("busbw_ip") or [], "in-place")):
+        pts = tuple((float(x), float(y)) for x, y in zip(sizes, ys) if y is not None and x > 0)
+        if pts:
+            out.append(Curve(label=f"busbw {name}", x_unit="bytes", y_unit="GB/s", points=pts))
+    return out
 
 
 def _thresholds(ctx: JudgeContext) -> NcclThresholds:
@@ -211,7 +330,7 @@ class NcclSuite(RanksSuite):
 
     def summary(self, r: JudgeResult) -> str | None:
         """``all_reduce, 16 ranks / 2 node(s): peak busbw 350 GB/s at 8 GiB = 92% of expected 380 GB/s``."""
-        m, e = r.metrics, r.expected
+        m, e = nccl_metrics(r), nccl_expected(r)
         if m.get("peak_busbw_gbps") is None:
             return None
         s = (f"{m.get('collective') or 'collective'}, {m.get('ranks') or '?'} ranks / {m.get('nodes') or '?'} node(s):"
@@ -222,27 +341,26 @@ class NcclSuite(RanksSuite):
 
     def compared(self, r: JudgeResult) -> bool:
         """Compared when a busbw expectation (GB/s) or a ratio was recorded."""
-        return any(r.expected.get(k) is not None for k in ("ratio", "busbw_gbps"))
+        e = nccl_expected(r)
+        return e.get("ratio") is not None or e.get("busbw_gbps") is not None
 
     def expected_text(self, r: JudgeResult) -> str | None:
         """``busbw 380 GB/s``."""
-        e = r.expected
+        e = nccl_expected(r)
         return f"busbw {e['busbw_gbps']:.4g} GB/s" if e.get("busbw_gbps") else None
 
     def result_plot(self, r: JudgeResult) -> str | None:
         """busbw (GB/s) against message size, out-of-place and in-place, with the expected, warn and fail lines."""
-        s = r.series
-        sizes = s.get("size") or []
+        sizes = nccl_series(r).get("size") or []
         if len(sizes) < 2:
             return None
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(7.5, 3.6))
-        for key, name, style in (("busbw_oop", "out-of-place", "-o"), ("busbw_ip", "in-place", "-s")):
-            pts = [(x, y) for x, y in zip(sizes, s.get(key) or []) if y is not None and x > 0]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, markersize=3, linewidth=1.2, label=f"busbw {name}")
-        e = r.expected
+        for curve in busbw_curves(r):
+            style = "-o" if curve.label.endswith("out-of-place") else "-s"
+            ax.plot(curve.xs, curve.ys, style, markersize=3, linewidth=1.2, label=curve.label)
+        e = nccl_expected(r)
         if e.get("busbw_gbps"):
             ax.axhline(e["busbw_gbps"], color="tab:green", linestyle="--", linewidth=1,
                        label=f"expected {e['busbw_gbps']:.4g} GB/s ({e.get('basis', '')})")
@@ -271,6 +389,248 @@ class NcclSuite(RanksSuite):
         if count <= plotted:
             return None
         return HtmlSection(heading="", note=f"busbw plots shown for the first {plotted} of {count} collective runs.")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# expectations: what the declared hardware should deliver
+# ---------------------------------------------------------------------------------------------
+
+
+ML_NETWORK = "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/network/README.md"
+"""Source of the multi-node formula and the 0.8 achievable fraction."""
+
+BUSBW_BOUND_MARGIN = 1.10
+"""A peak busbw more than 10% above the physical upper bound (:attr:`BusbwExpectation.upper_gbps`)
+cannot come from the declared hardware: nccl-tests prints busbw with 2 decimals and times with CUDA
+events averaged over its iterations (well under 1% error), and vendors' link rates are exact products
+of lane rates (NVLink 4: 18 links x 25 GB/s); 10% leaves room for clock and rounding effects only."""
+
+NCCL_TREE_BLOG = "https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/"
+"""Source of the double binary tree's traffic (each byte crosses the network once per direction on two nodes)."""
+
+NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
+"""Source of busbw's definition (algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather and reduce_scatter)."""
+
+
+@dataclass(frozen=True)
+class BusbwExpectation:
+    """Expected peak busbw (GB/s) of one collective run, with how it was derived.
+
+    ``basis``: ``threshold`` (blueprint/flag), ``nvlink``, ``pcie`` or ``network`` (whichever
+    bound is lower); ``algorithm``: the NCCL algorithm the figure assumes (``ring``, ``tree``,
+    ``alltoall``, ``p2p``); ``intra_gbps``/``inter_gbps`` the two bounds (``None`` when not
+    applicable or unknown: ``inter_gbps`` is ``None`` for a multi-node run without a NIC rate);
+    ``upper_gbps`` the physical upper bound at line rate (no efficiency factor; ``None`` when no
+    bound is known) with ``upper_derivation``; ``derivation`` a sentence with the arithmetic;
+    ``source`` the URL of the formula.
+    """
+
+    busbw_gbps: float
+    basis: str
+    derivation: str
+    source: str
+    intra_gbps: float | None = None
+    inter_gbps: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    algorithm: str = "ring"
+    upper_gbps: float | None = None
+    upper_derivation: str = ""
+
+
+def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
+    """Per-GPU unidirectional GB/s inside a node: NVLink when the part has it, else the PCIe x16
+    rate of its generation. Returns ``(GB/s, "nvlink"|"pcie", source)`` or ``None``."""
+    if not gpu_key:
+        return None
+    cat = catalog()
+    try:
+        spec = cat.gpu(gpu_key)
+    except UnknownHardwareError:
+        return None
+    if spec.has_nvlink:
+        return float(spec.nvlink_unidir_gbytes_s or 0), "nvlink", spec.raw.get("field_sources", {}).get("nvlink_gen", spec.source)
+    pcie = str(spec.raw.get("pcie") or "")
+    gen = pcie.split("_")[0] if pcie else ""
+    rates = cat.fabrics.get("pcie_x16_unidir_gbytes_s", {})
+    if gen in rates:
+        return float(rates[gen]), "pcie", str(cat.fabrics.get("pcie_source", ""))
+    return None
+
+
+def _nvls(gpu_key: str | None) -> bool:
+    """True for NVSwitch parts with NVLink SHARP (NVLink 4+: H100/H200/B200/GB200), which reduce in the switch."""
+    return _nvlink_gen(gpu_key) >= 4
+
+
+def tree_two_node_fraction() -> float:
+    """Measured fraction of the tree algorithm's line-rate busbw that healthy 2-node all_reduce runs reach
+    (catalog ``nccl_algorithms.tree_two_node_fraction``, with the measurements it comes from)."""
+    return float(catalog().extras["nccl_algorithms"]["tree_two_node_fraction"])
+
+
+def expected_busbw(
+    ctx: JudgeContext,
+    *,
+    collective: str | None,
+    ranks: int,
+    nodes: int,
+    gpu_key: str | None,
+    candidates: tuple[str, ...] = (),
+    min_busbw_gbps: float | None = None,
+) -> BusbwExpectation | None:
+    """Expected peak busbw for ``collective`` over ``ranks`` ranks on ``nodes`` nodes of ``gpu_key``.
+
+    Notation: ``n`` ranks, ``k`` nodes, ``g = n / k`` GPUs per node, ``L`` the per-GPU link rate
+    inside the node (NVLink unidirectional, else PCIe x16; GB/s), ``B`` the per-GPU share of the
+    node's NICs (NICs x Gbit/s / 8 / GPUs per node; GB/s), ``f`` the catalog's achievable fraction
+    (0.8), ``t`` the measured tree fraction (:func:`tree_two_node_fraction`, 0.65).
+
+    Expected figure (what a healthy cluster delivers; NCCL picks the faster algorithm):
+
+    * one node: ``f x L`` (ring; NVLS may exceed it, which is noted, not judged);
+    * all_reduce across nodes: ring ``f x g x B`` (every channel's ring leaves each node once, so
+      busbw is the node's NIC rate over its GPUs' rings); on exactly two nodes the double binary
+      tree sends each byte across the network once per direction instead of twice, so busbw
+      reaches ``t x 2(n-1)/n x g x B`` (NCCL 2.4 trees: :data:`NCCL_TREE_BLOG`; on more nodes
+      the tree's interior nodes carry twice the traffic and it is no faster than the ring);
+      published measurements agree: 2 x p5 487 GB/s (tree), 4 x p6-b200 382 and 4 x p5en 365
+      GB/s (ring, 95% and 91% of ``g x B`` = 400);
+    * all_gather, reduce_scatter, broadcast, reduce (rings only): ``f x g x B``;
+    * alltoall: ``f x B x (n-1)/(n-g)`` (only the off-node share crosses the NICs);
+    * sendrecv: ``f x B``;
+    * each capped by the intra-node figure ``f x L`` (``f x L x 2(n-1)/n`` for the tree on NVLS
+      parts, where the NVSwitch reduces so each GPU sends and receives the data once).
+
+    Physical upper bound (``upper_gbps``, line rate, no efficiency; a result above it with
+    :data:`BUSBW_BOUND_MARGIN` cannot come from this hardware): inside a node ``L`` (every
+    all_reduce without in-switch reduction sends ``2(n-1)/n`` of the data per GPU: Patarasuk and
+    Yuan's bandwidth-optimal bound), ``2(n-1)/n x L`` for all_reduce on NVLS parts; across nodes
+    all_reduce/all_gather/reduce_scatter ``B x (n-1)/(k-1)`` (the same bound per node; on
+    InfiniBand, where SHARP can reduce in the switch, ``2(n-1)/n x g x B``), broadcast, reduce and
+    sendrecv ``g x B``, alltoall ``B x (n-1)/(n-g)``.
+
+    ``min_busbw_gbps`` (GB/s; ``validation.nccl.thresholds.min_busbw_gbps``) replaces the derived
+    figure when set. ``collective`` ``None`` with ``candidates`` uses the lowest candidate expectation. Returns
+    ``None`` when neither an intra-node nor an inter-node figure can be computed and no threshold
+    is set. For a multi-node run without a NIC rate the intra-node figure is returned with
+    ``inter_gbps`` ``None``: the judge then gives no bandwidth verdict.
+    """
+    cat = catalog()
+    frac = cat.achievable_fraction
+    tfrac = tree_two_node_fraction()
+    ranks = max(ranks, 1)
+    nodes = max(min(nodes, ranks), 1)
+    g = max(ranks // nodes, 1)
+    n, k = ranks, nodes
+    colls = [collective] if collective else (list(candidates) or ["all_reduce"])
+    link = None
+    link_kind = ""
+    intra_src = ""
+    if g >= 2 or k >= 2:
+        got = intra_node_gbytes_s(gpu_key)
+        if got is not None:
+            link, link_kind, intra_src = got
+    nvls = _nvls(gpu_key) and link_kind == "nvlink"
+    ar = 2.0 * (n - 1) / n
+    notes: list[str] = []
+    b = node_gbps = None
+    gpus = max(ctx.gpus_per_node or g, g)
+    if k >= 2 and ctx.nic_gbps is not None:
+        nics = ctx.nics_per_node
+        if nics is None:
+            nics = g
+            notes.append(f"NIC count unknown: assumed one {ctx.nic_gbps:g} Gbit/s NIC per GPU (pass --nics-per-node)")
+        node_gbps = ctx.nic_gbps * nics
+        b = node_gbps / 8.0 / gpus  # per-GPU NIC rate, GB/s (the node's NICs are shared by all its GPUs)
+    best: tuple[float, str, str, str, float | None, float | None, float | None, str] | None = None
+    for c in colls:
+        intra_exp = intra_up = None
+        algo = "ring"
+        inter = inter_up = None
+        inter_text = up_text = ""
+        if b is not None:
+            if c == "all_reduce":
+                ring = frac * g * b
+                tree = tfrac * ar * g * b if k == 2 else 0.0
+                if tree > ring:
+                    algo, inter = "tree", tree
+                    inter_text = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU; "
+                                  f"2 nodes: tree {tfrac:g} x 2(n-1)/n x g x B = {tfrac:g} x {ar:.4g} x {g} x {b:.3g} "
+                                  f"= {tree:.1f} GB/s")
+                else:
+                    inter = ring
+                    inter_text = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU; "
+                                  f"{k} nodes: ring {frac:g} x g x B = {frac:g} x {g} x {b:.3g} = {ring:.1f} GB/s")
+                if ctx.fabric == "infiniband":
+                    inter_up, up_text = ar * g * b, f"network {ar:.4g} x g x B = {ar * g * b:.1f} GB/s (SHARP)"
+                else:
+                    inter_up = b * (n - 1) / (k - 1)
+                    up_text = f"network B x (n-1)/(k-1) = {b:.3g} x {n - 1}/{k - 1} = {inter_up:.1f} GB/s"
+            elif c == "alltoall":
+                inter = frac * b * (n - 1) / max(n - g, 1)
+                inter_up = b * (n - 1) / max(n - g, 1)
+                algo = "alltoall"
+                inter_text = (f"network {b:.3g} GB/s per GPU x {frac:g} x (n-1)/(n-g) = {n - 1}/{n - g} = {inter:.1f} GB/s "
+                              "(alltoall: the off-node share crosses the NICs)")
+                up_text = f"network B x (n-1)/(n-g) = {inter_up:.1f} GB/s"
+            elif c == "sendrecv":
+                inter, inter_up, algo = frac * b, g * b, "p2p"
+                inter_text = f"network {b:.3g} GB/s per GPU x {frac:g} = {inter:.1f} GB/s"
+                up_text = f"network g x B = {inter_up:.1f} GB/s"
+            else:
+                inter = frac * g * b
+                inter_text = (f"network {b:.3g} GB/s per GPU x {g} GPUs per node (ring: the node's NICs carry every "
+                              f"ring once) x {frac:g} = {inter:.1f} GB/s")
+                if c in ("all_gather", "reduce_scatter", "gather", "scatter"):
+                    inter_up = b * (n - 1) / (k - 1)
+                    up_text = f"network B x (n-1)/(k-1) = {inter_up:.1f} GB/s"
+                else:
+                    inter_up = g * b
+                    up_text = f"network g x B = {inter_up:.1f} GB/s"
+        if link is not None:
+            # NVLS reduces in the NVSwitch: each GPU sends and receives the data once (algbw <= L);
+            # without it every GPU sends 2(n-1)/n of the data (busbw <= L), whatever the algorithm
+            chain = ar if (algo == "tree" and nvls) else 1.0
+            intra_exp = frac * link * chain
+            intra_up = link * (ar if (c == "all_reduce" and nvls) else 1.0)
+        cand_exp = min(x for x in (inter, intra_exp) if x is not None) if (inter is not None or intra_exp is not None) else None
+        if cand_exp is None:
+            continue
+        ups = [x for x in (inter_up, intra_up) if x is not None]
+        up = min(ups) if ups else None
+        if up is not None:
+            parts = [t for t in (up_text,) if t and inter_up == up]
+            if intra_up == up:
+                parts.append(f"{link_kind} {link:g} GB/s per GPU" + (f" x 2(n-1)/n = {intra_up:.1f} GB/s"
+                                                                     if intra_up != link else ""))
+            up_deriv = " and ".join(parts)
+        else:
+            up_deriv = ""
+        if best is None or cand_exp < best[0]:
+            intra_text = ""
+            if intra_exp is not None:
+                intra_text = (f"{link_kind} {link:g} GB/s per GPU x {frac:g}" + (" x 2(n-1)/n (NVLS)" if chain != 1.0 else "")
+                              + f" = {intra_exp:.1f} GB/s")
+            if inter is not None and (intra_exp is None or inter < intra_exp):
+                basis, text = "network", inter_text
+            else:
+                basis, text = (link_kind or "nvlink"), intra_text
+            best = (cand_exp, basis, text, algo, intra_exp, inter, up, up_deriv)
+    th = min_busbw_gbps
+    if best is None:
+        if th is None:
+            return None
+        return BusbwExpectation(th, "threshold", f"validation.nccl.thresholds.min_busbw_gbps = {th:g} GB/s", "blueprint")
+    val, basis, text, algo, intra_exp, inter, up, up_deriv = best
+    src = ML_NETWORK if basis == "network" else (intra_src or ML_NETWORK)
+    if algo == "tree":
+        src = f"{NCCL_TREE_BLOG}; {ML_NETWORK}"
+    if th is not None:
+        return BusbwExpectation(th, "threshold", f"validation.nccl.thresholds.min_busbw_gbps = {th:g} GB/s", "blueprint",
+                                intra_exp, inter, tuple(notes), algo, up, up_deriv)
+    return BusbwExpectation(val, basis, text, src, intra_exp, inter, tuple(notes), algo, up, up_deriv)
+
 
 
 
@@ -335,8 +695,8 @@ def _judge_nccl_text(text: str, ctx: JudgeContext, source: str, label: str | Non
 
 def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str | None = None) -> JudgeResult:
     """Judge one parsed nccl-tests (or torch benchmark) run; see the module docstring for the order."""
-    r = JudgeResult(source=source, kind="nccl", label=label)
-    m = r.metrics
+    m = NcclMetrics()
+    r = JudgeResult(source=source, kind="nccl", label=label, metrics=m, expected=NcclExpected())
     coll = run.collective
     m["collective"] = coll or (" or ".join(run.candidates) if run.candidates else None)
     m["tool"] = run.tool
@@ -387,11 +747,11 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         m["nics_used"] = {h: sorted(v) for h, v in usage.nics_used.items()}
     for note in run.format_notes:
         r.note(f"format: {note}")
-    r.series = {
-        "size": [row.size_bytes for row in run.rows],
-        "busbw_oop": [row.out_of_place.busbw_gbps if row.out_of_place else None for row in run.rows],
-        "busbw_ip": [row.in_place.busbw_gbps if row.in_place else None for row in run.rows],
-    }
+    r.series = NcclSeries(
+        size=[row.size_bytes for row in run.rows],
+        busbw_oop=[row.out_of_place.busbw_gbps if row.out_of_place else None for row in run.rows],
+        busbw_ip=[row.in_place.busbw_gbps if row.in_place else None for row in run.rows],
+    )
     # ---- runs that cannot say anything ------------------------------------------------------
     if run.duplicated_rank0:
         k = run.duplicate_streams or 2
@@ -501,7 +861,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         factor = (nodes_eff - 1) / (ranks - 1) if ranks > 1 else 0
         m["per_gpu_network_gbytes_s"] = round(peak_bw * factor, 4)
     if exp is not None and exp.upper_gbps and peak_bw > exp.upper_gbps * BUSBW_BOUND_MARGIN:
-        r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
+        nccl_expected(r).update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
         r.degrade(Verdict.INVALID, f"not this hardware: peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} is above the "
                              f"physical upper bound of the declared hardware, {exp.upper_gbps:.4g} GB/s "
                              f"({exp.upper_derivation}; more than {BUSBW_BOUND_MARGIN - 1:.0%} over it): the log was not "
@@ -519,7 +879,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                           f"rate is declared (peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded; the "
                           "NVLink figure alone would pass a broken network). " + by_id("network-unknown").hint())
         if exp is not None and exp.upper_gbps:
-            r.expected.update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
+            nccl_expected(r).update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
         _check_ranks(run, ctx, r, ranks)
         _curve(run, r, peak_bw, _thresholds(ctx))
         return r
@@ -535,7 +895,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         return r
     ratio = peak_bw / exp.busbw_gbps
     th = _thresholds(ctx)
-    r.expected.update({
+    nccl_expected(r).update({
         "busbw_gbps": round(exp.busbw_gbps, 3), "basis": exp.basis, "algorithm": exp.algorithm,
         "derivation": exp.derivation, "source": exp.source,
         "intra_node_gbps": round(exp.intra_gbps, 3) if exp.intra_gbps else None,
@@ -741,7 +1101,7 @@ def _curve(run: NcclRun, r: JudgeResult, peak: float, th: NcclThresholds, cpu: b
                 msg = (f"{placement} busbw cliff from {fmt_bytes(lo_size)}: busbw collapses from {ref_bw:.4g} GB/s at "
                        f"{fmt_bytes(ref_size)} to {end_bw:.4g} GB/s at {fmt_bytes(end_size)} (-{pct(depth)}) and does "
                        f"not recover. {cliff.text()}")
-                r.metrics.setdefault("cliff_start_bytes", lo_size)
+                nccl_metrics(r).setdefault("cliff_start_bytes", lo_size)
                 r.degrade(Verdict.FAIL if depth >= th.collapse_fail_ratio and len(seg) >= 2 else Verdict.WARN, msg)
             elif recovered and len(seg) >= 2 and depth >= th.cliff_ratio:
                 msg = (f"{placement} mid-size cliff: busbw drops from {ref_bw:.4g} GB/s ({fmt_bytes(ref_size)}) to "

@@ -21,7 +21,7 @@ from pathlib import Path
 from blueprints import LoadedBlueprint
 
 from ..expectations import JudgeContext
-from ..node_checks import CHECKS, CROSS_EXPLAINS, blocking_failures, judge_node_file, node_table
+from ..node_checks import CHECKS, CROSS_EXPLAINS, blocking_failures, judge_node_file, node_metrics, node_table
 from ..plan import PlannedTest, TestParams
 from ..results import VERDICT_ICONS, JudgeResult, Verdict
 from .base import Explanation, GroupPlan, HtmlSection, Placement, Suite
@@ -118,7 +118,8 @@ class NodeSuite(Suite):
 
     def summary(self, r: JudgeResult) -> str | None:
         """``20 pass, 3 n/a, 1 fail``: the checks of one node by verdict."""
-        return str(r.metrics["summary"]) if r.metrics.get("summary") else None
+        summary = node_metrics(r).get("summary")
+        return str(summary) if summary else None
 
     def compared(self, r: JudgeResult) -> bool:
         """Always: every check compares a measurement with the blueprint."""
@@ -149,10 +150,10 @@ class NodeSuite(Suite):
                 if c.get("fix"):
                     s += f". Fix: {_md(c['fix'])}"
                 out.append(s + (f" ([source]({c['source']}))" if c.get("source") else ""))
-        explained = [r for r in results if r.metrics.get("explained_by")]
-        if explained:
+        explained = [(r, r.metrics.get("explained_by")) for r in results]
+        if any(why for _, why in explained):
             out += ["", "Results explained by a failed blocking node check:", ""]
-            out += [f"- {_md(r.title)}: {', '.join(r.metrics['explained_by'])}" for r in explained]
+            out += [f"- {_md(r.title)}: {', '.join(why)}" for r, why in explained if why]
         return out
 
     def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
