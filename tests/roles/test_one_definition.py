@@ -91,6 +91,8 @@ def _probe_role(role: str, dest: Path) -> None:
          "ansible.builtin.include_vars": "{{ role_path }}/vars/{{ probe_os_family }}.yml",
          "when": "(role_path ~ '/vars/' ~ probe_os_family ~ '.yml') is file"},
     ]
+    templates: list[dict[str, Any]] = []
+    facts: list[str] = []
     for i, (r, template, platforms) in enumerate(SHARED_TEMPLATES):
         if r != role:
             continue
@@ -101,11 +103,15 @@ def _probe_role(role: str, dest: Path) -> None:
         task["when"] = [f"probe_platform in {list(platforms)}", *(when if isinstance(when, list) else [when])]
         args = dict(task.pop("ansible.builtin.template", None) or task.pop("template"))
         fact = f"probe_dest_{i}"
+        facts.append(fact)
         tasks.append({"name": f"Destination of {template}.", "when": task["when"][0],
                       "ansible.builtin.set_fact": {fact: "{{ probe_root }}" + str(args["dest"])}})
-        tasks.append({"name": f"Directory of {template}.", "when": task["when"][0],
-                      "ansible.builtin.file": {"path": "{{ " + fact + " | dirname }}", "state": "directory"}})
-        tasks.append({**task, "ansible.builtin.template": {**args, "dest": "{{ " + fact + " }}"}})
+        templates.append({**task, "ansible.builtin.template": {**args, "dest": "{{ " + fact + " }}"}})
+    # one mkdir for the role's destination directories (a `file` task per template ran a module per file)
+    dirs = "[" + ", ".join(f"{f} | default('')" for f in facts) + "] | select | map('dirname') | unique"
+    tasks.append({"name": "Directories of the destinations.", "changed_when": False,
+                  "ansible.builtin.command": {"argv": "{{ ['mkdir', '-p'] + (" + dirs + ") }}"}})
+    tasks += templates
     (dest / "tasks").mkdir()
     (dest / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks, sort_keys=False))
 
