@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("blueprints", "stacks", "validate", "clusterforge")
 # What each package may import of the others (docs/architecture.md "Floors").
@@ -114,9 +116,15 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(name, path, known) for name, path in known.items()}
 
 
-def test_no_import_runs_up_a_floor_or_sideways() -> None:
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """The import graph of every project module, parsed once for the checks below (read-only)."""
+    return _graph()
+
+
+def test_no_import_runs_up_a_floor_or_sideways(graph: dict[str, set[str]]) -> None:
     bad = []
-    for mod, deps in _graph().items():
+    for mod, deps in graph.items():
         pkg = mod.split(".")[0]
         for dep in deps:
             dep_pkg = dep.split(".")[0]
@@ -125,16 +133,15 @@ def test_no_import_runs_up_a_floor_or_sideways() -> None:
     assert not bad, "imports that run up a floor or sideways:\n" + "\n".join(sorted(bad))
 
 
-def test_payloads_import_no_project_module() -> None:
-    bad = [f"{mod} imports {dep}" for mod, deps in _graph().items() if mod.startswith(PAYLOADS)
+def test_payloads_import_no_project_module(graph: dict[str, set[str]]) -> None:
+    bad = [f"{mod} imports {dep}" for mod, deps in graph.items() if mod.startswith(PAYLOADS)
            for dep in deps if not dep.startswith(PAYLOADS)]
     assert not bad, "node payloads must stay standalone:\n" + "\n".join(bad)
 
 
-def test_no_import_circle() -> None:
+def test_no_import_circle(graph: dict[str, set[str]]) -> None:
     """Tarjan's strongly connected components over module imports; a package importing its own
     submodules is not a circle, a submodule importing back into a module that imports it is."""
-    graph = _graph()
     # A submodule implicitly imports its parent package; that edge is Python's, not the code's.
     index: dict[str, int] = {}
     low: dict[str, int] = {}
