@@ -4,6 +4,8 @@ case, GPU suggestions, and no finding from a value the user never wrote. All thr
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import os
 import subprocess
@@ -12,13 +14,29 @@ from pathlib import Path
 
 import pytest
 
+from clusterforge.cli import main
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "blueprints" / "examples"
 
 
 def cf(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "clusterforge.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env=dict(os.environ, COLUMNS="300"), timeout=120, check=False)
+    """`clusterforge ARGS` through the CLI's entry point (:func:`clusterforge.cli.main`, what the console
+    script calls) in this process: its exit code and what it wrote to stdout and stderr, which are
+    not terminals here, as under a pipe. One interpreter start per call would cost more than most
+    of these checks."""
+    out, err = io.StringIO(), io.StringIO()
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "300"
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(list(args))
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+    return subprocess.CompletedProcess(["clusterforge", *args], rc, out.getvalue(), err.getvalue())
 
 
 def write(tmp_path: Path, text: str, name: str = "bp.yaml") -> Path:
