@@ -60,13 +60,17 @@ def test_without_fio_the_fio_suite_is_invalid_and_says_how_to_install_it(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_missing_tool_never_hides_a_real_failure(tmp_path: Path, path_without_fio: str) -> None:
+def test_wrong_data_fails_the_run_and_a_missing_tool_never_hides_it(tmp_path: Path, path_without_fio: str) -> None:
     bp = _fio_blueprint(tmp_path, "[nccl, fio]")
     out = tmp_path / "run"
+    # the payload's documented testing hook corrupts rank 1's results: the run must fail (exit 1),
+    # and fio missing here (invalid, exit 3 on its own) does not turn that into "could not say"
     p = cli("validate", str(bp), "-o", str(out), env={"PATH": path_without_fio, "CLUSTERFORGE_CORRUPT_RANK": "1"})
     assert p.returncode == 1, p.stdout + p.stderr
-    verdicts = {d["test_id"]: d["verdict"] for d in read_results_lines(out / "results.jsonl")}
+    lines = read_results_lines(out / "results.jsonl")
+    verdicts = {d["test_id"]: d["verdict"] for d in lines}
     assert verdicts == {"nccl-all_reduce": "fail", "fio-tmp": "invalid"}
+    assert next(d for d in lines if d["test_id"] == "nccl-all_reduce")["metrics"]["wrong"] > 0
     assert "verdict: fail" in p.stdout
 
 
