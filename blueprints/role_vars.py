@@ -15,7 +15,7 @@ from typing import Any
 
 from .models import Blueprint
 from .settings import NodeSettings
-from .vendor import kata_tarball, nvidia_services
+from .vendor import kata_tarball, nvidia_services, vendor_units
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -79,8 +79,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "kernel_updates_hold_packages": list(s.kernel_hold_packages),
             "kernel_updates_unattended_blacklist": list(s.kernel_hold_blacklist),
             "kernel_updates_modules": list(s.out_of_tree_modules),
-            # the boot-time module check runs before the NVIDIA daemons that need the modules (catalog names)
-            "kernel_updates_before_units": [f"{nvidia_services()[d]}.service" for d in ("persistenced", "fabricmanager")],
+            # the boot-time module check runs before the daemons that need the modules (catalog names)
+            "kernel_updates_before_units": [f"{vendor_units()[d]}.service" for d in ("persistenced", "fabricmanager", "lnet")],
         }
     if role == "host_tuning":
         return {
@@ -187,6 +187,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             ],
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
+            "lustre_client_lnet_service": vendor_units()["lnet"],
             "lustre_client_packages": list(s.lustre_client_packages),
             **({} if s.lustre_client_repo is None else {  # on premises the site names its repository
                 "lustre_client_apt_repo_url": s.lustre_client_repo.url,

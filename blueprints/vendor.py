@@ -28,11 +28,13 @@ __all__ = [
     "DocaRepository",
     "DriverPackages",
     "bare_metal",
+    "container_engine_units",
     "container_toolkit_packages",
     "doca_repository",
     "driver_packages",
     "kata_tarball",
     "nvlsm_version",
+    "vendor_units",
 ]
 
 
@@ -49,6 +51,22 @@ def nvidia_services() -> dict[str, str]:
     nd = bare_metal()["nvidia_driver"]
     return {"persistenced": nd["packages"]["persistenced_service"], **nd["nvswitch"]["services"],
             "dcgm": nd["dcgm"]["service"]}
+
+
+def vendor_units() -> dict[str, str]:
+    """systemd unit names (without ``.service``) of every vendor daemon a bare-metal node may run, keyed by role
+    in the node: NVIDIA's (:func:`nvidia_services`: ``persistenced``, ``fabricmanager``, ``nvlsm``, ``dcgm``),
+    Lustre's ``lnet`` (catalog ``bare_metal.lustre_client.services``) and DOCA-OFED's ``openibd``
+    (``bare_metal.doca_ofed.services``); sources: those entries' ``field_sources.services``. Roles and the node
+    checks take every vendor unit name from here, so each is spelled once, in the catalog."""
+    bm = bare_metal()
+    return {**nvidia_services(), **bm["lustre_client"]["services"], **bm["doca_ofed"]["services"]}
+
+
+def container_engine_units() -> dict[str, str]:
+    """systemd unit names (without ``.service``) of the container engines a node may run, ``{"containerd":
+    "containerd", "docker": "docker"}`` (catalog ``node_checks.container_engines``, with its sources)."""
+    return dict(catalog().extras["node_checks"]["container_engines"]["services"])
 
 
 class AptPin(BaseModel):

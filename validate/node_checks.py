@@ -35,6 +35,7 @@ from blueprints.hardware import GroupHardware
 from blueprints.models import Blueprint, EfaNetwork, InfinibandNetwork, NodeGroup, RoceNetwork
 from blueprints.resolved import resolve
 from blueprints.settings import NodeSettings
+from blueprints.vendor import bare_metal, container_engine_units, vendor_units
 
 from .parsers.node import (
     NodeFacts,
@@ -60,6 +61,7 @@ __all__ = [
     "judge_node_documents",
     "judge_node_file",
     "node_expectation",
+    "recorded_units",
 ]
 
 class CheckVerdict(StrEnum):
@@ -83,6 +85,15 @@ CHECK_VERDICTS: tuple[str, ...] = tuple(v.value for v in CheckVerdict)
 
 def _facts() -> dict[str, Any]:
     return catalog().extras["node_checks"]
+
+
+def recorded_units() -> list[str]:
+    """systemd units (names without ``.service``) whose ``systemctl is-active`` state the node-health payload
+    records, in this order: every vendor daemon of the catalog (:func:`blueprints.vendor.vendor_units`: NVIDIA's
+    persistence daemon, Fabric Manager, NVLSM, DCGM, Lustre's LNet, DOCA-OFED's openibd), then the container engines
+    (:func:`blueprints.vendor.container_engine_units`). The node suite passes them to the payload
+    (``--services``), which runs on the node without the catalog."""
+    return list(dict.fromkeys([*vendor_units().values(), *container_engine_units().values()]))
 
 
 def _src(key: str) -> str:
@@ -147,10 +158,10 @@ CHECKS: dict[str, CheckSpec] = {s.id: s for s in (
     CheckSpec("gpu.nvlink", "NVLink links", "nvidia_smi", True, _F,
               "`nvidia-smi nvlink -s`: no `<inactive>` link on GPUs with NVLink"),
     CheckSpec("gpu.fabric-manager", "Fabric Manager", "fabric_manager", True, _G,
-              "NVSwitch systems: `nv-fabricmanager` running (`systemctl is-active nvidia-fabricmanager`, process "
+              "NVSwitch systems: `nv-fabricmanager` running (`systemctl is-active` of Fabric Manager's unit, process "
               "list) and the GPUs' fabric state Completed"),
     CheckSpec("gpu.nvlsm", "NVLink subnet manager", "nvlsm", True, _G,
-              "NVLink 5 NVSwitch systems: the NVLink subnet manager (`nvlsm`) running next to Fabric Manager"),
+              "NVLink 5 NVSwitch systems: the NVLink subnet manager (NVLSM) running next to Fabric Manager"),
     CheckSpec("gdr.module", "GPUDirect RDMA", "peermem", True, _F,
               "the declared GPUDirect RDMA method: `nvidia_peermem` loaded, or DMA-BUF (open GPU kernel modules "
               "and kernel >= 5.12)"),
@@ -327,9 +338,10 @@ def check_gpu_persistence(f: NodeFacts, e: NodeExpectation) -> Check:
     assert f.smi is not None
     off = [g["bus_id"] for g in f.smi["gpus"] if (g["persistence"] or "").lower() != "enabled"]
     if off:
+        unit = vendor_units()["persistenced"]
         return _mk("gpu.persistence", "warn", f"Disabled on {len(off)} GPU(s): {', '.join(off[:4])}", exp,
-                   "nvidia-persistenced is not running: each job pays the driver initialisation and GPU state is "
-                   "lost between jobs", "systemctl enable --now nvidia-persistenced")
+                   f"{unit} is not running: each job pays the driver initialisation and GPU state is "
+                   "lost between jobs", f"systemctl enable --now {unit}")
     return _mk("gpu.persistence", "pass", "Enabled on every GPU", exp)
 
 
@@ -392,11 +404,12 @@ def check_gpu_nvlink(f: NodeFacts, e: NodeExpectation) -> Check:
 
 def check_fabric_manager(f: NodeFacts, e: NodeExpectation) -> Check:
     fm = _facts()["fabric_manager"]
+    unit = vendor_units()["fabricmanager"]
     want = e.ns.fabric_manager
-    exp = f"{fm['service']} active" if want else "not needed (no NVSwitch)"
+    exp = f"{unit} active" if want else "not needed (no NVSwitch)"
     if not want:
         return _mk("gpu.fabric-manager", NA, "no NVSwitch declared" if e.ns.gpu_count else "no GPU declared", exp)
-    svc = f.cmd(f"systemctl is-active {fm['service']}")
+    svc = f.cmd(f"systemctl is-active {unit}")
     running = fm["process"] in f.processes or svc.stdout.strip() == "active"
     smi = f.smi
     states = sorted({g["fabric_state"] for g in (smi or {}).get("gpus", []) if g["fabric_state"]})
@@ -406,27 +419,30 @@ def check_fabric_manager(f: NodeFacts, e: NodeExpectation) -> Check:
     if not running:
         return _mk("gpu.fabric-manager", "fail", measured, exp,
                    "Fabric Manager is not running on an NVSwitch system: CUDA reports 'system not yet initialized' "
-                   "and every collective fails", f"systemctl enable --now {fm['service']} (the package version must "
+                   "and every collective fails", f"systemctl enable --now {unit} (the package version must "
                    "equal the driver version)")
     if states and any(s.lower() not in ("completed", "n/a") for s in states):
         return _mk("gpu.fabric-manager", "fail", measured, exp, "the NVSwitch fabric has not finished training",
-                   f"check `journalctl -u {fm['service']}`; restart it after the driver")
+                   f"check `journalctl -u {unit}`; restart it after the driver")
     return _mk("gpu.fabric-manager", "pass", measured, exp)
 
 
 def check_nvlsm(f: NodeFacts, e: NodeExpectation) -> Check:
     ls = _facts()["nvlsm"]
+    unit = vendor_units()["nvlsm"]
+    package = bare_metal()["nvidia_driver"]["nvswitch"]["nvlsm"]
     gen = e.hw.gpu.nvlink_gen if e.hw.gpu else None
     want = e.ns.fabric_manager and (gen or 0) >= int(ls["min_nvlink_gen"])
-    exp = "nvlsm running" if want else f"not needed (NVSwitch with NVLink {ls['min_nvlink_gen']}+ only)"
+    exp = f"{unit} running" if want else f"not needed (NVSwitch with NVLink {ls['min_nvlink_gen']}+ only)"
     if not want:
         return _mk("gpu.nvlsm", NA, f"NVLink generation {gen}" if gen else "no NVLink 5 NVSwitch declared", exp)
-    if ls["process"] in f.processes or f.cmd("systemctl is-active nvlsm").stdout.strip() == "active":
-        return _mk("gpu.nvlsm", "pass", "nvlsm running", exp)
-    return _mk("gpu.nvlsm", "fail", "nvlsm not running", exp,
+    if ls["process"] in f.processes or f.cmd(f"systemctl is-active {unit}").stdout.strip() == "active":
+        return _mk("gpu.nvlsm", "pass", f"{unit} running", exp)
+    return _mk("gpu.nvlsm", "fail", f"{unit} not running", exp,
                "NVLink 5 NVSwitch systems need the NVLink subnet manager beside Fabric Manager; without it the "
                "NVSwitches stay uninitialised and CUDA returns 'system not yet initialized'",
-               "install the nvlsm package and start Fabric Manager through its start script (it starts nvlsm first)")
+               f"install the {package} package and start Fabric Manager through its start script (it starts "
+               f"{unit} first)")
 
 
 def _kernel_at_least(kernel: str, minimum: str) -> bool:

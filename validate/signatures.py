@@ -44,21 +44,33 @@ class Signature:
     expression (case-insensitive) searched in each log line, ``None`` for a diagnosis derived from
     the measurements; ``scope``: ``local``, ``network`` or ``any``; ``nodes``: ``single``, ``multi``
     or ``any`` (which runs the line means this for); ``fabrics``: the fabrics it applies to (empty:
-    all); ``kind``: ``nccl`` or ``fio``; ``cause``/``fix``: one sentence each; ``example``: a log
-    line it matches; ``source``: URL of the fact.
+    all); ``kind``: ``nccl`` or ``fio``; ``cause_template``/``fix_template``: one sentence each, in which
+    ``{unit:KEY}`` stands for the systemd unit name the catalog gives a vendor daemon
+    (:func:`blueprints.vendor.vendor_units`, e.g. ``{unit:fabricmanager}``), read as :attr:`cause` /
+    :attr:`fix`; ``example``: a log line it matches; ``source``: URL of the fact.
     """
 
     id: str
     title: str
     pattern: str | None
     scope: str
-    cause: str
-    fix: str
+    cause_template: str
+    fix_template: str
     source: str
     example: str = ""
     nodes: str = "any"
     fabrics: tuple[str, ...] = ()
     kind: str = "nccl"
+
+    @property
+    def cause(self) -> str:
+        """The cause, one sentence, with the catalog's unit names filled in."""
+        return _with_units(self.cause_template)
+
+    @property
+    def fix(self) -> str:
+        """The fix, one sentence, with the catalog's unit names filled in."""
+        return _with_units(self.fix_template)
 
     @property
     def regex(self) -> re.Pattern[str] | None:
@@ -82,6 +94,20 @@ class Signature:
     def hint(self) -> str:
         """``"Fix: <fix> (docs/troubleshooting.md#<id>)"``: for reasons that already state the cause."""
         return f"Fix: {self.fix} ({doc_ref(self.id)})"
+
+
+_UNIT = re.compile(r"\{unit:(\w+)\}")
+
+
+def _with_units(text: str) -> str:
+    """``text`` with each ``{unit:KEY}`` replaced by the vendor unit name the catalog gives ``KEY`` (the catalog
+    is read only for a text that names a unit). Raises ``KeyError`` for a key the catalog does not list."""
+    if "{unit:" not in text:
+        return text
+    from blueprints.vendor import vendor_units
+
+    units = vendor_units()
+    return _UNIT.sub(lambda m: units[m.group(1)], text)
 
 
 _CACHE: dict[str, re.Pattern[str]] = {}
@@ -129,8 +155,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "local",
         "CUDA reports the system is not yet initialized: on an NVSwitch system (HGX/DGX A100, H100, H200) the "
         "NVIDIA Fabric Manager service is not running or does not match the driver version; on NVLink 5 "
-        "systems (B200, GB200) the NVLink subnet manager (nvlsm) must run as well",
-        "`systemctl status nvidia-fabricmanager` (and `nvlsm` on NVLink 5): install the Fabric Manager package of "
+        "systems (B200, GB200) the NVLink subnet manager ({unit:nvlsm}) must run as well",
+        "`systemctl status {unit:fabricmanager}` (and `{unit:nvlsm}` on NVLink 5): install the Fabric Manager package of "
         "the same branch as the driver, enable and start it, then rerun",
         FABRIC_MANAGER,
         "node-1: Test CUDA failure common.cu:941 'system not yet initialized'"),
@@ -331,7 +357,7 @@ SIGNATURES: tuple[Signature, ...] = (
         None, "local",
         "GPU peer-to-peer inside the node runs below the NVLink/NVSwitch (or PCIe) rate: Fabric Manager not "
         "healthy, NVLinks down, or PCIe ACS/IOMMU translation on bare metal",
-        "check `nvidia-smi nvlink -s`, `nvidia-smi topo -m`, the nvidia-fabricmanager service, and on bare metal "
+        "check `nvidia-smi nvlink -s`, `nvidia-smi topo -m`, the {unit:fabricmanager} service, and on bare metal "
         "disable ACS and boot with iommu=pt",
         f"{NCCL_TROUBLESHOOTING}#pci-access-control-services-acs"),
     Signature(

@@ -23,7 +23,7 @@ from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from blueprints.models import InfinibandNetwork, RoceNetwork
 from blueprints.settings import node_settings
-from blueprints.vendor import bare_metal, nvidia_services
+from blueprints.vendor import bare_metal, nvidia_services, vendor_units
 from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
@@ -447,9 +447,9 @@ def test_kernel_updates_hold_or_verify_the_out_of_tree_modules(converges, exampl
             assert not (root / "usr/local/sbin/clusterforge-module-check").exists(), gname
             continue
         assert _enabled(root, "clusterforge-module-check.service"), gname
-        # ordered before the NVIDIA daemons (the catalog's unit names) and Lustre's lnet.service
+        # ordered before the NVIDIA daemons and Lustre's LNet unit (the catalog's unit names)
         before = _keyvals((root / "etc/systemd/system/clusterforge-module-check.service").read_text())["Before"].split()
-        assert before == [f"{nvidia_services()[d]}.service" for d in ("persistenced", "fabricmanager")] + ["lnet.service"]
+        assert before == [f"{vendor_units()[d]}.service" for d in ("persistenced", "fabricmanager", "lnet")]
         check = (root / "usr/local/sbin/clusterforge-module-check").read_text()
         assert all(f" {m}" in check for m in s.out_of_tree_modules), check
         # the check itself: a module missing for the running kernel fails the unit, naming it

@@ -151,12 +151,14 @@ def test_ansible_lint_production_profile_is_clean(tmp_path):
     assert "Profile 'production' was required, and it passed" in res.stdout + res.stderr
 
 
-def test_nvidia_unit_names_are_spelled_only_in_the_catalog():
-    """NVIDIA's daemon unit names live once, in the catalog (``blueprints.vendor.nvidia_services``): no role
-    task, template, default or variable file spells them; the roles get them from ``clusterforge render``."""
-    from blueprints.vendor import nvidia_services
+def test_vendor_unit_names_are_spelled_only_in_the_catalog():
+    """Every vendor daemon's unit name (NVIDIA's, Lustre's LNet, DOCA-OFED's openibd) lives once, in the catalog
+    (``blueprints.vendor.vendor_units``): no role task, template, default or variable file spells one; the roles
+    get them from ``clusterforge render``."""
+    from blueprints.vendor import nvidia_services, vendor_units
 
-    names = set(nvidia_services().values())
+    names = set(vendor_units().values())
+    assert set(nvidia_services().values()) <= names and {"lnet", "openibd"} <= names
     offenders = []
     for path in sorted(ROLES_DIR.rglob("*")):
         if not path.is_file() or path.suffix not in (".yml", ".j2") or path.parent.name == "meta":

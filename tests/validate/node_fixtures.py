@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from validate.payloads.node_health import MODULES, SERVICES
+from validate.node_checks import recorded_units
+from validate.payloads.node_health import MODULES
 
 RECORDED_DRIVER = ("550", "550.90.07")
 """Driver branch and release of the recorded nodes (``proc-driver-nvidia-version.txt``): the examples
@@ -130,7 +131,7 @@ class RecordedNode:
         }
         if "nvidia-smi-nvlink-s.txt" in f and "nvidia-smi" not in miss:
             cmds["nvidia-smi nvlink -s"] = _cmd(f["nvidia-smi-nvlink-s.txt"])
-        for unit in SERVICES:
+        for unit in recorded_units():
             state = systemctl.get(unit, "inactive")
             cmds[f"systemctl is-active {unit}"] = _cmd(state + "\n", 0 if state == "active" else 3)
         for mod in MODULES:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Node health collector: what this node really has, as one JSON document (standard library only).
 
-Runs on a cluster node before any collective (``python3 node_health.py [--output FILE]``) and
+Runs on a cluster node before any collective (``python3 node_health.py [--services UNIT,...] [--output FILE]``) and
 collects, with the standard tools and files, everything the node checks judge. It does not judge:
 it records the tools' own output verbatim (``nvidia-smi -q -x`` XML, ``lspci -vvv`` text,
 ``findmnt --json`` ...) and the sysfs / procfs files as read, so the judge (``validate.node_checks``)
@@ -54,8 +54,6 @@ CONFIG_FILES = ("/etc/docker/daemon.json", "/etc/containerd/config.toml", "/etc/
                 "/etc/security/limits.d/90-clusterforge-memlock.conf", "/etc/nccl.conf")
 """Configuration files read under ``--host-root``."""
 
-SERVICES = ("nvidia-fabricmanager", "nvidia-persistenced", "nvlsm", "docker", "containerd", "openibd")
-"""systemd units whose ``systemctl is-active`` state is recorded."""
 
 
 def _cut(text: str) -> str:
@@ -158,7 +156,9 @@ def collect_sysfs(doc: dict) -> None:
         keep(f"{p}/vendor")
 
 
-def collect_commands(doc: dict) -> None:
+def collect_commands(doc: dict, services: list[str] | tuple[str, ...] = ()) -> None:
+    """The tools' outputs: ``nvidia-smi``, ``lspci``, ``findmnt``, ``ip``, ``systemctl is-active`` of each unit of
+    ``services``, ``modinfo`` of :data:`MODULES`, ``mlnx_qos`` of every RoCE netdev."""
     cmds: dict = doc["commands"]
     cmds["nvidia-smi -q -x"] = run(["nvidia-smi", "-q", "-x"], timeout=120)
     if not cmds["nvidia-smi -q -x"]["missing"]:
@@ -166,7 +166,7 @@ def collect_commands(doc: dict) -> None:
     cmds["lspci -vvv"] = run(["lspci", "-vvv", "-D"], timeout=120)
     cmds["findmnt"] = run(["findmnt", "--json", "--list", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS"])
     cmds["ip addr"] = run(["ip", "-j", "addr", "show"])
-    for unit in SERVICES:
+    for unit in services:
         cmds[f"systemctl is-active {unit}"] = run(["systemctl", "is-active", unit], timeout=20)
     for mod in MODULES:
         cmds[f"modinfo {mod}"] = run(["modinfo", "-F", "vermagic", mod], timeout=20)
@@ -190,10 +190,12 @@ def processes() -> list[str]:
     return sorted(names)
 
 
-def collect(host_root: str = "/", node_name: str | None = None) -> dict:
+def collect(host_root: str = "/", node_name: str | None = None, services: list[str] | tuple[str, ...] = ()) -> dict:
     """The node-health document of this node (see the module docstring). ``node_name``: the name the
     cluster knows the node by (inventory host, Kubernetes node); default ``$CLUSTERFORGE_NODE_NAME``,
-    then Slurm's ``$SLURMD_NODENAME``, else the host name."""
+    then Slurm's ``$SLURMD_NODENAME``, else the host name. ``services``: systemd unit names whose
+    ``systemctl is-active`` state is recorded (the lead passes the catalog's vendor units and container
+    engines, ``--services``; the payload knows no unit by name)."""
     doc: dict = {
         "kind": "node-health",
         "version": VERSION,
@@ -224,7 +226,7 @@ def collect(host_root: str = "/", node_name: str | None = None) -> dict:
         except OSError:
             doc["statvfs"][path] = None
     collect_sysfs(doc)
-    collect_commands(doc)
+    collect_commands(doc, services)
     doc["processes"] = processes()
     return doc
 
@@ -235,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-root", default="/", help="where the host's root is mounted (containers)")
     ap.add_argument("--node-name", help="the node's name in the cluster (default: $CLUSTERFORGE_NODE_NAME, $SLURMD_NODENAME "
                     "or the host name)")
+    ap.add_argument("--services", default="", help="comma-separated systemd units whose `systemctl is-active` state "
+                    "is recorded (the runner passes the catalog's vendor units and container engines)")
     a = ap.parse_args(argv)
-    text = json.dumps(collect(a.host_root, a.node_name), sort_keys=True) + "\n"
+    services = [u for u in a.services.split(",") if u]
+    text = json.dumps(collect(a.host_root, a.node_name, services), sort_keys=True) + "\n"
     if a.output:
         with open(a.output, "w", encoding="utf-8") as f:
             f.write(text)

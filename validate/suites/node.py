@@ -21,7 +21,15 @@ from pathlib import Path
 from blueprints import LoadedBlueprint
 
 from ..expectations import JudgeContext
-from ..node_checks import CHECKS, CROSS_EXPLAINS, blocking_failures, judge_node_file, node_metrics, node_table
+from ..node_checks import (
+    CHECKS,
+    CROSS_EXPLAINS,
+    blocking_failures,
+    judge_node_file,
+    node_metrics,
+    node_table,
+    recorded_units,
+)
 from ..plan import PlannedTest, TestParams
 from ..results import VERDICT_ICONS, JudgeResult, Verdict
 from .base import Explanation, GroupPlan, HtmlSection, Placement, Suite
@@ -79,8 +87,10 @@ class NodeSuite(Suite):
             notes=(gp.mismatch,) if gp.mismatch else ())], []
 
     def payload_args(self, test: PlannedTest) -> list[str]:
-        """None: the launchers add ``--node-name``, ``--host-root`` or ``--output`` as :class:`Placement` says."""
-        return []
+        """``--services UNIT,...``: the systemd units whose state the payload records, from the catalog
+        (:func:`~validate.node_checks.recorded_units`); the launchers add ``--node-name``, ``--host-root`` or
+        ``--output`` as :class:`Placement` says."""
+        return ["--services", ",".join(recorded_units())]
 
     def gpus(self, test: PlannedTest) -> int:
         """The checks take no GPU from the scheduler (they only look at them)."""
