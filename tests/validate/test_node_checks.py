@@ -582,3 +582,30 @@ def test_runtime_class_of_a_kubernetes_run(fixtures_dir: Path, classes: list, ve
         assert c["blocking"] and "pods" in c["cause"]
     # the same documents read back from a raw file the Kubernetes launcher writes
     assert read_documents(json.dumps(n.doc()) + "\n" + json.dumps(cluster[0]) + "\n", "node-health-cluster") == cluster
+
+
+def test_vendor_unit_names_come_from_the_catalog_in_validate() -> None:
+    """No module of the validation suite spells a vendor daemon's unit name where it names the unit (a
+    ``systemctl``/``journalctl -u`` argument, ``NAME.service``): the judge, its messages and
+    the failure signatures read them from the catalog (``blueprints.vendor.vendor_units``), the payload gets them
+    as arguments."""
+    import validate
+    from blueprints.vendor import vendor_units
+    from validate.signatures import SIGNATURES
+
+    root = Path(validate.__file__).parent
+    offenders = []
+    for name in vendor_units().values():
+        n = re.escape(name)
+        rx = re.compile(rf"(systemctl(\s+[\w-]+)*\s+|journalctl\s+-u\s+){n}(?![\w-])|(?<![\w/-]){n}\.service\b")
+        for path in sorted(root.rglob("*.py")):
+            for i, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("#", 1)[0]
+                if rx.search(code):
+                    offenders.append(f"{path.relative_to(root)}:{i}: {name}: {line.strip()}")
+    assert offenders == []
+    # every unit a signature names resolves through the catalog, and the texts name the catalog's units
+    for s in SIGNATURES:
+        assert "{unit:" not in s.cause + s.fix, s.id
+    fm = next(s for s in SIGNATURES if s.id == "fabric-manager-not-running")
+    assert f"systemctl status {vendor_units()['fabricmanager']}" in fm.fix and vendor_units()["nvlsm"] in fm.cause

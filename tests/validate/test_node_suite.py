@@ -17,7 +17,7 @@ from blueprints import load_blueprint
 from validate.launchers.kubernetes import manifest
 from validate.launchers.slurm import sbatch_script
 from validate.launchers.ssh import SshLauncher
-from validate.node_checks import CHECKS, CROSS_CHECKS, judge_node_file
+from validate.node_checks import CHECKS, CROSS_CHECKS, judge_node_file, recorded_units
 from validate.runner import plan_tests, read_results_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,8 +44,9 @@ def test_slurm_runs_one_task_per_node() -> None:
     test = plan_tests(loaded, launcher="slurm")[0][0]
     script = sbatch_script(loaded, test)
     assert "#SBATCH --nodes=4" in script and "#SBATCH --ntasks-per-node=1" in script and "--gpus" not in script
-    assert ('srun --nodes=4 --ntasks-per-node=1 "$PY" "$CF_DIR/payloads/node_health.py" > "$CF_DIR/raw/node.json"'
-            in script)
+    units = ",".join(recorded_units())  # the catalog's vendor units and container engines, passed to the payload
+    assert ('srun --nodes=4 --ntasks-per-node=1 "$PY" "$CF_DIR/payloads/node_health.py" '
+            f'--services {units} > "$CF_DIR/raw/node.json"' in script)
 
 
 def test_kubernetes_node_job_one_pod_per_node_read_only_host_view() -> None:
@@ -63,7 +64,8 @@ def test_kubernetes_node_job_one_pod_per_node_read_only_host_view() -> None:
     assert "securityContext" not in c and "resources" not in c  # not privileged, takes no GPU
     assert all(m["readOnly"] for m in c["volumeMounts"])
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in c["env"]
-    assert c["command"][-1] == "exec python3 /opt/clusterforge/payloads/node_health.py --host-root /host"
+    assert c["command"][-1] == ("exec python3 /opt/clusterforge/payloads/node_health.py "
+                                f"--services {','.join(recorded_units())} --host-root /host")
 
 
 def test_ssh_launcher_runs_the_payload_on_every_node(tmp_path: Path) -> None:
@@ -196,3 +198,26 @@ def test_kubernetes_launcher_collects_every_pod_and_the_runtime_classes(tmp_path
     assert [r.label for r in results] == ["node-kata: dgx-01", "node-kata: dgx-02", "node-kata: cross-node"]
     rc = next(c for c in results[-1].metrics["checks"] if c["id"] == "cross.runtimeclass")
     assert rc["verdict"] == "fail" and "handler kata" in rc["cause"]  # the fake cluster's class names the wrong handler
+
+
+def test_the_payload_records_the_units_the_runner_names_from_the_catalog(tmp_path: Path) -> None:
+    """The payload runs on the node without the catalog: the units it records are the ones the node suite passes
+    (every vendor unit of the catalog, then the container engines), and no other."""
+    from blueprints.vendor import container_engine_units, vendor_units
+    from validate.payloads import PAYLOAD_DIR
+    from validate.suites import get_suite
+
+    loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    test = plan_tests(loaded, launcher="slurm")[0][0]
+    args = get_suite("node").payload_args(test)
+    assert args[0] == "--services"
+    assert args[1].split(",") == [*vendor_units().values(), *container_engine_units().values()]
+    out = tmp_path / "node.json"
+    subprocess.run([sys.executable, str(PAYLOAD_DIR / "node_health.py"), *args, "--output", str(out)], check=True,
+                   timeout=120)
+    recorded = {k.removeprefix("systemctl is-active ") for k in json.loads(out.read_text())["commands"]
+                if k.startswith("systemctl is-active ")}
+    assert recorded == set(args[1].split(","))
+    subprocess.run([sys.executable, str(PAYLOAD_DIR / "node_health.py"), "--output", str(out)], check=True, timeout=120)
+    assert not [k for k in json.loads(out.read_text())["commands"] if k.startswith("systemctl ")]
+
