@@ -107,6 +107,13 @@ def shape_as(root: Path, os_name: str) -> None:
 def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[str, Any]) -> list[str]:
     """Run ``role`` (with ``tags``) against the root filesystem ``root`` through the chroot connection, facts
     gathered; returns the failure messages (one line each). Asserts that the playbook ran."""
+    return role_run(root, tmp, role, tags, extravars)[0]
+
+
+def role_run(root: Path, tmp: Path, role: str, tags: str,
+             extravars: dict[str, Any]) -> tuple[list[str], list[tuple[str, str]]]:
+    """:func:`role_failures` plus what each task did: ``(failures, [(task name, status)])`` in run order, status
+    one of ``ok``, ``changed``, ``skipped``, ``failed`` (a looped task: its last item's)."""
     import ansible_runner
 
     from clusterforge.ansible.render import ROLES_DIR
@@ -121,9 +128,19 @@ def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[s
         envvars={"ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_NOCOLOR": "1", "PATH": ansible_path()},
         suppress_env_files=True,
     )
-    assert any(e["event"] == "playbook_on_stats" for e in r.events), "the playbook ran"
-    return [" ".join(str((e.get("event_data") or {}).get("res", {}).get("msg", "")).split())
-            for e in r.events if e["event"] == "runner_on_failed"]
+    events = list(r.events)
+    assert any(e["event"] == "playbook_on_stats" for e in events), "the playbook ran"
+    failures = [" ".join(str((e.get("event_data") or {}).get("res", {}).get("msg", "")).split())
+                for e in events if e["event"] == "runner_on_failed"]
+    tasks = []
+    for e in events:
+        kind = e["event"]
+        if kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed"):
+            d = e.get("event_data") or {}
+            status = {"runner_on_skipped": "skipped", "runner_on_failed": "failed"}.get(kind) or (
+                "changed" if (d.get("res") or {}).get("changed") else "ok")
+            tasks.append((str(d.get("task", "")), status))
+    return failures, tasks
 
 
 def blueprint_for(example: str, os_name: str, work: Path, lustre_repo: dict[str, str] | None = None) -> Path:

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from blueprints.role_templates import render_role_template
+from blueprints.vendor import vendor_units
 
-from .conftest import copy_rootfs, role_failures
+from .conftest import copy_rootfs, role_failures, role_run
 
 BASH = shutil.which("bash") or "/bin/bash"
 
@@ -78,14 +79,15 @@ def test_image_build_leaves_discovery_to_the_node_at_boot(tmp_path):
     mount = {"name": "lustre", "mount": "/lustre", "source": "127.0.0.1@tcp:/lustre1", "options": ["flock", "_netdev"],
              "stripes": []}
     extravars = {"lustre_client_mounts": [mount], "lustre_client_lnet_networks": "tcp0",
-                 "lustre_client_lnet_route_to": "127.0.0.1", "lustre_client_install_packages": False}
+                 "lustre_client_lnet_route_to": "127.0.0.1", "lustre_client_install_packages": False,
+                 "lustre_client_lnet_service": vendor_units()["lnet"]}
     tags = "lustre_client_preflight,lustre_client_configure"
     assert role_failures(root, tmp_path / "run", "lustre_client", tags, extravars) == []
     # the build host's routes never reach the image: no LNet interface was written at build time
     assert not (root / "etc/modprobe.d/lustre.conf").exists()
     unit = (root / "etc/systemd/system/clusterforge-lnet-networks.service").read_text()
     assert "ExecStart=/usr/local/sbin/clusterforge-lnet-networks" in unit
-    assert "Before=remote-fs-pre.target lnet.service" in unit and "After=network-online.target" in unit
+    assert f"Before=remote-fs-pre.target {vendor_units()['lnet']}.service" in unit and "After=network-online.target" in unit
     assert (root / "etc/systemd/system/multi-user.target.wants/clusterforge-lnet-networks.service").is_symlink()
     assert (root / "usr/bin/ip").exists() or (root / "sbin/ip").exists() or (root / "usr/sbin/ip").exists()
     assert "127.0.0.1@tcp:/lustre1 /lustre lustre flock,_netdev" in (root / "etc/fstab").read_text()
@@ -111,3 +113,65 @@ def test_declared_interfaces_are_written_in_the_image_and_no_unit_is_installed(t
                          extravars) == []
     assert 'options lnet networks="o2ib0(ibp24s0)"' in (root / "etc/modprobe.d/lustre.conf").read_text()
     assert not (root / "etc/systemd/system/clusterforge-lnet-networks.service").exists()
+
+
+DISCOVERY = ("etc/systemd/system/clusterforge-lnet-networks.service", "usr/local/sbin/clusterforge-lnet-networks",
+             "etc/systemd/system/multi-user.target.wants/clusterforge-lnet-networks.service")
+"""The boot-time discovery's unit file, script and enablement link, relative to the root."""
+APT = "Install iproute2 with apt (the LNet interface is found with `ip route get`)."
+STALE = ("Disable the boot-time LNet networks unit that is no longer wanted.",
+         "Remove the LNet networks unit and script that are no longer wanted.")
+
+
+def _discovery(root: Path) -> tuple[bool, ...]:
+    return tuple((root / p).exists() or (root / p).is_symlink() for p in DISCOVERY)
+
+
+def _changed(tasks: list[tuple[str, str]]) -> list[str]:
+    return [t for t, status in tasks if status == "changed"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")
+def test_discovery_unit_follows_the_blueprint_and_reruns_touch_apt_zero_times(tmp_path):
+    """The boot-time LNet discovery (script, unit, enablement) exists exactly while the blueprint asks for it: a
+    netdev declared instead, or no Lustre file system left, disables and removes it on the next run; iproute2 goes
+    through one dpkg-query, so a rerun runs apt zero times and changes nothing."""
+    root = copy_rootfs(tmp_path / "root")
+    mount = {"name": "lustre", "mount": "/lustre", "source": "127.0.0.1@tcp:/lustre1", "options": ["_netdev"],
+             "stripes": []}
+    discover = {"lustre_client_mounts": [mount], "lustre_client_lnet_networks": "tcp0",
+                "lustre_client_lnet_route_to": "127.0.0.1", "lustre_client_install_packages": False,
+                "lustre_client_lnet_service": vendor_units()["lnet"]}
+    declared = {**discover, "lustre_client_lnet_networks": "o2ib0(ibp24s0)", "lustre_client_lnet_route_to": ""}
+    no_lustre = {**discover, "lustre_client_mounts": []}
+    tags = "lustre_client_preflight,lustre_client_configure"
+
+    def run(name: str, extravars: dict) -> list[tuple[str, str]]:
+        failures, tasks = role_run(root, tmp_path / name, "lustre_client", tags, extravars)
+        assert failures == [], failures
+        return tasks
+
+    tasks = run("discover", discover)
+    assert _discovery(root) == (True, True, True)
+    assert (APT, "skipped") in tasks or (APT, "changed") in tasks
+    rerun = run("discover-again", discover)
+    assert _changed(rerun) == [] and (APT, "skipped") in rerun, rerun  # no apt: dpkg-query found iproute2
+    assert [t for t, _ in rerun if "with apt" in t] == [APT]  # the role's only apt task
+
+    # a netdev declared instead: the networks are written as declared, the discovery is disabled and removed
+    tasks = run("declared", declared)
+    assert _discovery(root) == (False, False, False)
+    assert {t for t in _changed(tasks)} >= set(STALE)
+    assert 'options lnet networks="o2ib0(ibp24s0)"' in (root / "etc/modprobe.d/lustre.conf").read_text()
+    rerun = run("declared-again", declared)
+    assert _changed(rerun) == [] and all((t, "skipped") in rerun for t in STALE), rerun
+    assert (APT, "skipped") in rerun  # declared interfaces need no iproute2: apt is not even considered
+
+    # discovery asked for again, then no Lustre file system left: the discovery goes with it
+    run("discover-back", discover)
+    assert _discovery(root) == (True, True, True)
+    tasks = run("no-lustre", no_lustre)
+    assert _discovery(root) == (False, False, False) and set(STALE) <= set(_changed(tasks))
+    assert _changed(run("no-lustre-again", no_lustre)) == []
+
