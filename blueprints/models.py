@@ -812,9 +812,11 @@ def _bare_metal() -> dict[str, Any]:
 class LustreClientRepository(StrictModel):
     """Where on-prem hosts of one operating system get the Lustre client packages: a signed apt repository.
 
-    Neither Debian nor Ubuntu ship a Lustre client; Whamcloud publishes client builds per distribution and
-    kernel (https://downloads.whamcloud.com/public/lustre/, e.g. ``lustre-2.15.7/ubuntu2204/client/``), and
-    sites serve those (or their own DKMS client build of lustre-release) from a signed apt repository. The
+    Neither Debian nor Ubuntu ship a Lustre client; Whamcloud publishes client builds per distribution, one flat
+    apt directory per release with the modules prebuilt per kernel (https://downloads.whamcloud.com/public/lustre/,
+    e.g. ``lustre-2.15.1/ubuntu2204/client/``, packages ``lustre-client-utils`` and
+    ``lustre-client-modules-<kernel>``), and sites serve those (or their own DKMS client build of lustre-release)
+    from a signed apt repository. The
     ``lustre_client`` role adds it with its key (deb822 ``Signed-By``) and installs the client from it.
     """
 
