@@ -169,6 +169,16 @@ def suite_thresholds(v: Validation) -> dict[str, BaseModel]:
     return out
 
 
+def _suite_entry(entries: Mapping[str, object], suite: str, cls: type[E], what: str) -> E:
+    """``entries[suite]`` when it is a ``cls``, ``cls()`` when the suite has no entry; raises ``TypeError``
+    (``what`` names the mapping) when the entry is of another type."""
+    got = entries.get(suite)
+    if got is None:
+        return cls()
+    if not isinstance(got, cls):
+        raise TypeError(f"{what} of suite {suite!r} are {type(got).__name__}, not {cls.__name__}")
+    return got
+
 
 @dataclass(frozen=True)
 class JudgeContext:
@@ -224,22 +234,12 @@ class JudgeContext:
     def thresholds_for(self, suite: str, model: type[M]) -> M:
         """Suite ``suite``'s thresholds: the ``model`` object in :attr:`thresholds`, else ``model()`` (its
         defaults). Raises ``TypeError`` when the context holds another type for ``suite``."""
-        got = self.thresholds.get(suite)
-        if got is None:
-            return model()
-        if not isinstance(got, model):
-            raise TypeError(f"thresholds of suite {suite!r} are {type(got).__name__}, not {model.__name__}")
-        return got
+        return _suite_entry(self.thresholds, suite, model, "thresholds")
 
     def expectations_for(self, suite: str, kind: type[E]) -> E:
         """Suite ``suite``'s expectations: the ``kind`` object in :attr:`expectations`, else ``kind()``
         (nothing expected). Raises ``TypeError`` when the context holds another type for ``suite``."""
-        got = self.expectations.get(suite)
-        if got is None:
-            return kind()
-        if not isinstance(got, kind):
-            raise TypeError(f"expectations of suite {suite!r} are {type(got).__name__}, not {kind.__name__}")
-        return got
+        return _suite_entry(self.expectations, suite, kind, "expectations")
 
     def with_expectations(self, suite: str, expectations: SuiteExpectations) -> JudgeContext:
         """This context with ``expectations`` as suite ``suite``'s."""
