@@ -63,6 +63,18 @@ def test_the_script_writes_the_networks_from_this_nodes_routes(tmp_path, network
     assert f'networks="{want}"' in conf.read_text()
 
 
+@pytest.mark.parametrize("networks", ["o2ib0(ibp24s0)", "tcp0(ens1f0np0,ens2f0np0)", "o2ib0(ibp24s0),o2ib1(ibp64s0)"])
+def test_declared_networks_are_the_same_file_from_the_template_and_the_script(tmp_path, networks):
+    """``lustre.conf`` has two writers, the role's template (declared interfaces) and the discovery script: for the
+    same networks both write the same bytes, so switching between them never leaves a different file behind."""
+    conf = tmp_path / "lustre.conf"
+    r = _run(_script(tmp_path, networks, ""), conf)
+    assert r.returncode == 0, r.stderr
+    templated = render_role_template("lustre_client", "lustre.conf.j2", {"lustre_client_lnet_networks": networks})
+    assert conf.read_text() == templated
+    assert templated.startswith("# Managed by clusterforge") and f'options lnet networks="{networks}"\n' in templated
+
+
 @needs_ip
 def test_an_address_without_a_route_fails_naming_it_and_writes_nothing(tmp_path):
     conf = tmp_path / "lustre.conf"
