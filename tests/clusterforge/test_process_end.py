@@ -1,0 +1,78 @@
+"""How the console script's process ends after a short verb (``clusterforge.cli._end_process``).
+
+The process skips the interpreter's teardown once the output is written; these tests run a fresh
+interpreter the way the console script does (``sys.exit(main())`` with ``argv`` None) and check what
+a user depends on: every byte of the output arrives, the exit status is the command's, registered
+exit handlers still run, a live thread is still waited for, and a closed pipe is reported as before.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterforge.cli import main
+from tests.conftest import EXAMPLES
+
+SCRIPT = "import sys; from clusterforge.cli import main; sys.exit(main())"
+"""What the console-script wrapper runs."""
+
+
+def run_cli(*args: str, prelude: str = "", **kw) -> subprocess.CompletedProcess[bytes]:
+    """``clusterforge ARGS`` in a fresh interpreter, with ``prelude`` run first in the same process."""
+    code = (prelude + "\n" if prelude else "") + SCRIPT
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=120, check=False, **kw)
+
+
+def test_a_large_output_arrives_whole_and_the_exit_status_is_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    expected = capsys.readouterr().out.encode()
+    assert len(expected) > 65536  # more than one pipe buffer: the last writes must be flushed before the end
+    out = run_cli("schema")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == expected
+    assert json.loads(out.stdout)["title"]
+
+
+def test_check_keeps_its_exit_status_and_its_lines(tmp_path: Path) -> None:
+    ok = run_cli("check", str(EXAMPLES / "aws-p5-efa-lustre.yaml"))
+    assert ok.returncode == 0 and ok.stdout.decode().startswith("✓ ") and ok.stdout.endswith(b"\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: clusterforge/v1\nkind: Blueprint\nname: x\n")
+    failed = run_cli("check", str(bad))
+    assert failed.returncode == 1, failed
+    assert f"{bad}:".encode() in failed.stdout and failed.stdout.endswith(b"\n")
+
+
+def test_exit_handlers_still_run() -> None:
+    out = run_cli("rules", prelude="import atexit; atexit.register(lambda: print('exit handler ran', file=sys.stderr))")
+    assert out.returncode == 0
+    assert b"exit handler ran" in out.stderr
+
+
+def test_a_live_thread_is_waited_for() -> None:
+    prelude = ("import sys, threading, time\n"
+               "def late():\n    time.sleep(0.5); print('thread finished', flush=True)\n"
+               "threading.Thread(target=late).start()")
+    out = run_cli("rules", prelude=prelude)
+    assert out.returncode == 0
+    assert out.stdout.rstrip().endswith(b"thread finished")
+
+
+def test_a_failed_flush_falls_back_to_the_normal_exit() -> None:
+    """When stdout cannot be flushed (a reader that went away, a full disk), the process ends the
+    normal way, which reports the unwritable stream as any Python program does (status 120). The
+    prelude's exit handler breaks stdout's flush after the command has written its output."""
+    prelude = ("import atexit, io, sys\n"
+               "class Broken(io.StringIO):\n"
+               "    def flush(self):\n        raise BrokenPipeError(32, 'Broken pipe')\n"
+               "def swap():\n    sys.stdout.flush(); sys.stdout = Broken()\n"
+               "atexit.register(swap)")
+    out = run_cli("rules", prelude=prelude)
+    assert out.returncode == 120, out
+    assert b"BrokenPipeError" in out.stderr
+    assert b"lustre" in out.stdout.lower()  # what the command printed before was written
