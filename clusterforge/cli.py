@@ -123,8 +123,8 @@ UNCOLLECTED_VERBS = frozenset({"plan"})
 about 900 objects of cyclic garbage per planned resource (the mock engine's outputs and tasks), and
 collecting them (whenever the collector next runs, and once more in the interpreter's teardown,
 which collects even with the collector disabled) costs about a quarter of the plan's CPU: 0.57 of
-1.79 CPU s at 512 instances (``bench/bench_plan.py --cli``). The process exits after printing
-(:func:`_end_process`), so the memory goes back to the OS either way."""
+1.79 CPU s at 512 instances (``bench/bench_plan.py --cli``). The process ends right after printing
+(:func:`_end_process`; the plan run leaves no thread behind), so the memory goes back to the OS either way."""
 
 
 def _verb(args: list[str]) -> str | None:

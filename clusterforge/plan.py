@@ -16,6 +16,7 @@ typed, comes from :func:`clusterforge.targets.plan`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import gc
@@ -329,8 +330,31 @@ def run_program(program: Callable[[], None], *, stack: str, config: dict[str, st
         return PlanResult(stack=stack, resources=resources, outputs=outputs, invokes=list(mocks.invokes),
                           messages=list(log.messages), seconds=time.perf_counter() - t0)
 
-    with _cyclic_gc_paused():
+    with _cyclic_gc_paused(), _own_event_loop():
         return contextvars.Context().run(_run)
+
+
+@contextlib.contextmanager
+def _own_event_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """A new asyncio event loop, current for one plan run, then closed with its default executor.
+
+    The mock engine answers registrations from worker threads of the loop's default executor. Without
+    this, the run's loop and those idle threads outlived the run: later runs in the same process
+    reused the loop, and the console script's process had threads alive after ``plan`` printed, so it
+    could not end without the interpreter's teardown (:func:`clusterforge.cli._end_process`), which
+    takes about 5 s after a 4,096-instance plan (``bench/bench_plan.py --cli``). Afterwards no loop is
+    current; the next Pulumi call in this thread makes its own (``_ensure_event_loop``).
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield loop
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
