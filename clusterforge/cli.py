@@ -10,6 +10,7 @@ the traceback instead.
 from __future__ import annotations
 
 import atexit
+import errno
 import gc
 import os
 import sys
@@ -73,6 +74,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error instead of its one-line "
+                               "message (anywhere on the line, any verb; or CLUSTERFORGE_DEBUG=1)."),
 ) -> None:
     """clusterforge: one typed blueprint for cloud and bare-metal GPU clusters."""
 
@@ -125,6 +128,18 @@ collecting them (whenever the collector next runs, and once more in the interpre
 which collects even with the collector disabled) costs about a quarter of the plan's CPU: 0.57 of
 1.79 CPU s at 512 instances (``bench/bench_plan.py --cli``). The process ends right after printing
 (:func:`_end_process`; the plan run leaves no thread behind), so the memory goes back to the OS either way."""
+
+
+EXIT_BROKEN_PIPE = 141
+"""Exit status when the program reading the output closed it early (``clusterforge check X | head``):
+128 + SIGPIPE, what a command the signal ends reports, so a ``pipefail`` script can tell it from a
+verb's own 1 ("invalid", "failed"). Python ignores SIGPIPE and raises :class:`BrokenPipeError`
+instead, and click turns that into exit 1; see https://docs.python.org/3/library/signal.html#note-on-sigpipe."""
+
+
+def _broken_pipe(exc: BaseException | None) -> bool:
+    """True for the error of writing to a pipe whose reader is gone (``EPIPE``)."""
+    return isinstance(exc, OSError) and exc.errno == errno.EPIPE
 
 
 def _verb(args: list[str]) -> str | None:
@@ -180,7 +195,8 @@ def _end_process(code: int) -> int:
     operating system takes back anyway. The registered exit handlers (:mod:`atexit`: logging's
     flush, temporary-file finalizers) still run, and stdout and stderr are flushed first. It returns
     instead when another thread is alive (the normal exit waits for non-daemon threads) or when a
-    flush fails (a closed pipe: the normal exit reports it as usual, status 120).
+    flush fails for another reason than a reader that went away (the normal exit reports it, status
+    120); a reader that went away ends it with :data:`EXIT_BROKEN_PIPE`.
     """
     if threading.active_count() > 1:
         return code
@@ -188,7 +204,11 @@ def _end_process(code: int) -> int:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except OSError as e:
+        if not _broken_pipe(e):
+            return code
+        code = EXIT_BROKEN_PIPE  # the reader left before the last buffered output: nothing more can reach it
+    except ValueError:
         return code
     os._exit(code & 0xFF)
 
@@ -198,6 +218,10 @@ def _run(args: list[str], debug: bool) -> int:
         rv = _plain_help_types(typer.main.get_command(app)).main(args=args, prog_name="clusterforge",
                                                                    standalone_mode=False)
         return int(rv or 0) if isinstance(rv, int) else 0
+    except SystemExit as e:
+        if _broken_pipe(e.__context__):
+            return EXIT_BROKEN_PIPE  # click's answer to EPIPE: sys.exit(1), with stdout and stderr made quiet
+        raise
     except typer.Exit as e:
         if e.exit_code == 130 and isinstance(e.__cause__, KeyboardInterrupt):
             fail("interrupted; results written so far are kept (rerun with --resume where supported)")

@@ -9,6 +9,7 @@ exit handlers still run, a live thread is still waited for, and a closed pipe is
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,18 +65,38 @@ def test_a_live_thread_is_waited_for() -> None:
 
 
 def test_a_failed_flush_falls_back_to_the_normal_exit() -> None:
-    """When stdout cannot be flushed (a reader that went away, a full disk), the process ends the
-    normal way, which reports the unwritable stream as any Python program does (status 120). The
-    prelude's exit handler breaks stdout's flush after the command has written its output."""
+    """When stdout cannot be flushed for another reason than a reader that went away (here a full disk),
+    the process ends the normal way, which reports the unwritable stream as any Python program does
+    (status 120). The prelude's exit handler breaks stdout's flush after the command has written."""
     prelude = ("import atexit, io, sys\n"
-               "class Broken(io.StringIO):\n"
-               "    def flush(self):\n        raise BrokenPipeError(32, 'Broken pipe')\n"
-               "def swap():\n    sys.stdout.flush(); sys.stdout = Broken()\n"
+               "class Full(io.StringIO):\n"
+               "    def flush(self):\n        raise OSError(28, 'No space left on device')\n"
+               "def swap():\n    sys.stdout.flush(); sys.stdout = Full()\n"
                "atexit.register(swap)")
     out = run_cli("rules", prelude=prelude)
     assert out.returncode == 120, out
-    assert b"BrokenPipeError" in out.stderr
+    assert b"No space left on device" in out.stderr
     assert b"lustre" in out.stdout.lower()  # what the command printed before was written
+
+
+@pytest.mark.parametrize("args", [
+    ["check", str(EXAMPLES / "aws-p5-efa-lustre.yaml")],  # one status line, written by the console helper
+    ["check", "--json", str(EXAMPLES / "aws-p5-efa-lustre.yaml")],  # buffered until the process ends
+    ["plan", str(EXAMPLES / "aws-p5-efa-lustre.yaml")],  # rich's table
+    ["rules"],
+], ids=["check", "check-json", "plan", "rules"])
+def test_a_reader_that_went_away_is_status_141_not_a_verdict(args: list[str]) -> None:
+    """`clusterforge check X | head`: the reader closes the pipe early. The exit status is 141, as for a
+    command that SIGPIPE ends, never `check`'s 1 ("invalid"), and nothing is printed about it."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write
+    try:
+        out = subprocess.run([sys.executable, "-c", SCRIPT, *args], stdout=write_end, stderr=subprocess.PIPE,
+                             timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 141, out.stderr
+    assert out.stderr == b""
 
 
 def test_a_plan_leaves_no_thread_behind() -> None:
