@@ -148,8 +148,8 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
                 ranks = gpus or _cpu_ranks()
                 if ns.gpu_count:
                     gpu_mismatch = (f"{MISMATCH} node group {g.name} declares {ns.gpu_count} x {ns.gpu_model} per node "
-                                    "but this machine has no NVIDIA GPU (collectives ran on gloo CPU processes, AMP on "
-                                    "the CPU)")
+                                    "but this machine has no NVIDIA GPU (a run here puts the collectives on gloo CPU "
+                                    "processes and AMP on the CPU)")
                     notes.append(gpu_mismatch)
                 gpu_key = None
         else:

@@ -465,7 +465,7 @@ class FioSuite(Suite):
                 notes.append(f"fio: {why}; testing the temporary directory {tmp} instead")
                 if targets:
                     fio_mismatch = (f"{MISMATCH} the declared fio targets ({', '.join(t[1] for t in targets)}) do not "
-                                    f"exist on this machine; the temporary directory {tmp} was measured instead")
+                                    f"exist on this machine; a run here measures the temporary directory {tmp} instead")
             targets = usable
         f = gp.bp.validation.fio
         tests = []
