@@ -81,7 +81,8 @@ def load_results(path: Path) -> list[JudgeResult]:
     """
     p = Path(path)
     if not p.exists():
-        raise NoResults(f"{p}: no such file or directory")
+        raise NoResults(f"{p}: no such file or directory — pass the results folder `clusterforge validate -o` wrote "
+                        "(it holds results.jsonl), or a results.jsonl / report.json file")
     if p.is_dir():
         jl, rj = p / "results.jsonl", p / "report.json"
         if jl.is_file():

@@ -410,7 +410,7 @@ def read_raw(path: Path) -> str:
     for a missing path, a directory or binary data."""
     p = Path(path)
     if not p.exists():
-        raise UnreadableInput(f"{p}: no such file")
+        raise UnreadableInput(f"{p}: no such file — check the path (the raw output of nccl-tests, fio or the AMP benchmark)")
     if p.is_dir():
         raise UnreadableInput(f"{p}: is a directory; pass the output files (e.g. {p}/*.txt)")
     try:
