@@ -32,8 +32,10 @@ After short verbs end the process without the interpreter's teardown (``clusterf
 freeing every module and object and a last full garbage collection, which runs even with the collector
 off), load 1.1, 11 runs, ``python -c pass`` 40 ms: ``--help`` 109 ms (x2.7), ``check`` 353 ms (x8.8,
 aws-p5-efa-lustre) and 382 ms (x9.5, onprem-dgx-h100-ib); the same machine a minute earlier without the
-change: ``check`` x11.0-11.6. The 250 ms target at a 27 ms bare start is x9.3: met by the AWS example, not
-quite by the DGX one. What is left, measured phase by phase in one process: typer and registering the verbs
+change: ``check`` x11.0-11.6. On a quiet machine a few minutes later (load 1.2, 15 runs, ``python -c pass``
+29 ms): ``--help`` 90 ms (x3.1), ``check`` 289 ms (x10.0) and 292 ms (x10.1). The ratio moves with the bare
+start (a faster start shrinks the denominator more than the command), so both are given: the target, 250 ms
+at a 27 ms bare start (x9.3), is still missed by about 40 ms. What is left, measured phase by phase in one process: typer and registering the verbs
 65-80 ms, pydantic's import 55-85, creating the model classes 35-65 (the first import of pydantic's
 ``types`` and ``annotated_types``), typer's parameter adapters about 20, PyYAML 13-20, the rules' import
 20-30, pydantic's plugin discovery (``importlib.metadata`` and its entry-point scan, on the first validator
