@@ -274,6 +274,15 @@ class Catalog:
         """Catalog GPU keys, e.g. ``['a100-40gb-sxm', ..., 'h100-sxm', ...]``."""
         return list(self._gpus)
 
+    def gpu_parts(self, name: str) -> list[str]:
+        """The catalog GPU keys a short name can stand for: every key that starts with the short name
+        and a dash, sorted (``h100`` -> ``['h100-pcie', 'h100-sxm']``; ``h200`` -> ``['h200-sxm']``).
+        ``[]`` when ``name`` is not one of the catalog's short names (``gpu_aliases.short_names``: a
+        key, an ``nvidia-smi`` name or an unknown name)."""
+        low = " ".join(name.split()).lower()
+        shorts = {k.lower() for k in self.extras["gpu_aliases"]["short_names"]}
+        return sorted(k for k in self._gpus if k.startswith(f"{low}-")) if low in shorts else []
+
     @property
     def provisioned_gpu_keys(self) -> list[str]:
         """Catalog GPU keys clusterforge can provision: the NVIDIA parts (it installs the NVIDIA driver,

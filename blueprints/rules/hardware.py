@@ -96,6 +96,28 @@ def gpu_model_known(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="gpu-short-name-ambiguous",
+    severity="warning",
+    summary="A GPU short name that stands for several catalog parts (`h100`: SXM or PCIe; `a100`: 40 or 80 GB) is "
+            "read as the one the catalog maps it to (`h100` -> `h100-sxm`); the parts differ in NVLink, memory and "
+            "power, so expected busbw and MFU follow the part named.",
+    fix="name the part: a catalog key such as `h100-sxm` or `h100-pcie`",
+    source="https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md",
+)
+def gpu_short_name_ambiguous(ctx: RuleContext) -> Iterator[Hit]:
+    for i, g in enumerate(ctx.bp.node_groups):
+        gpu = g.hardware.gpu if g.hardware else None
+        parts = ctx.catalog.gpu_parts(gpu.model) if gpu else []
+        if gpu and len(parts) > 1:
+            read_as = ctx.catalog.resolve_gpu_key(gpu.model)
+            yield Hit(("node_groups", i, "hardware", "gpu"),
+                      f"`node_groups.{i}.hardware.gpu.model` `{gpu.model}` is read as `{read_as}`, but the catalog "
+                      f"has {len(parts)} parts of that name ({', '.join(f'`{k}`' for k in parts)}) with different "
+                      f"NVLink, memory and expected busbw",
+                      f"name the part: {' or '.join(f'`{k}`' for k in parts)}")
+
+
+@rule(
     id="accelerator-not-nvidia",
     severity="error",
     summary="clusterforge installs the NVIDIA stack (driver, CUDA, NCCL, container toolkit); AMD Instinct and AWS "

@@ -258,6 +258,8 @@ CASES: list[Case] = [
          f"{FSX}.throughput_per_tib_mbps", good=[S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400})]),
     Case("fsx-throughput-value", "p5", [S(f"{FSX}.throughput_per_tib_mbps", 200)], f"{FSX}.throughput_per_tib_mbps",
          "use one of 125, 250, 500, 1000", good=[S(f"{FSX}.throughput_per_tib_mbps", 1000)]),
+    Case("gpu-short-name-ambiguous", "dgx", [S("node_groups.1.hardware.gpu", "h100:8")], "node_groups.1.hardware.gpu",
+         "name the part: `h100-pcie` or `h100-sxm`", good=[S("node_groups.1.hardware.gpu", "h200:8")]),
     Case("gpu-model-known", "dgx", [S("node_groups.1.hardware.gpu", "h100-sxn:8")], "node_groups.1.hardware.gpu",
          lambda c: f"use one of {', '.join(c.provisioned_gpu_keys)}",
          good=[S("node_groups.1.hardware.gpu", {"model": "NVIDIA H100 80GB HBM3", "count": 8})]),
