@@ -12,14 +12,13 @@ Order matters: :func:`diagnose` returns matches in table order and the table lis
 specific signature first (``failed to extend /dev/shm`` before the generic ``unhandled system
 error``), so the first match is the likeliest cause.
 
-Run ``python -m validate.signatures > docs/troubleshooting.md`` to regenerate the page (a test
+Run ``python -m validate.troubleshooting > docs/troubleshooting.md`` to regenerate the page (a test
 checks that the committed page matches this table).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -537,7 +536,7 @@ def troubleshooting_markdown() -> str:
     out = [
         "# Troubleshooting validation results",
         "",
-        ("<!-- Generated from validate/signatures.py by `python -m validate.signatures > docs/troubleshooting.md`;"
+        ("<!-- Generated from validate/signatures.py by `python -m validate.troubleshooting > docs/troubleshooting.md`;"
          " do not edit by hand. -->"),
         "",
         "Every non-pass verdict of `clusterforge judge` and `clusterforge validate` names its cause and points",
@@ -563,7 +562,3 @@ def troubleshooting_markdown() -> str:
                 out += ["Example:", "", "```text", s.example, "```", ""]
         out += [f"- Cause: {s.cause}.", f"- Fix: {s.fix}.", f"- Source: <{s.source}>", ""]
     return "\n".join(out).rstrip() + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised through the docs test
-    sys.stdout.write(troubleshooting_markdown())
