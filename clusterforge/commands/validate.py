@@ -185,9 +185,14 @@ def register(app: typer.Typer) -> None:
             signal.signal(signal.SIGTERM, old)
         for r in summary.results:
             v = r.verdict
-            console.print(Text.assemble((f"{v:7s}", VERDICT_STYLE.get(v, "")), f" {r.title}: {result_summary(r)}"))
-            for reason in r.reasons:
-                console.print(f"        {reason}", markup=False, style="dim")
+            # a tool that is not installed is explained once, after the verdict, for all its tests
+            tool = r.metrics.get("missing_tool")
+            text = (f"the suite could not run: `{tool}` is not installed on the node (how to install it: below)" if tool
+                    else result_summary(r))
+            console.print(Text.assemble((f"{v:7s}", VERDICT_STYLE.get(v, "")), f" {r.title}: {text}"))
+            for reason in [] if tool else r.reasons:
+                if reason not in text:  # already on the result's line
+                    console.print(f"        {reason}", markup=False, style="dim")
         from validate.judge import worst
 
         overall = worst([r.verdict for r in summary.results])
