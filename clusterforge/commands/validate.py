@@ -6,8 +6,10 @@ to the terminal (a table that updates in place; one line per event when stdout i
 
 Exit status: 0 every result pass or warn, 1 any fail, 2 usage error, 3 the run said nothing
 (no result, or invalid results and no fail: a suite whose tool is not installed, or a local run
-on a machine without the declared hardware, which stops before running unless ``--run-anyway``),
-130 interrupted (results so far are kept: rerun with ``--resume``).
+on a machine without the declared hardware, which stops before running unless ``--run-anyway``;
+or the launcher could not reach the cluster: its tool, ``sbatch``, ``kubectl`` or ``ssh``, is missing,
+or the cluster or a host does not answer), 130 interrupted (results so far are kept: rerun with
+``--resume``).
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def register(app: typer.Typer) -> None:
 
         from ..blueprint_io import load_checked
         from ..console import console, fail, ok, warn
-        from ..errors import UsageError
+        from ..errors import InvalidRunError, ProvisionError, ToolMissingError, UsageError
 
         if launcher not in LAUNCHERS:
             raise UsageError(f"--launcher {launcher}: choose from {', '.join(LAUNCHERS)}")
@@ -171,6 +173,10 @@ def register(app: typer.Typer) -> None:
         try:
             summary = run_validation(loaded, out, runner, tests, resume=resume, force=force,
                                      keep_unplanned=chosen is not None, notes=notes, events=progress)
+        except (ToolMissingError, ProvisionError) as e:
+            # the launcher's own tool (sbatch, kubectl, ssh) is missing or the cluster cannot be reached: nothing about
+            # the cluster was measured, so the run is invalid (exit 3), not failed (exit 1 says the cluster fell short)
+            raise InvalidRunError(str(e)) from e
         except KeyboardInterrupt:
             # typer turns KeyboardInterrupt into a silent exit 130: say what was kept and how to go on
             progress.stop()

@@ -15,7 +15,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from blueprints import load_blueprint
-from clusterforge.errors import ToolMissingError, UsageError
+from clusterforge.errors import InvalidRunError, ToolMissingError, UsageError
 from validate.launchers import make_launcher, render_artifacts
 from validate.launchers.common import PlannedTest
 from validate.launchers.kubernetes import manifest, mpijob_pod_templates
@@ -86,7 +86,7 @@ def test_slurm_launcher_needs_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.undo()
     p = cli("validate", str(EXAMPLES / "onprem-dgx-h100-ib.yaml"), "--launcher", "slurm", "-o", str(tmp_path / "r"),
             env={"PATH": str(Path(sys.executable).parent)})
-    assert p.returncode == 1
+    assert p.returncode == 3  # nothing was measured: an invalid run, not a failed cluster (1)
     assert p.stderr.strip().splitlines()[-1].startswith("✗ sbatch not found")
     assert "Traceback" not in p.stderr and not (tmp_path / "r").exists()
 
@@ -166,7 +166,7 @@ def test_kubernetes_launcher_reports_a_missing_kubectl_or_cluster(tmp_path: Path
     bp = str(EXAMPLES / "aws-eks-p4d.yaml")
     p = cli("validate", bp, "--launcher", "kubernetes", "-o", str(tmp_path / "a"),
             env={"PATH": str(Path(sys.executable).parent)})
-    assert p.returncode == 1 and "kubectl not found" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 3 and "kubectl not found" in p.stderr and "Traceback" not in p.stderr
     kubectl = shutil.which("kubectl")
     if kubectl:  # really invoke kubectl against a cluster that is not there
         cfg = tmp_path / "kubeconfig"
@@ -174,7 +174,7 @@ def test_kubernetes_launcher_reports_a_missing_kubectl_or_cluster(tmp_path: Path
                        "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
                        "users:\n- name: u\n  user: {token: t}\n")
         p = cli("validate", bp, "--launcher", "kubernetes", "-o", str(tmp_path / "b"), env={"KUBECONFIG": str(cfg)})
-        assert p.returncode == 1 and "kubectl create namespace failed" in p.stderr and "KUBECONFIG" in p.stderr
+        assert p.returncode == 3 and "kubectl create namespace failed" in p.stderr and "KUBECONFIG" in p.stderr
         assert not (tmp_path / "b").exists()  # nothing ran: no half-made run directory is left
 
 
@@ -231,7 +231,7 @@ def test_ssh_commands_inventory_and_unreachable_hosts(tmp_path: Path) -> None:
                        params=AmpParams(layers=2, hidden=128, heads=4, seq_len=64, vocab=512, batch_size=2, steps=2,
                                         warmup_steps=1, precision="auto", compile=False, fp32_baseline=False,
                                         peak_tflops=None, gpu_model=None), description="amp")
-    with pytest.raises(UsageError, match="could not copy the payloads to ghost"):
+    with pytest.raises(InvalidRunError, match="could not copy the payloads to ghost"):
         launcher.run(test)
     log = (tmp_path / "run" / "logs" / "amp.log").read_text()
     assert "ssh -o BatchMode=yes" in log and "nobody@127.0.0.1" in log

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blueprints import LoadedBlueprint
-from blueprints.errors import ToolMissingError, UsageError
+from blueprints.errors import InvalidRunError, ToolMissingError, UsageError
 
 from ..suites import Placement, RanksSuite, get_suite
 from .common import (
@@ -180,7 +180,7 @@ class SshLauncher(Launcher):
             rc, _ = run_logged(["scp", "-q", *ssh_options(host), "-P", str(host.port), *files,
                                 f"{host.destination}:{self.remote_dir}/"], log, timeout_s=300)
         if rc != 0:
-            raise UsageError(f"could not copy the payloads to {host.name} ({host.destination}), exit {rc}: "
+            raise InvalidRunError(f"could not copy the payloads to {host.name} ({host.destination}), exit {rc}: "
                              f"see {log}; check SSH access (key, user, known_hosts)")
         self._staged.add(host)
 
