@@ -75,7 +75,7 @@ class _Progress:
             self.rows[t.id] = {"status": "done (resumed)" if t.id in done else "queued", "what": t.description}
         if done:
             again = len(tests) - len(done)
-            console.print(f"resuming: {len(done)} of {len(tests)} planned test(s) passed before with the same "
+            console.print(f"resuming: {len(done)} of {len(tests)} planned test(s) passed or warned before with the same "
                           f"parameters and are kept; {again} run{'s' if again == 1 else ''} now", markup=False)
         if self.live_enabled:
             self.live = Live(self, console=console, refresh_per_second=4, transient=False)
@@ -202,8 +202,11 @@ def register(app: typer.Typer) -> None:
         from validate.judge import worst
 
         overall = worst([r.verdict for r in summary.results])
+        ran_now = sum(1 for t in tests if t.id not in summary.skipped)
+        kept = len(summary.verdicts) - ran_now  # resumed, and with --force --suites the other suites' tests
         console.print(Text.assemble("verdict: ", (overall, VERDICT_STYLE.get(overall, "bold")),
-                                    f" ({len(summary.results)} result(s), {len(summary.skipped)} resumed)"))
+                                    f" ({len(summary.results)} result(s) of {len(summary.verdicts)} test(s)"
+                                    + (f"; {kept} test(s) kept from the earlier run)" if kept > 0 else ")")))
         for rec in summary.missing_tools.values():
             console.print(f"{rec['reason']} (invalid: {', '.join(rec['tests'])})", style="yellow", markup=False)
         html = summary.reports.get("html") or next((p for p in summary.reports.values() if str(p).endswith(".html")), None)
