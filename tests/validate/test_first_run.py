@@ -94,7 +94,8 @@ def test_resume_reruns_failed_and_changed_tests_and_honours_suites(tmp_path: Pat
     # resume with --suites: counts are about the planned tests only
     one = cli("validate", str(bp), "-o", str(out), "--resume", "--suites", "nccl")
     assert one.returncode == 0
-    assert "resuming: 2 of 2 planned test(s) passed before with the same parameters and are kept; 0 run now" in one.stdout
+    assert "resuming: 2 of 2 planned test(s) passed or warned before with the same parameters and are kept; 0 run now" in one.stdout
+    assert "2 test(s) kept from the earlier run)" in one.stdout  # the closing line counts tests, not results
     # a parameter changed: that test runs again instead of mixing results of two sizes
     bp.write_text(bp.read_text().replace("max_bytes: 65536", "max_bytes: 32768"))
     changed = cli("validate", str(bp), "-o", str(out), "--resume")
