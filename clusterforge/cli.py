@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     by reference counting. Long verbs (``up``, ``validate`` ...) run with it as usual, except that
     the console script's own process (``argv`` None) runs the :data:`UNCOLLECTED_VERBS` with the
     collector off to the end: in-process callers that pass ``argv`` (tests) keep collecting.
+
+    ``argv`` None means "this is the console script": after a short verb or ``plan`` the process then
+    ends inside this call (:func:`_end_process`). A program that calls the CLI and goes on passes
+    ``argv`` (a list), and always gets the exit code back.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("CLUSTERFORGE_DEBUG", "") not in ("", "0")
