@@ -41,6 +41,21 @@ def print_results(results: list, header: str | None = None) -> None:
             console.print(f"    [dim]· {escape(note)}[/dim]")
 
 
+def _warn_short_gpu_name(gpu: str) -> None:
+    """Warn (stderr) when ``--gpu`` is a short name that stands for several catalog parts (``h100``:
+    ``h100-pcie`` or ``h100-sxm``), as the ``gpu-short-name-ambiguous`` rule does for blueprints: the
+    expected busbw follows the part it is read as."""
+    from blueprints.catalog import catalog
+
+    from ..console import warn
+
+    cat = catalog()
+    parts = cat.gpu_parts(gpu)
+    if len(parts) > 1:
+        warn(f"--gpu {gpu} is read as {cat.resolve_gpu_key(gpu)}, but the catalog has {len(parts)} parts of that name "
+             f"({', '.join(parts)}) with different NVLink and expected busbw: pass the part, e.g. --gpu {parts[0]}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``judge`` verb to ``app``."""
 
@@ -75,6 +90,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--kind {kind}: choose from {', '.join(file_kinds())}")
         loaded = load_checked(blueprint) if blueprint is not None else None
         bp = loaded.blueprint if loaded is not None else None
+        if gpu is not None:
+            _warn_short_gpu_name(gpu)
         ctx = context_from_flags(
             bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
             fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,

@@ -154,3 +154,13 @@ def test_report_bad_inputs(capsys, tmp_path):
     assert rc == 2 and "no results.jsonl or report.json" in err
     rc, _, err = _run(capsys, "report", tmp_path / "missing")
     assert rc == 2 and "no such file" in err
+
+
+def test_an_ambiguous_gpu_short_name_is_named_with_its_parts(fixtures_dir, capsys):
+    """`--gpu h100` stands for two catalog parts with different NVLink: the judge says which it read and
+    how to name the part; a part's key is taken silently."""
+    _, out, err = _run(capsys, "judge", _nt(fixtures_dir, "nccl-02.txt"), "--gpu", "h100", "--gpus-per-node", "8")
+    assert "--gpu h100 is read as h100-sxm" in err and "h100-pcie, h100-sxm" in err
+    assert "x 8 h100-sxm" in out  # the context it judged with
+    _, _, err = _run(capsys, "judge", _nt(fixtures_dir, "nccl-02.txt"), "--gpu", "h100-sxm", "--gpus-per-node", "8")
+    assert "read as" not in err
