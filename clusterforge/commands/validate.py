@@ -203,10 +203,10 @@ def register(app: typer.Typer) -> None:
 
         overall = worst([r.verdict for r in summary.results])
         ran_now = sum(1 for t in tests if t.id not in summary.skipped)
-        kept = len(summary.verdicts) - ran_now  # resumed, and with --force --suites the other suites' tests
+        kept_tests = len(summary.verdicts) - ran_now  # resumed, and with --force --suites the other suites' tests
         console.print(Text.assemble("verdict: ", (overall, VERDICT_STYLE.get(overall, "bold")),
                                     f" ({len(summary.results)} result(s) of {len(summary.verdicts)} test(s)"
-                                    + (f"; {kept} test(s) kept from the earlier run)" if kept > 0 else ")")))
+                                    + (f"; {kept_tests} test(s) kept from the earlier run)" if kept_tests > 0 else ")")))
         for rec in summary.missing_tools.values():
             console.print(f"{rec['reason']} (invalid: {', '.join(rec['tests'])})", style="yellow", markup=False)
         html = summary.reports.get("html") or next((p for p in summary.reports.values() if str(p).endswith(".html")), None)
