@@ -7,6 +7,7 @@ And ``ansible-lint --profile production`` is clean.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -47,10 +48,35 @@ SHARED_MODULES = {p.stem for p in (ROLES_DIR / SUPPORT_ROLE / "library").glob("*
 def test_roles_directory_holds_exactly_the_rendered_roles():
     found = sorted(p.name for p in ROLES_DIR.iterdir() if p.is_dir())
     assert found == sorted([*ROLE_ORDER, SUPPORT_ROLE])
-    plays = _load(ROLES_DIR / "site.yml")
+    facts, *plays = _load(ROLES_DIR / "site.yml")
+    assert facts["hosts"] == "all" and facts["tasks"] == [] and "roles" not in facts  # gathers facts, nothing else
     assert [p["hosts"] for p in plays] == [f"with_{r}" for r in ROLE_ORDER]
     assert [p["roles"][0]["role"] for p in plays] == list(ROLE_ORDER)
     assert all(p["roles"][0]["tags"] == [p["roles"][0]["role"]] for p in plays)
+    # one definition of what is gathered: a role's play sets no gathering of its own
+    assert all("gather_subset" not in p and "gather_facts" not in p for p in plays)
+
+
+FACT_NAME = re.compile(r"ansible_facts\[['\"](\w+)['\"]\]|ansible_facts\.(\w+)")
+
+
+def test_every_fact_the_roles_read_is_gathered(tmp_path):
+    """site.yml's first play gathers a subset of the facts: every `ansible_facts[...]` a role reads (tasks,
+    templates, variables) must be in what Ansible's own setup module returns for that subset."""
+    read = set()
+    for path in ROLES_DIR.rglob("*"):
+        if path.is_file() and path.suffix in (".yml", ".yaml", ".j2"):
+            read |= {a or b for a, b in FACT_NAME.findall(path.read_text())}
+    assert {"os_family", "distribution", "is_chroot"} <= read  # the scan finds what the roles are known to read
+    subset = _load(ROLES_DIR / "site.yml")[0]["gather_subset"]
+    from clusterforge.ansible.runner import ansible_path
+
+    env = {"PATH": ansible_path(), "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path)}
+    out = subprocess.run(["ansible", "localhost", "-m", "ansible.builtin.setup", "-a",
+                          f"gather_subset={','.join(subset)}", "-o"], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout
+    gathered = {k.removeprefix("ansible_") for k in json.loads(out.split(" => ", 1)[1])["ansible_facts"]}
+    assert read <= gathered, f"facts the roles read but site.yml does not gather: {sorted(read - gathered)}"
 
 
 @pytest.mark.parametrize("role", ROLE_ORDER)
