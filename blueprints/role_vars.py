@@ -15,7 +15,7 @@ from typing import Any
 
 from .models import Blueprint
 from .settings import NodeSettings
-from .vendor import kata_tarball, nvidia_services, vendor_units
+from .vendor import kata_tarball, vendor_units
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -212,7 +212,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
             "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
             "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
-            "container_runtime_nvidia_persistenced_service": nvidia_services()["persistenced"],
+            "container_runtime_nvidia_persistenced_service": vendor_units()["persistenced"],
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
         }
