@@ -218,6 +218,11 @@ def _opt_float(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _gpu_name(name: str) -> str:
+    """``name`` as the GPU name tables are keyed: lower case, runs of white space as one space."""
+    return " ".join(name.split()).lower()
+
+
 class Catalog:
     """Typed view of the hardware catalog. Obtain the shared instance with :func:`catalog`.
 
@@ -239,6 +244,10 @@ class Catalog:
                 self._gpu_aliases[name.lower()] = key
         for k in self._gpus:
             self._gpu_aliases[k.lower()] = k
+        # a short name stands for every key that starts with it and a dash (`h100` -> h100-pcie, h100-sxm)
+        self._gpu_parts: dict[str, list[str]] = {
+            short.lower(): sorted(k for k in self._gpus if k.startswith(f"{short.lower()}-"))
+            for short in aliases["short_names"]}
 
     @property
     def bare_metal(self) -> dict[str, Any]:
@@ -279,9 +288,7 @@ class Catalog:
         and a dash, sorted (``h100`` -> ``['h100-pcie', 'h100-sxm']``; ``h200`` -> ``['h200-sxm']``).
         ``[]`` when ``name`` is not one of the catalog's short names (``gpu_aliases.short_names``: a
         key, an ``nvidia-smi`` name or an unknown name)."""
-        low = " ".join(name.split()).lower()
-        shorts = {k.lower() for k in self.extras["gpu_aliases"]["short_names"]}
-        return sorted(k for k in self._gpus if k.startswith(f"{low}-")) if low in shorts else []
+        return list(self._gpu_parts.get(_gpu_name(name), []))
 
     @property
     def provisioned_gpu_keys(self) -> list[str]:
@@ -295,7 +302,7 @@ class Catalog:
 
         A vendor prefix in front of a key or short name is ignored (``NVIDIA h100-sxm``).
         """
-        low = " ".join(name.split()).lower()
+        low = _gpu_name(name)
         key = self._gpu_aliases.get(low)
         if key is None and low.startswith("nvidia "):
             key = self._gpu_aliases.get(low[len("nvidia "):])
