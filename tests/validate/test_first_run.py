@@ -53,6 +53,9 @@ def test_without_fio_the_fio_suite_is_invalid_and_says_how_to_install_it(tmp_pat
     assert fio["metrics"]["missing_tool"] == "fio"
     assert "fio suite could not run" in fio["reasons"][0] and "apt-get install fio" in fio["reasons"][0]
     assert "fio suite could not run" in p.stdout and "(invalid: fio-tmp)" in p.stdout
+    # the install advice is printed once, after the verdict; the test's own line names the missing tool
+    assert p.stdout.count("apt-get install fio") == 1, p.stdout
+    assert "fio-tmp: the suite could not run: `fio` is not installed on the node" in p.stdout
     man = json.loads((out / "run.json").read_text())
     assert man["missing_tools"]["fio"]["suites"] == ["fio"] and man["missing_tools"]["fio"]["tests"] == ["fio-tmp"]
     assert "fio suite could not run" in (out / "report.md").read_text()
