@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if pause_gc and argv is not None:
             gc.enable()
-    return _end_process(code) if argv is None and pause_gc else code
+    return _end_process(code) if argv is None and _short_run(args) else code
 
 
 def _end_process(code: int) -> int:
