@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
-import yaml
 from jinja2.nativetypes import NativeEnvironment
 
+from .datacache import parse_yaml
 from .versions import version
 
 __all__ = [
@@ -111,10 +111,23 @@ def _native() -> NativeEnvironment:
     return env
 
 
+@cache
+def _parsed(path: Path) -> Any:
+    """A role file's YAML, parsed once per process (roles are part of the installed package) with
+    libyaml when present, as Ansible's own loader does (:func:`blueprints.datacache.parse_yaml`).
+    Callers must not change what it returns."""
+    return parse_yaml(path.read_bytes()) if path.is_file() else None
+
+
 def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    return dict(yaml.safe_load(path.read_text()) or {})
+    return dict(_parsed(path) or {})
+
+
+@cache
+def _expression(source: str) -> jinja2.Template:
+    """``source`` compiled once by the native environment (a template is reusable; compiling is most of
+    the cost of evaluating one)."""
+    return _native().from_string(source)
 
 
 def _templated(value: Any) -> bool:
@@ -146,7 +159,7 @@ def role_variables(role: str, variables: Mapping[str, Any], os_family: OsFamily 
         for k in sorted(pending):
             ctx = {n: v for n, v in merged.items() if n not in pending}
             try:
-                merged[k] = _native().from_string(merged[k]).render(ctx)
+                merged[k] = _expression(merged[k]).render(ctx)
             except jinja2.UndefinedError:
                 continue
             pending.discard(k)
@@ -191,7 +204,7 @@ def _tasks(node: Any) -> Iterator[dict[str, Any]]:
 def _template_tasks(role: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for path in sorted((ROLES_DIR / role / "tasks").glob("*.yml")):
-        for task in _tasks(yaml.safe_load(path.read_text())):
+        for task in _tasks(_parsed(path)):
             args = task.get("ansible.builtin.template", task.get("template"))
             if isinstance(args, dict) and "loop" not in task and "with_items" not in task:
                 out.setdefault(str(args.get("src")), []).append(task)
@@ -222,7 +235,7 @@ def _when(task: Mapping[str, Any], ctx: Mapping[str, Any], where: str) -> bool:
         if NODE_STATE in str(cond):
             continue
         try:
-            value = _native().from_string("{{ (" + str(cond) + ") | bool }}").render(ctx)
+            value = _expression("{{ (" + str(cond) + ") | bool }}").render(ctx)
         except jinja2.UndefinedError as e:
             raise RoleTemplateError(f"{where}: `when: {cond}` needs a value known only on the node ({e})") from e
         if not value:
@@ -244,6 +257,6 @@ def role_file(role: str, template: str, variables: Mapping[str, Any], os_family:
     ctx = role_variables(role, variables, os_family)
     if not _when(task, ctx, f"roles/{role} task {task.get('name')!r}"):
         return None
-    dest = _native().from_string(str(args["dest"])).render(ctx)
+    dest = _expression(str(args["dest"])).render(ctx)
     return RoleFile(path=str(dest), mode=str(args.get("mode", "0644")),
                     content=render_role_template(role, template, variables, os_family))
