@@ -80,28 +80,68 @@ def _in_process(sizes: list[int], tmp: Path) -> None:
 
 def _cli(sizes: list[int], tmp: Path) -> None:
     import json
-    import subprocess
 
     exe = Path(sys.executable).with_name("clusterforge")
     print(f"{'instances':>9} {'resources':>9} {'wall s':>8} {'ms/resource':>11} {'cpu s':>6} {'peak RSS MiB':>12}")
     for n in sizes:
         path = blueprint_with(n, tmp)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        out = subprocess.run([str(exe), "plan", str(path), "--json"], check=True, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        count = len(json.loads(out.stdout)["resources"])
-        print(f"{n:>9} {count:>9} {wall:>8.2f} {1000 * wall / count:>11.2f} {cpu:>6.2f} {after.ru_maxrss // 1024:>12}")
+        wall, cpu, stdout = _timed_child([str(exe), "plan", str(path), "--json"])
+        count = len(json.loads(stdout)["resources"])
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+        print(f"{n:>9} {count:>9} {wall:>8.2f} {1000 * wall / count:>11.2f} {cpu:>6.2f} {peak:>12}")
+
+
+def _timed_child(argv: list[str]) -> tuple[float, float, str]:
+    """Run ``argv`` to completion; returns (wall s, child CPU s, stdout)."""
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out.stdout
+
+
+def _floor(sizes: list[int], tmp: Path, runs: int) -> None:
+    import statistics
+
+    exe = Path(sys.executable).with_name("clusterforge")
+    floor = Path(__file__).with_name("pulumi_floor.py")
+    print(f"{'instances':>9} {'command':<28} {'wall s median':>13} {'min':>6} {'cpu s median':>12} {'x floor':>8}")
+    for n in sizes:
+        path = blueprint_with(n, tmp)
+        argvs = {"clusterforge plan --json": [str(exe), "plan", str(path), "--json"],
+                 "pulumi_floor.py": [sys.executable, str(floor), str(n)]}
+        walls: dict[str, list[float]] = {k: [] for k in argvs}
+        cpus: dict[str, list[float]] = {k: [] for k in argvs}
+        for _ in range(runs):  # alternate, so that load drifts over both alike
+            for label, argv in argvs.items():
+                wall, cpu, _out = _timed_child(argv)
+                walls[label].append(wall)
+                cpus[label].append(cpu)
+        base = statistics.median(cpus["pulumi_floor.py"])
+        for label in argvs:
+            cpu = statistics.median(cpus[label])
+            print(f"{n:>9} {label:<28} {statistics.median(walls[label]):>13.2f} {min(walls[label]):>6.2f} "
+                  f"{cpu:>12.2f} {cpu / base:>8.2f}")
 
 
 def main(argv: list[str]) -> None:
-    """Print the figures for the sizes in ``argv`` (default 2, 64, 512, 4096); ``--cli`` times the command."""
-    cli = "--cli" in argv
-    sizes = [int(a) for a in argv if a != "--cli"] or [2, 64, 512, 4096]
+    """Print the figures for the sizes in ``argv`` (default 2, 64, 512, 4096); ``--cli`` times the command;
+    ``--floor [--runs R]`` times the command against :mod:`bench.pulumi_floor` (R alternating runs, 3)."""
+    runs = 3
+    if "--runs" in argv:
+        i = argv.index("--runs")
+        runs = int(argv[i + 1])
+        del argv[i:i + 2]
+    flags = {a for a in argv if a.startswith("--")}
+    sizes = [int(a) for a in argv if not a.startswith("--")] or [2, 64, 512, 4096]
     with tempfile.TemporaryDirectory() as tmp:
-        (_cli if cli else _in_process)(sizes, Path(tmp))
+        if "--floor" in flags:
+            _floor(sizes, Path(tmp), runs)
+        else:
+            (_cli if "--cli" in flags else _in_process)(sizes, Path(tmp))
 
 
 if __name__ == "__main__":
