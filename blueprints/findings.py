@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 
-__all__ = ["BlueprintInvalid", "Finding", "Severity"]
+__all__ = ["UNREADABLE_PATH_RULES", "BlueprintInvalid", "Finding", "Severity"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,22 @@ class Finding:
         return d
 
 
+UNREADABLE_PATH_RULES = frozenset({"file-not-found", "file-is-directory", "file-not-regular", "file-unreadable"})
+"""Loader findings that mean the path given names no readable file: nothing was read, so the command line is at
+fault (a usage error, exit 2), not the blueprint."""
+
+
 class BlueprintInvalid(Exception):
     """Raised by :func:`blueprints.load_blueprint` when a blueprint cannot be loaded or checked.
 
     ``findings`` holds every error found (at least one); ``str(err)`` is their one-line forms.
+    ``exit_code`` is what the command line exits with: 2 when the path names no readable file
+    (:data:`UNREADABLE_PATH_RULES`), else ``invalid_exit`` (1, the code of an invalid blueprint; ``validate``
+    and ``judge`` pass 2, since 1 is the cluster's verdict there).
     """
 
-    def __init__(self, findings: list[Finding]):
+    def __init__(self, findings: list[Finding], invalid_exit: int = 1):
         self.findings = findings
+        self.unreadable = bool(findings) and all(f.rule_id in UNREADABLE_PATH_RULES for f in findings)
+        self.exit_code = 2 if self.unreadable else invalid_exit
         super().__init__("\n".join(f.format() for f in findings))

@@ -10,20 +10,22 @@ from blueprints.findings import Finding
 from .console import warn
 
 
-def load_checked(path: str | Path, show_warnings: bool = True) -> LoadedBlueprint:
+def load_checked(path: str | Path, show_warnings: bool = True, invalid_exit: int = 1) -> LoadedBlueprint:
     """Load ``path`` and run every pre-deploy rule.
 
     Returns the loaded blueprint when no rule reports an error, with its resolved cluster built
     (``loaded.cluster``, :mod:`blueprints.resolved`: the one every verb's consumers read); warnings
     are printed to stderr (unless ``show_warnings`` is false). Raises :class:`BlueprintInvalid`
-    with every error finding otherwise.
+    with every error finding otherwise; its exit code is 2 when ``path`` names no readable file and
+    ``invalid_exit`` for an invalid blueprint (``validate`` and ``judge`` pass 2: their 1 means the
+    cluster fell short).
     """
     loaded, findings = findings_for(path)
     if loaded is None:
-        raise BlueprintInvalid(findings)
+        raise BlueprintInvalid(findings, invalid_exit)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
-        raise BlueprintInvalid(errors)
+        raise BlueprintInvalid(errors, invalid_exit)
     if show_warnings:
         for f in findings:
             warn(f.format())

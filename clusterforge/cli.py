@@ -251,7 +251,7 @@ def _run(args: list[str], debug: bool) -> int:
             raise
         for f in e.findings:
             fail(f.format())
-        return 1
+        return e.exit_code
     except ClusterforgeError as e:
         if debug:
             raise
@@ -261,8 +261,10 @@ def _run(args: list[str], debug: bool) -> int:
         # a path the user gave cannot be read or written (read-only, not a directory, missing parent)
         if debug:
             raise
-        where = e.filename or "path"
-        fail(f"{where}: {e.strerror or e} — check that the path exists, is of the right kind and is writable")
+        if e.filename:
+            fail(f"{e.filename}: {e.strerror or e} — check that the path exists, is of the right kind and is writable")
+        else:  # no path to name: a stream or a device (stdout on a full disk, a closed terminal)
+            fail(f"output could not be written: {e.strerror or e}")
         return 2
     except KeyboardInterrupt:
         fail("interrupted; results written so far are kept (rerun with --resume where supported)")

@@ -17,11 +17,13 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print findings as JSON."),
         strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors."),
     ) -> None:
-        """Load a blueprint and run every pre-deploy rule. Exit 0 ok (warnings allowed), 1 invalid.
+        """Load a blueprint and run every pre-deploy rule. Exit 0 ok (warnings allowed), 1 invalid, 2 no readable file at that path.
 
         Findings and the summary go to stdout (`check FILE | less` shows them, like other
         linters); only errors of the tool itself go to stderr.
         """
+        from blueprints.findings import BlueprintInvalid
+
         from ..blueprint_io import findings_for
         from ..console import line, marked, ok
 
@@ -29,10 +31,12 @@ def register(app: typer.Typer) -> None:
         n_err = sum(1 for f in findings if f.severity == "error")
         n_warn = len(findings) - n_err
         failed = bool(n_err or (strict and n_warn))
+        # a path that names no readable file is a usage error (2), as for every verb; an invalid blueprint is 1
+        code = 2 if loaded is None and BlueprintInvalid(findings).unreadable else 1 if failed else 0
         if as_json:
             print(json.dumps({"file": str(blueprint), "ok": not failed,
                               "findings": [f.to_json() for f in findings]}, indent=2))
-            raise typer.Exit(1 if failed else 0)
+            raise typer.Exit(code)
         for f in findings:
             bad = f.severity == "error" or strict
             marked("✗ " if bad else "! ", "red" if bad else "yellow", f.format())
@@ -46,4 +50,4 @@ def register(app: typer.Typer) -> None:
             if n_warn:
                 parts.append(f"{warnings} treated as errors (--strict)" if strict else warnings)
             line(f"{blueprint}: {', '.join(parts)}", "red")
-        raise typer.Exit(1 if failed else 0)
+        raise typer.Exit(code)

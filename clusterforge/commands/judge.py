@@ -4,7 +4,7 @@ Judges existing raw outputs (nccl-tests text or ``-J`` JSON, the torch collectiv
 fio JSON or text, AMP JSON) against the blueprint and/or flags. Flags override what a log
 says, which overrides the blueprint. Exit 0 when every result is pass or warn, 1 when any is
 fail, 3 when any is invalid and none failed; 2 for usage errors (missing file, directory,
-binary or unrecognised content, unknown GPU or instance type).
+binary or unrecognised content, unknown GPU or instance type, a ``--blueprint`` that ``check`` refuses).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help='Print {"results": [...], "verdict": worst} as JSON.'),
         output: Path | None = typer.Option(None, "--output", "-o", help="Also write report.json/.md/.html and junit.xml here."),
     ) -> None:
-        """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid."""
+        """Judge raw benchmark outputs against the declared hardware. Exit 0 pass/warn, 1 fail, 3 invalid, 2 bad input (a --blueprint that check refuses)."""
         from validate.expectations import context_from_flags
         from validate.judge import exit_code_for, file_kinds, file_suite, judge_file, worst
 
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
 
         if kind is not None and kind not in file_kinds():
             raise UsageError(f"--kind {kind}: choose from {', '.join(file_kinds())}")
-        loaded = load_checked(blueprint) if blueprint is not None else None
+        loaded = load_checked(blueprint, invalid_exit=2) if blueprint is not None else None
         bp = loaded.blueprint if loaded is not None else None
         if gpu is not None:
             _warn_short_gpu_name(gpu)

@@ -4,7 +4,8 @@ Plans the validation tests of the blueprint (:func:`validate.runner.plan_tests`)
 the chosen launcher, judges each result as it finishes, and writes the reports. Live progress goes
 to the terminal (a table that updates in place; one line per event when stdout is not a terminal).
 
-Exit status: 0 every result pass or warn, 1 any fail, 2 usage error, 3 the run said nothing
+Exit status: 0 every result pass or warn, 1 any fail, 2 usage error (also a blueprint
+``check`` refuses: 1 is kept for the cluster), 3 the run said nothing
 (no result, or invalid results and no fail: a suite whose tool is not installed, or a local run
 on a machine without the declared hardware, which stops before running unless ``--run-anyway``;
 or the launcher could not reach the cluster: its tool, ``sbatch``, ``kubectl`` or ``ssh``, is missing,
@@ -151,7 +152,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--launcher {launcher}: choose from {', '.join(LAUNCHERS)}")
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
-        loaded = load_checked(blueprint)
+        loaded = load_checked(blueprint, invalid_exit=2)
         out = output or Path("results") / loaded.blueprint.name
         chosen = [s.strip() for s in suites.split(",") if s.strip()] if suites else None
         tests, notes = plan_tests(loaded, launcher=launcher, suites=chosen, gpus=gpus)

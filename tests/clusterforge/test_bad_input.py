@@ -1,6 +1,7 @@
 """Nothing a user types breaks the CLI: every verb given a missing file, a directory, an empty
 file, binary data, a YAML document of the wrong kind or bad flags prints one clear line and
-exits 1 or 2 — never a traceback. ``--debug`` shows the traceback."""
+exits 2 (no readable file, or bad input to `validate` and `judge`) or 1 (an
+invalid blueprint) — never a traceback. ``--debug`` shows the traceback."""
 
 from __future__ import annotations
 
@@ -55,13 +56,22 @@ def _error_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("✗")]
 
 
+def _expected_exit(verb: str, kind: str) -> int:
+    """README, "CLI summary": a path that names no readable file is a usage error (2) for every verb; a file that
+    is not a valid blueprint is 1 ("invalid") where 1 means that, and 2 for `validate` and `judge --blueprint`,
+    whose 1 is the cluster's verdict; `judge` and `report` take no blueprint, so any such file is bad input (2)."""
+    if kind in ("missing", "directory") or verb in ("validate", "judge", "judge-blueprint", "report"):
+        return 2
+    return 1
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("verb", VERBS)
-def test_bad_input_gives_one_line_and_exit_1_or_2(verb, kind, bad_inputs, tmp_path, capsys):
+def test_bad_input_gives_one_line_and_the_documented_exit(verb, kind, bad_inputs, tmp_path, capsys):
     rc = main(_argv(verb, bad_inputs[kind], tmp_path))
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
-    assert rc in (1, 2), f"{verb} {kind}: exit {rc}\n{out}\n{err}"
+    assert rc == _expected_exit(verb, kind), f"{verb} {kind}: exit {rc}\n{out}\n{err}"
     lines = _error_lines(out if verb == "check" else err)  # check prints its findings on stdout, like linters
     assert len(lines) == 1, f"{verb} {kind}: expected one error line, got:\n{out}\n{err}"
     assert len(lines[0]) < 400
