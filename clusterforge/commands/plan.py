@@ -4,7 +4,8 @@ The blueprint's target (:mod:`clusterforge.targets`, looked up by ``target.provi
 plan. AWS: the Pulumi program runs in-process against a mock engine (:mod:`clusterforge.plan`) — no
 credentials, no network, no Pulumi CLI; the tree shows every resource under its component with
 counts; ``--json`` prints ``{"resources": [{"type", "name", "parent", "inputs"}]}`` with engine
-(camelCase) property names. On-prem: every host, role and variable of the Ansible run; the hosts of
+(camelCase) property names; for a blueprint that does not pass ``check`` it prints ``check --json``'s
+``{"file", "ok": false, "findings"}`` (exit 1, or 2 when the path names no readable file). On-prem: every host, role and variable of the Ansible run; the hosts of
 a node group that differ only in some values (address ...) are shown once with those values per
 host, and lines longer than the terminal are cut with a marker (``--all``: every host in full,
 nothing cut).
@@ -29,11 +30,19 @@ def register(app: typer.Typer) -> None:
                                       "(no collapsing, no cut values)."),
     ) -> None:
         """Show every resource `up` would create (AWS: Pulumi program against a mock engine; on-prem: the Ansible run)."""
+        from blueprints.findings import BlueprintInvalid
+
         from ..blueprint_io import load_checked
         from ..console import console
         from ..targets import plan
 
-        loaded = load_checked(blueprint, show_warnings=not as_json)
+        try:
+            loaded = load_checked(blueprint, show_warnings=not as_json)
+        except BlueprintInvalid as e:
+            if as_json:  # a tool reading stdout gets the findings in check --json's shape; stderr has the lines
+                print(json.dumps({"file": str(blueprint), "ok": False,
+                                  "findings": [f.to_json() for f in e.findings]}, indent=2))
+            raise
         result = plan(loaded)
         if as_json:
             print(json.dumps(result.to_json(), indent=2))

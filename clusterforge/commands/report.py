@@ -33,7 +33,8 @@ def register(app: typer.Typer) -> None:
 
         results = load_results(results_dir)
         if not results:
-            raise UsageError(f"{results_dir}: the results file holds no results yet")
+            raise UsageError(f"{results_dir}: the results file holds no complete result (a run stopped before its first "
+                             "result, or a damaged file: an unreadable last line is taken for an interrupted write)")
         folder = results_dir if results_dir.is_dir() else results_dir.parent
         blueprint = None
         old = folder / "report.json"

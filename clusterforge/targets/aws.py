@@ -124,7 +124,7 @@ def short_type(token: str) -> str:
 
 
 def _label(r: PlannedResource, n_desc: int) -> str:
-    extra = f" [dim]({n_desc} resources)[/dim]" if n_desc else ""
+    extra = f" [dim]({n_desc} resource{'s' if n_desc != 1 else ''})[/dim]" if n_desc else ""
     kind = "[bold cyan]" if not r.custom and r.type.startswith("clusterforge:") else "[green]"
     return f"{kind}{short_type(r.type)}[/] {r.name}{extra}"
 

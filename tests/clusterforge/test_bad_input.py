@@ -107,3 +107,16 @@ def test_up_never_configures_this_machine_without_an_explicit_yes(capsys, monkey
     assert main(["up", str(EXAMPLES / "local-workstation.yaml")]) == 2
     err = capsys.readouterr().err
     assert "is this machine" in err and "--yes" in err and "Traceback" not in err
+
+
+def test_plan_json_of_an_invalid_blueprint_prints_the_findings_as_check_json_does(bad_inputs, tmp_path, capsys):
+    import json
+
+    for kind, code in (("wrong-kind", 1), ("missing", 2)):
+        assert main(["plan", str(bad_inputs[kind]), "--json"]) == code
+        out, err = capsys.readouterr()
+        doc = json.loads(out)
+        assert doc["ok"] is False and doc["file"] == str(bad_inputs[kind]), doc
+        assert [f["rule_id"] for f in doc["findings"]] == [{"wrong-kind": "blueprint-wrong-kind",
+                                                             "missing": "file-not-found"}[kind]]
+        assert len(_error_lines(err)) == 1, err  # the human line stays on stderr
