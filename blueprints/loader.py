@@ -31,13 +31,36 @@ from .models import API_VERSION, Blueprint
 if TYPE_CHECKING:
     from .resolved import ResolvedCluster
 
-__all__ = ["MAX_NODES", "LoadedBlueprint", "load_blueprint", "parse_blueprint"]
+__all__ = ["LOADER_FINDINGS", "MAX_NODES", "LoadedBlueprint", "load_blueprint", "parse_blueprint"]
 
 MAX_NODES = 200_000
 """Most YAML nodes the expanded document may hold (anchor bombs stop here)."""
 
 MAX_BYTES = 16 * 1024 * 1024
 """Largest blueprint file read (16 MiB)."""
+
+LOADER_FINDINGS: dict[str, str] = {
+    "file-not-found": "the path names no file",
+    "file-is-directory": "the path is a directory",
+    "file-not-regular": "the path is a device, socket or pipe",
+    "file-unreadable": "the file cannot be read (permissions)",
+    "file-too-large": f"the file is larger than {MAX_BYTES} bytes",
+    "file-not-text": "the file holds binary data, bytes that are not UTF-8, or a control character",
+    "yaml-syntax": "the file is not valid YAML (the position of the first error)",
+    "yaml-duplicate-key": "a mapping names the same key twice",
+    "yaml-multiple-documents": "the file holds more than one YAML document",
+    "yaml-recursive-alias": "an alias refers to itself",
+    "yaml-too-large": f"anchors and aliases expand the document past {MAX_NODES} nodes",
+    "yaml-not-mapping": "the document is not a mapping",
+    "blueprint-empty": "the file holds no document",
+    "blueprint-wrong-kind": "the document is not a clusterforge blueprint (apiVersion, kind)",
+    "schema-unknown-key": "a key the blueprint schema does not have (with the closest known key)",
+    "schema-missing-key": "a required key is missing",
+    "schema-wrong-type": "a value of the wrong type (a list where a mapping is expected ...)",
+    "schema-invalid-value": "a value the schema does not allow (out of range, not one of the choices ...)",
+}
+"""Every finding id the loader reports while reading a file, before any rule runs, with what it means (``clusterforge
+rules`` lists them; each finding's own line says what to change). All are errors."""
 
 Path_ = tuple[Any, ...]
 

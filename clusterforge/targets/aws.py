@@ -22,7 +22,7 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from blueprints.errors import ClusterforgeError, ProvisionError, ToolMissingError, UsageError
 
@@ -207,6 +207,10 @@ class AwsTarget(Target):
 
     provider = "aws"
     render_dir = "pulumi"
+    preflight_checks: ClassVar[dict[str, str]] = {
+        "user-data-size": "a node group's user data exceeds EC2's 16 KB limit "
+                          "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)",
+    }
 
     def preflight(self, loaded: LoadedBlueprint) -> list[Finding]:
         """``user-data-size``: each node group's user data, rendered as the stack renders it

@@ -76,6 +76,10 @@ class Target(ABC):
     render_dir: ClassVar[str]
     """Sub-directory of ``clusterforge render -o DIR`` this target writes its files to."""
 
+    preflight_checks: ClassVar[dict[str, str]] = {}
+    """Finding id -> what it means, for every finding :meth:`preflight` may report (``clusterforge rules`` lists
+    them)."""
+
     def preflight(self, loaded: LoadedBlueprint) -> list[Finding]:
         """Findings only this target's renderer can compute (too costly for ``check``'s start-up),
         each located in the blueprint like a rule's. ``plan``, ``render`` and ``up`` run it first
