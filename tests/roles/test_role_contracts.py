@@ -144,7 +144,7 @@ def test_shared_modules_come_from_the_support_role():
     role runs); the support role runs nothing itself."""
     support = ROLES_DIR / SUPPORT_ROLE
     assert not (support / "tasks").exists() and not (support / "defaults").exists()
-    assert SHARED_MODULES == {"clusterforge_file_probe"}
+    assert SHARED_MODULES == {"clusterforge_file_probe", "clusterforge_package_probe"}
     users = set()
     for role in ROLE_ORDER:
         used = {m for path in (ROLES_DIR / role / "tasks").glob("*.yml") for t in _tasks(_load(path)) for m in t
@@ -154,6 +154,16 @@ def test_shared_modules_come_from_the_support_role():
         if used:
             users.add(role)
     assert len(users) >= 6
+
+
+def test_roles_read_packages_only_through_the_package_probe():
+    """The installed-package check is defined once (clusterforge_package_probe, tests/roles/test_package_probe.py):
+    no role task runs dpkg-query itself."""
+    for role in ROLE_ORDER:
+        for path in (ROLES_DIR / role / "tasks").glob("*.yml"):
+            for t in _tasks(_load(path)):
+                for module in ("ansible.builtin.command", "ansible.builtin.shell", "command", "shell"):
+                    assert "dpkg-query" not in str(t.get(module, "")), f"{role}/{path.name}: {t['name']} runs dpkg-query"
 
 
 def test_restarts_go_through_handlers():
