@@ -4,6 +4,9 @@ Each command runs in a fresh interpreter (a new subprocess, nothing imported yet
 alternating between the commands so that machine load drifts over all of them alike:
 
 * ``python -c pass``: the bare interpreter start (site, the editable-install finder), the floor;
+* ``typer_floor.py check``: a typer app with clusterforge's root options and ``check``'s parameters
+  and nothing of clusterforge (:mod:`bench.typer_floor`): what typer, pydantic and PyYAML cost to
+  start, the floor of any command line built on them;
 * ``clusterforge --help``: the CLI app with every verb registered;
 * ``clusterforge check EXAMPLE`` for an AWS and an on-prem example: models, loader, catalog and
   every rule.
@@ -41,6 +44,16 @@ at a 27 ms bare start (x9.3), is still missed by about 40 ms. What is left, meas
 20-30, pydantic's plugin discovery (``importlib.metadata`` and its entry-point scan, on the first validator
 built) about 30, building the Blueprint validator and validating 30-60, running the rules 8-12.
 
+With the typer floor (``bench/typer_floor.py``: typer 0.29, which coerces every parameter through a pydantic
+``TypeAdapter`` and so imports pydantic, plus PyYAML and one one-field model, and nothing of clusterforge), quiet
+machine (load 0.8, 11 runs, ``python -c pass`` 27 ms, the issue's baseline): the floor 217 ms (x8.1), ``--help``
+85 ms (x3.1), ``check`` 257 ms (x9.5, onprem-dgx-h100-ib) and 281 ms (x10.4, aws-p5-efa-lustre). On a loaded
+machine (load 4.9, bare 41 ms): floor 308 ms (x7.6), ``check`` 384-388 ms (x9.5-9.6). So a command line on these
+libraries cannot start under 217 ms here, and the 250 ms target leaves clusterforge 33 ms for everything it
+does; it takes 40-76 ms above the floor: creating the 53 blueprint model classes (30-45 ms, pydantic's field
+collection), 17 dataclasses (about 20 ms of generated methods), importing the 149 rules, building the Blueprint
+validator and running the rules.
+
 Run: ``.venv/bin/python bench/bench_cli_startup.py [--runs N] [--importtime] [--top K]``.
 """
 
@@ -67,6 +80,8 @@ def commands() -> dict[str, list[str]]:
     cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "clusterforge.cli"]
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
+        "typer_floor.py check": [sys.executable, str(REPO / "bench" / "typer_floor.py"), "check",
+                                 str(EXAMPLES / "aws-p5-efa-lustre.yaml")],
         "clusterforge --help": [*cli, "--help"],
         "clusterforge check aws-p5-efa-lustre": [*cli, "check", str(EXAMPLES / "aws-p5-efa-lustre.yaml")],
         "clusterforge check onprem-dgx-h100-ib": [*cli, "check", str(EXAMPLES / "onprem-dgx-h100-ib.yaml")],
