@@ -16,7 +16,7 @@
 
 Where a rerun's time goes (DGX example, 2 chroot hosts): every module run costs a few tenths of a second of
 controller and host CPU, apt 1-2.5 s (it opens the whole package cache), a template or copy two module runs.
-The roles probe once per role (``dpkg-query``; one ``clusterforge_file_probe`` run for file checksums, unit
+The roles probe once per role (one ``clusterforge_package_probe`` run, a ``dpkg-query``; one ``clusterforge_file_probe`` run for file checksums, unit
 enablement and existence checks) and run the writers only for what differs (roles/README.md, "Reruns"). CPU seconds are the comparable figure on a shared machine; wall
 time scales with the load average.
 
@@ -32,6 +32,7 @@ time scales with the load average.
 | the same plus LNet discovery only when asked for (its file probe) and unit names from the catalog, quietish machine (160 not skipped, 0 changed; force-unsafe-io in the test roots) | 101.0 s | 28.8 s | 41.2 | 1.5 |
 | lustre_client's templates behind its file probe (one probe run before install and configure), quiet machine (152 not skipped, 0 changed) | 100.7 s | 23.4 s | 32.3 | 1.5 |
 | the same plus minimal fact gathering (`gather_subset: ['!all', is_chroot]`), quiet machine (152 not skipped, 0 changed) | 87.1 s | 22.1 s | 31.0 | 1.3 |
+| the same with the packages read by the shared `clusterforge_package_probe` (one module run per role instead of a command and a set_fact), facts in one play, quiet machine (142 not skipped, 0 changed) | 104.2 s | 23.8 s | 33.8 | 1.5 |
 
 With the probes and the payload probe the quiet rerun (0 changed, 184 tasks not skipped) was about 1.5 s over the
 30 s target. The shared probe module then took 23 task runs and 16 CPU s (30 %) out of the rerun, measured back
