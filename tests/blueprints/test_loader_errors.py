@@ -25,11 +25,12 @@ BOMB = "\n".join(
 ) + "\n"
 
 
-def _check(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """Run ``clusterforge check PATH``; return the finding lines printed on stdout (exit 1 asserted)."""
+def _check(path: Path, capsys: pytest.CaptureFixture[str], exit_code: int = 1) -> list[str]:
+    """Run ``clusterforge check PATH``; return the finding lines printed on stdout (``exit_code`` asserted: 1 for a
+    file that is not a valid blueprint, 2 for a path that names no readable file)."""
     rc = main(["check", str(path)])
     out = capsys.readouterr()
-    assert rc == 1, out
+    assert rc == exit_code, out
     assert "Traceback" not in out.err + out.out
     return [line[2:] for line in out.out.splitlines() if line.startswith("✗ ")]
 
@@ -131,18 +132,18 @@ def test_error_snapshot(name: str, text: str | bytes, expected: list[str], tmp_p
 
 
 def test_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _check(tmp_path, capsys) == [(f"{tmp_path}:1:1: file-is-directory: this is a directory, not a blueprint file — "
+    assert _check(tmp_path, capsys, 2) == [(f"{tmp_path}:1:1: file-is-directory: this is a directory, not a blueprint file — "
                                          "pass a .yaml file, e.g. blueprints/examples/local-workstation.yaml")]
 
 
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "nope.yaml"
-    assert _check(f, capsys) == [f"{f}:1:1: file-not-found: no such file — check the path"]
+    assert _check(f, capsys, 2) == [f"{f}:1:1: file-not-found: no such file — check the path"]
 
 
 def test_device_is_not_read(capsys: pytest.CaptureFixture[str]) -> None:
     """A character device (endless data) is refused without reading it."""
-    assert _check(Path("/dev/zero"), capsys) == [
+    assert _check(Path("/dev/zero"), capsys, 2) == [
         "/dev/zero:1:1: file-not-regular: this is not a regular file (a device, socket or pipe?) — pass a .yaml file"]
 
 
