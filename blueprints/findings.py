@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 
-__all__ = ["UNREADABLE_PATH_RULES", "BlueprintInvalid", "Finding", "Severity"]
+__all__ = ["UNREADABLE_PATH_RULES", "BlueprintInvalid", "Finding", "Severity", "names_no_readable_file"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,12 @@ UNREADABLE_PATH_RULES = frozenset({"file-not-found", "file-is-directory", "file-
 fault (a usage error, exit 2), not the blueprint."""
 
 
+def names_no_readable_file(findings: list[Finding]) -> bool:
+    """True when ``findings`` (at least one) all say the path given names no readable file
+    (:data:`UNREADABLE_PATH_RULES`): a usage error, exit 2, not an invalid blueprint."""
+    return bool(findings) and all(f.rule_id in UNREADABLE_PATH_RULES for f in findings)
+
+
 class BlueprintInvalid(Exception):
     """Raised by :func:`blueprints.load_blueprint` when a blueprint cannot be loaded or checked.
 
@@ -62,6 +68,5 @@ class BlueprintInvalid(Exception):
 
     def __init__(self, findings: list[Finding], invalid_exit: int = 1):
         self.findings = findings
-        self.unreadable = bool(findings) and all(f.rule_id in UNREADABLE_PATH_RULES for f in findings)
-        self.exit_code = 2 if self.unreadable else invalid_exit
+        self.exit_code = 2 if names_no_readable_file(findings) else invalid_exit
         super().__init__("\n".join(f.format() for f in findings))

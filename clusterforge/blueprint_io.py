@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from blueprints import BlueprintInvalid, LoadedBlueprint, check, load_blueprint
 from blueprints.findings import Finding
@@ -40,3 +41,9 @@ def findings_for(path: str | Path) -> tuple[LoadedBlueprint | None, list[Finding
     except BlueprintInvalid as e:
         return None, e.findings
     return loaded, check(loaded)
+
+
+def findings_document(path: str | Path, ok: bool, findings: list[Finding]) -> dict[str, Any]:
+    """The JSON document of ``check --json`` (and of ``plan --json`` for a blueprint check refuses):
+    ``{"file", "ok", "findings": [Finding.to_json() ...]}``."""
+    return {"file": str(path), "ok": ok, "findings": [f.to_json() for f in findings]}

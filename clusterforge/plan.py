@@ -257,9 +257,10 @@ def _clean(v: Any) -> Any:
 class RecordingMonitor(MockMonitor):
     """A mock monitor that also records each registration as a :class:`PlannedResource`."""
 
+    mocks: PlanMocks
+
     def __init__(self, mocks: PlanMocks) -> None:
         super().__init__(mocks)
-        self.plan_mocks = mocks
         self.records: list[PlannedResource] = []
         self.names: dict[str, str] = {}
 
@@ -273,7 +274,7 @@ class RecordingMonitor(MockMonitor):
         top = parent_urn is None or "::pulumi:pulumi:Stack::" in parent_urn
         # a plan runs with preview off, so every input is known: the engine's deserialization (unknowns
         # dropped) is the full set of inputs
-        inputs = self.plan_mocks.registered_inputs()
+        inputs = self.mocks.registered_inputs()
         self.records.append(PlannedResource(
             type=request.type, name=request.name, urn=urn,
             parent=None if top or parent_urn is None else self.names.get(parent_urn, parent_urn),

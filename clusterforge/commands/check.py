@@ -22,9 +22,9 @@ def register(app: typer.Typer) -> None:
         Findings and the summary go to stdout (`check FILE | less` shows them, like other
         linters); only errors of the tool itself go to stderr.
         """
-        from blueprints.findings import BlueprintInvalid
+        from blueprints.findings import names_no_readable_file
 
-        from ..blueprint_io import findings_for
+        from ..blueprint_io import findings_document, findings_for
         from ..console import line, marked, ok
 
         loaded, findings = findings_for(blueprint)
@@ -32,10 +32,9 @@ def register(app: typer.Typer) -> None:
         n_warn = len(findings) - n_err
         failed = bool(n_err or (strict and n_warn))
         # a path that names no readable file is a usage error (2), as for every verb; an invalid blueprint is 1
-        code = 2 if loaded is None and BlueprintInvalid(findings).unreadable else 1 if failed else 0
+        code = 2 if loaded is None and names_no_readable_file(findings) else 1 if failed else 0
         if as_json:
-            print(json.dumps({"file": str(blueprint), "ok": not failed,
-                              "findings": [f.to_json() for f in findings]}, indent=2))
+            print(json.dumps(findings_document(blueprint, not failed, findings), indent=2))
             raise typer.Exit(code)
         for f in findings:
             bad = f.severity == "error" or strict

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """Show every resource `up` would create (AWS: Pulumi program against a mock engine; on-prem: the Ansible run)."""
         from blueprints.findings import BlueprintInvalid
 
-        from ..blueprint_io import load_checked
+        from ..blueprint_io import findings_document, load_checked
         from ..console import console
         from ..targets import plan
 
@@ -40,8 +40,7 @@ def register(app: typer.Typer) -> None:
             loaded = load_checked(blueprint, show_warnings=not as_json)
         except BlueprintInvalid as e:
             if as_json:  # a tool reading stdout gets the findings in check --json's shape; stderr has the lines
-                print(json.dumps({"file": str(blueprint), "ok": False,
-                                  "findings": [f.to_json() for f in e.findings]}, indent=2))
+                print(json.dumps(findings_document(blueprint, False, e.findings), indent=2))
             raise
         result = plan(loaded)
         if as_json:
