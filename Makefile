@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench schema clean
+.PHONY: setup system-packages demo test lint bench schema clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,10 +15,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install clusterforge with its dev extras
 
+system-packages: ## install the missing Debian packages of tests/system-packages.txt (as root; else say what to run)
+	tools/ensure-system-packages.sh
+
 demo: setup ## check, plan, render and validate the example blueprints on this machine
 	$(BIN)/python -m clusterforge.demo
 
-test: setup ## the whole test suite (real fio, torch, Ansible converge, Pulumi mocks)
+test: system-packages setup ## the Debian packages the tests need, then the whole test suite (real fio, torch, Ansible converge, Pulumi mocks)
 	$(BIN)/python -m pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 lint: setup ## ruff, mypy on every package, ansible-lint (production profile)
