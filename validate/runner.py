@@ -584,6 +584,8 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                 rec["status"] = "done" if tid in recorded else "interrupted"
         _write_json_atomic(out_dir / MANIFEST, manifest)
         raise
+    finally:
+        launcher.close()
     all_results = load_results(out_dir)
     if not all_results:
         manifest["status"] = "complete"

@@ -203,7 +203,8 @@ def test_ssh_launcher_runs_a_collective_on_this_machine(tmp_path: Path) -> None:
 def test_ssh_commands_inventory_and_unreachable_hosts(tmp_path: Path) -> None:
     host = SshHost(name="gpu-01", address="10.0.0.11", user="ubuntu", port=2222, key="~/.ssh/id_ed25519")
     argv = remote_argv(host, "python3 /tmp/x/fio_bench.py --target /scratch")
-    assert argv[0] == "ssh" and argv[-2:] == ["ubuntu@10.0.0.11", "python3 /tmp/x/fio_bench.py --target /scratch"]
+    assert argv[0] == "ssh" and argv[-3:] == ["--", "10.0.0.11", "python3 /tmp/x/fio_bench.py --target /scratch"]
+    assert argv[argv.index("-l") + 1] == "ubuntu"
     assert "BatchMode=yes" in argv and "StrictHostKeyChecking=accept-new" in argv
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == os.path.expanduser("~/.ssh/id_ed25519")
     # hosts from an Ansible inventory, group_vars included
@@ -234,7 +235,7 @@ def test_ssh_commands_inventory_and_unreachable_hosts(tmp_path: Path) -> None:
     with pytest.raises(InvalidRunError, match="could not copy the payloads to ghost"):
         launcher.run(test)
     log = (tmp_path / "run" / "logs" / "amp.log").read_text()
-    assert "ssh -o BatchMode=yes" in log and "nobody@127.0.0.1" in log
+    assert "ssh -o BatchMode=yes" in log and "-l nobody -p 1 -- 127.0.0.1" in log
 
 
 def test_ssh_launcher_needs_the_ssh_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -251,8 +252,9 @@ def test_unknown_launcher_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_ssh_multi_node_collectives_use_torchrun_on_every_node(tmp_path: Path) -> None:
     loaded = load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml")
-    launcher = SshLauncher(tmp_path, loaded, remote_dir="/tmp/cf")
+    launcher = SshLauncher(tmp_path, loaded)
     hosts = launcher.hosts("l40s")
+    launcher._run_dirs.update({h: "/tmp/cf" for h in hosts})  # what stage() records: each node's mktemp -d
     assert [(h.address, h.user) for h in hosts] == [("10.1.0.21", "ops"), ("10.1.0.22", "ops")]
     test = PlannedTest(id="nccl-all_reduce", kind="nccl", group="l40s", nodes=2, ranks_per_node=4, device="cpu",
                        params=NcclParams(collective="all_reduce", min_bytes=8, max_bytes=1024, step_factor=2,

@@ -102,6 +102,10 @@ class Launcher(ABC):
     def run(self, test: PlannedTest) -> LaunchResult:
         """Run ``test`` to completion and return where its raw output is."""
 
+    def close(self) -> None:
+        """Remove what the run left on the nodes (the ssh launcher's private run directories); called once
+        when the run ends, however it ends."""
+
 
 def stage_payloads(dest: Path) -> list[Path]:
     """Copy the standalone payload files of every registered suite into ``dest`` (created); returns the copies."""

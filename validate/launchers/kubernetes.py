@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -105,9 +106,17 @@ def payload_configmap(loaded: LoadedBlueprint) -> dict[str, Any]:
     }
 
 
+RUN_DIR = '"$CF_RUN_DIR"'
+"""The pod's private run directory in a one-node Job's script (made by :func:`_json_wrapped`)."""
+
+
 def _json_wrapped(cmd: str, out: str) -> str:
-    """Shell that runs ``cmd`` (writing ``out``), then prints ``out`` between the marker lines; keeps the status."""
-    return (f"set +e\n{cmd}\nrc=$?\necho '{JSON_BEGIN}'\ncat {out} 2>/dev/null\necho\necho '{JSON_END}'\nexit $rc\n")
+    """Shell that makes a private run directory (``mktemp -d`` under ``umask 077``: mode 0700, a random name,
+    never a fixed /tmp path) as ``$CF_RUN_DIR``, runs ``cmd`` there (writing ``out``, a path inside it), then
+    prints ``out`` between the marker lines; keeps the status."""
+    return ("umask 077\nCF_RUN_DIR=\"$(mktemp -d \"${TMPDIR:-/tmp}/clusterforge-validate.XXXXXXXXXX\")\" || exit 1\n"
+            'export TMPDIR="$CF_RUN_DIR"\ncd "$CF_RUN_DIR" || exit 1\n'
+            f"set +e\n{cmd}\nrc=$?\necho '{JSON_BEGIN}'\ncat {out} 2>/dev/null\necho\necho '{JSON_END}'\nexit $rc\n")
 
 
 class _Pods:
@@ -301,7 +310,7 @@ def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT
     if suite.placement == Placement.EVERY_NODE:
         return _every_node_job(pods, name, ns, labels, test, suite, deadline_s)
     # one-node: a Job of one pod; the payload's document is printed between marker lines
-    out = f"/tmp/{suite.name}.json"
+    out = f"{RUN_DIR}/{shlex.quote(suite.name + '.json')}"
     cmd = f"python3 {PAYLOAD_MOUNT}/{suite.payload} {shell_join(suite.payload_args(test))} --output {out}"
     if suite.container_setup:
         cmd = f"{suite.container_setup}\n{cmd}"

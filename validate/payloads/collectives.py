@@ -40,7 +40,8 @@ must be set), or with ``--spawn N`` to start N local processes itself (no torchr
 
 NCCL debug output: with the NCCL backend every rank runs with ``NCCL_DEBUG=INFO`` and
 ``NCCL_DEBUG_SUBSYS=INIT,NET`` (unless the environment sets them) and NCCL writes to a per-process
-``NCCL_DEBUG_FILE``; after each collective the ranks gather their new ``NCCL INFO``/``NCCL WARN``
+``NCCL_DEBUG_FILE`` in a private directory of its own (``tempfile.mkdtemp``: mode 0700, a random name under
+``TMPDIR``, removed at the end); after each collective the ranks gather their new ``NCCL INFO``/``NCCL WARN``
 lines to rank 0, which prints them after the table rows, so the judge can read which transport
 and which NIC every channel used (``via NET/IB/1/GDRDMA``, ``via P2P/IPC``, ``via NET/Socket/0``)
 and any warning, from all nodes (NCCL environment variables:
@@ -57,6 +58,7 @@ import argparse
 import ctypes
 import datetime
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -605,7 +607,10 @@ def nccl_debug_env(environ: dict[str, str] | Any, tmpdir: str | None = None) -> 
         environ.setdefault(k, v)
     if "NCCL_DEBUG_FILE" in environ or environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE", "WARN"):
         return None
-    path = os.path.join(tmpdir or tempfile.gettempdir(), f"clusterforge-nccl-{os.getpid()}.log")
+    # a private directory (mkdtemp: an atomic mkdir of a random name, mode 0700) holds the file, never a guessable
+    # name in a shared temporary directory that another user could plant a link at
+    private = tempfile.mkdtemp(prefix="clusterforge-nccl-", dir=tmpdir)
+    path = os.path.join(private, "nccl-debug.log")
     environ["NCCL_DEBUG_FILE"] = path
     return path
 
@@ -678,10 +683,7 @@ def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, i
             out_file.close()
         dist.destroy_process_group()
         if debug_file is not None:
-            try:
-                os.unlink(debug_file)
-            except OSError:
-                pass
+            shutil.rmtree(os.path.dirname(debug_file), ignore_errors=True)
     return status
 
 
