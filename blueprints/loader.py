@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from .findings import BlueprintInvalid, Finding
 from .models import API_VERSION, Blueprint
+from .values import templated_strings
 
 if TYPE_CHECKING:
     from .resolved import ResolvedCluster
@@ -54,6 +55,8 @@ LOADER_FINDINGS: dict[str, str] = {
     "yaml-not-mapping": "the document is not a mapping",
     "blueprint-empty": "the file holds no document",
     "blueprint-wrong-kind": "the document is not a clusterforge blueprint (apiVersion, kind)",
+    "value-template-syntax": "a key or value holds template delimiters (`{{`, `{%`, `{#` ...): blueprint values are "
+                             "data, never templates",
     "schema-unknown-key": "a key the blueprint schema does not have (with the closest known key)",
     "schema-missing-key": "a required key is missing",
     "schema-wrong-type": "a value of the wrong type (a list where a mapping is expected ...)",
@@ -568,6 +571,16 @@ def parse_blueprint(text: str, file: str = "<string>") -> LoadedBlueprint:
         raise BlueprintInvalid([_err(file, "blueprint-wrong-kind",
                                      f"this is not a clusterforge blueprint (`{what[0]}: {what[1]}`)",
                                      f"set `apiVersion: {API_VERSION}` and `kind: Blueprint`", line, col, (what[0],))])
+    templated = [
+        _err(file, "value-template-syntax",
+             f"`{_dotted(path)}`: the {what} holds the template delimiter `{delim}`; blueprint values are data, and "
+             "nothing evaluates them",
+             f"remove `{delim}`: write the literal value the node should get (a value cannot refer to another)",
+             *_locate(positions, path), path)
+        for path, what, delim in templated_strings(data)
+    ]
+    if templated:
+        raise BlueprintInvalid(templated)
     try:
         bp = Blueprint.model_validate(data)
     except ValidationError as e:

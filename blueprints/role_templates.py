@@ -15,6 +15,12 @@ https://docs.ansible.com/ansible/latest/collections/ansible/builtin/template_mod
 and only the few Ansible filters and tests the shared templates use are provided (``quote``,
 ``bool``, ``version``); a template that needs another one fails to compile here instead of
 rendering something Ansible would not.
+
+Blueprint values are data (``docs/security.md``): the variables handed in are never evaluated as
+templates, even when they hold ``{{ ... }}`` (only the roles' own ``defaults/`` and ``vars/`` are,
+as Ansible does with them), and every template renders in Jinja's immutable sandbox
+(https://jinja.palletsprojects.com/en/3.1.x/sandbox/), so a template can call no Python beyond the
+filters above even if a value reached one as source.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, Literal
 
 import jinja2
 from jinja2.nativetypes import NativeEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .datacache import parse_yaml
 from .versions import version
@@ -36,6 +43,7 @@ from .versions import version
 __all__ = [
     "ANSIBLE_MANAGED",
     "ROLES_DIR",
+    "AnsibleExpression",
     "OsFamily",
     "RoleFile",
     "RoleTemplateError",
@@ -54,6 +62,14 @@ Ansible passes the value through ``time.strftime``)."""
 
 OsFamily = Literal["Debian", "RedHat"]
 """Ansible's ``os_family`` fact: which ``vars/<family>.yml`` of a role applies."""
+
+
+class AnsibleExpression(str):
+    """A variable value that clusterforge itself writes as an Ansible template (``"{{ playbook_dir }}/..."``).
+
+    The one kind of string that is evaluated: :func:`role_variables` evaluates it, and the rendered
+    ``group_vars`` leave it templatable, while every other value is data (``!unsafe``). Never built from a
+    blueprint value."""
 
 
 class RoleTemplateError(RuntimeError):
@@ -95,9 +111,13 @@ def _configure(env: jinja2.Environment) -> jinja2.Environment:
     return env
 
 
+class _NativeSandbox(NativeEnvironment, ImmutableSandboxedEnvironment):
+    """Ansible's native evaluation of a variable (a list stays a list) inside Jinja's immutable sandbox."""
+
+
 @cache
 def _env() -> jinja2.Environment:
-    return _configure(jinja2.Environment(
+    return _configure(ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(ROLES_DIR)),
         trim_blocks=True, lstrip_blocks=False, keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined, autoescape=False,
@@ -106,7 +126,7 @@ def _env() -> jinja2.Environment:
 
 @cache
 def _native() -> NativeEnvironment:
-    env = NativeEnvironment(undefined=jinja2.StrictUndefined)
+    env = _NativeSandbox(undefined=jinja2.StrictUndefined)
     _configure(env)
     return env
 
@@ -139,21 +159,24 @@ def role_variables(role: str, variables: Mapping[str, Any], os_family: OsFamily 
     group_vars), then ``vars/main.yml`` and ``vars/<os_family>.yml`` over them (Ansible's
     precedence), plus ``ansible_managed``.
 
-    Values that are themselves templates (``"{{ ... }}"``) are evaluated the way Ansible does, to
-    native types; one that needs a host fact cannot be known off the node and is left out, so a
-    template that uses it fails with an undefined variable. Raises ``KeyError`` for an unknown role.
+    Values of the role's own files that are themselves templates (``"{{ ... }}"``) are evaluated the
+    way Ansible does, to native types; one that needs a host fact cannot be known off the node and is
+    left out, so a template that uses it fails with an undefined variable. ``variables`` are data: a
+    value there is never evaluated, whatever it holds (on bare metal they reach Ansible marked
+    ``!unsafe``, :mod:`clusterforge.ansible.render`). Raises ``KeyError`` for an unknown role.
     """
     d = ROLES_DIR / role
     if not d.is_dir():
         raise KeyError(role)
+    role_vars = {**_load(d / "vars" / "main.yml"), **_load(d / "vars" / f"{os_family}.yml")}
     merged: dict[str, Any] = {
         **_load(d / "defaults" / "main.yml"),
         **dict(variables),
-        **_load(d / "vars" / "main.yml"),
-        **_load(d / "vars" / f"{os_family}.yml"),
+        **role_vars,
         "ansible_managed": ANSIBLE_MANAGED,
     }
-    pending = {k for k, v in merged.items() if _templated(v)}
+    data = {k for k, v in variables.items() if not isinstance(v, AnsibleExpression)} - set(role_vars)  # never evaluated
+    pending = {k for k, v in merged.items() if k not in data and _templated(v)}
     for _ in range(len(pending) + 1):
         progress = False
         for k in sorted(pending):

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from .models import Blueprint
+from .role_templates import AnsibleExpression
 from .settings import NodeSettings
-from .vendor import kata_tarball, vendor_units
+from .vendor import gvisor_sha512, kata_sha256, kata_tarball, pins_word, vendor_units
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -227,6 +228,10 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "sandbox_kata_release_url": sb.kata_release_url,
             "sandbox_gvisor_release": sb.gvisor_release,
             "sandbox_gvisor_release_url": sb.gvisor_release_url,
+            # the catalog's integrity pins: the sandbox script refuses a download that has none
+            "sandbox_kata_sha256": pins_word(kata_sha256(sb.kata_version)),
+            "sandbox_gvisor_sha512": pins_word({f"{m}/{f}": h for m, files in gvisor_sha512(sb.gvisor_release).items()
+                                                for f, h in files.items()}),
             "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
             "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }
@@ -240,6 +245,6 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             v["sandbox_vm_gpus_per_vm"] = sb.vm_gpus_per_vm
         return v
     if role == "validation_tools":
-        return {"validation_tools_payload_src": "{{ playbook_dir }}/files/validate"}
+        return {"validation_tools_payload_src": AnsibleExpression("{{ playbook_dir }}/files/validate")}
     raise KeyError(role)
 

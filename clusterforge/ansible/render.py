@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.representer import SafeRepresenter
 
 from blueprints import LoadedBlueprint
 from blueprints.models import Blueprint, Host, NodeGroup, OnpremTarget
 from blueprints.naming import inventory_group
 from blueprints.resolved import ResolvedCluster
-from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR
+from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR, AnsibleExpression
 from blueprints.role_vars import ROLE_ORDER, node_role_vars, roles_for
 from blueprints.settings import NodeSettings
 
@@ -88,7 +89,7 @@ def _connection_vars(h: Host) -> dict[str, Any]:
     v: dict[str, Any] = {"ansible_host": h.address}
     if h.connection == "local":
         v["ansible_connection"] = "local"
-        v["ansible_python_interpreter"] = "{{ ansible_playbook_python }}"
+        v["ansible_python_interpreter"] = AnsibleExpression("{{ ansible_playbook_python }}")
     return v
 
 
@@ -154,8 +155,37 @@ def inventory_data(loaded: LoadedBlueprint) -> tuple[dict[str, Any], dict[str, d
     return {"all": {"vars": all_vars, "children": children}}, group_vars
 
 
+class _Unsafe(str):
+    """A string value written as ``!unsafe``: Ansible never templates it
+    (https://docs.ansible.com/ansible/latest/playbook_guide/playbooks_advanced_syntax.html#unsafe-or-raw-strings)."""
+
+
+class _Representer(SafeRepresenter):
+    """ruamel's safe representer plus ``!unsafe`` strings (a subclass: the tag is not added to ruamel's own)."""
+
+
+_Representer.add_representer(_Unsafe, lambda r, v: r.represent_scalar("!unsafe", str(v)))
+
+
+def as_data(value: Any) -> Any:
+    """``value`` (YAML data: mappings, lists, scalars) with every string value marked ``!unsafe`` for Ansible,
+    except the :class:`~blueprints.role_templates.AnsibleExpression` values clusterforge writes itself. Mapping
+    keys stay plain (variable names; Ansible does not template keys). Blueprint values are data: a value that
+    holds ``{{ lookup('pipe', ...) }}`` reaches the roles as those characters (``docs/security.md``)."""
+    if isinstance(value, AnsibleExpression):
+        return str(value)
+    if isinstance(value, str):
+        return _Unsafe(value)
+    if isinstance(value, dict):
+        return {k: as_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_data(v) for v in value]
+    return value
+
+
 def _yaml() -> YAML:
     y = YAML(typ="safe", pure=True)
+    y.Representer = _Representer
     y.default_flow_style = False
     y.width = 4096
     y.indent(mapping=2, sequence=4, offset=2)
@@ -165,7 +195,7 @@ def _yaml() -> YAML:
 
 def _dump(data: Any, header: str) -> str:
     buf = io.StringIO()
-    _yaml().dump(data, buf)
+    _yaml().dump(as_data(data), buf)
     text = buf.getvalue().replace(": null\n", ":\n")
     return f"---\n{header}{text}"
 

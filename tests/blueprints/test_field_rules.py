@@ -407,7 +407,7 @@ def test_gid_discovery_is_the_default_and_reaches_the_role(tmp_path: Path) -> No
     text, _ = emit(doc)
     s = node_settings(parse_blueprint(text, "v.yaml").blueprint, "gpu")
     assert s.roce is not None and s.roce.gid_index == "discover" and "NCCL_IB_GID_INDEX" not in s.nccl_env
-    assert "rdma_roce_gid_index: discover" in _rendered_text(doc, tmp_path)
+    assert "rdma_roce_gid_index: !unsafe discover" in _rendered_text(doc, tmp_path)
     doc["network"]["roce"]["gid_index"] = 3
     text, _ = emit(doc)
     assert node_settings(parse_blueprint(text, "v.yaml").blueprint, "gpu").nccl_env["NCCL_IB_GID_INDEX"] == "3"

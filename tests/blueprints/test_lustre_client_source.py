@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-import yaml
 
 from blueprints import load_blueprint, parse_blueprint
 from blueprints.models import OnpremOs
 from blueprints.rules import check
 from clusterforge.ansible.render import inventory_data
 from clusterforge.cli import main
+from tests.ansible_vars import load_vars
 
 from .rule_cases.emit import emit
 
@@ -99,7 +99,7 @@ def test_a_source_for_the_os_passes_and_reaches_the_role_vars(tmp_path, capsys, 
     out = tmp_path / "out"
     assert main(["render", str(path), "-o", str(out)]) == 0
     for gv in sorted((out / "ansible/group_vars").glob("*.yml")):
-        v = yaml.safe_load(gv.read_text())
+        v = load_vars(gv)
         assert v["lustre_client_apt_repo_url"] == repo["url"], gv.name
         assert v["lustre_client_apt_repo_key_url"] == repo["key_url"]
         assert v["lustre_client_apt_repo_suite"] == "{codename}" and v["lustre_client_apt_repo_components"] == ["main"]

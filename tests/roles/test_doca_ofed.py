@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from ruamel.yaml import YAML
 
 from blueprints.vendor import bare_metal
 from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 from clusterforge.blueprint_io import load_checked
+from tests.ansible_vars import load_vars
 
 from .conftest import copy_rootfs, dgx_variant, installed_packages, shape_as, vendor_mirror
 from .vendor_repo import DOCA_OFED_VERSION, DOCA_RELEASE
@@ -78,5 +78,5 @@ def test_the_driver_is_installed_after_ofed_and_peermem_loads_at_boot(doca_run):
     assert ofed < min(nvidia_kernel), "OFED's kernel drivers are installed before the NVIDIA modules are built"
     modules = (root / "etc/modules-load.d/clusterforge-rdma.conf").read_text().split()
     assert "nvidia-peermem" in modules
-    rendered = YAML(typ="safe").load((root.parent / "ansible" / "group_vars" / "dgx.yml").read_text())
+    rendered = load_vars(root.parent / "ansible" / "group_vars" / "dgx.yml")
     assert rendered["rdma_gpudirect"] == "nvidia-peermem" and rendered["rdma_doca_ofed_version"] == DOCA_RELEASE

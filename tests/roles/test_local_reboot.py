@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 
 from clusterforge.ansible.runner import ansible_path
 from clusterforge.cli import main
+from tests.ansible_vars import load_vars
 from tests.conftest import EXAMPLES
 
 PLAY = """\
@@ -60,7 +61,7 @@ def test_local_workstation_requests_the_reboot_instead_of_failing(tmp_path: Path
     bp = _gpu_workstation(tmp_path)
     assert main(["render", str(bp), "-o", str(tmp_path / "out")]) == 0
     d = tmp_path / "out" / "ansible"
-    inventory = YAML(typ="safe").load((d / "inventory.yml").read_text())
+    inventory = load_vars(d / "inventory.yml")
     hosts = inventory["all"]["children"]["local"]["hosts"]
     assert hosts["localhost"]["ansible_connection"] == "local"
     assert "local" in inventory["all"]["children"]["with_nvidia_driver"]["children"]  # the driver role runs there

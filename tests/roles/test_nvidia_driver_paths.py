@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from blueprints.resolved import resolve
 from blueprints.vendor import DriverPackages, bare_metal
 from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 from clusterforge.blueprint_io import load_checked
+from tests.ansible_vars import load_vars
 
 from .conftest import copy_rootfs, dgx_variant, installed_packages, shape_as, vendor_mirror
 from .vendor_repo import NVLSM_NEWER, UBUNTU_MOVED_ON, VendorMirror
@@ -91,7 +91,7 @@ def test_b200_installs_nvlsm_and_nvsdm_pinned_and_held(b200):
     sw = nd["nvswitch"]
     lsm = sw["nvlsm_versions"][p.branch]
     # the rendered role variables carry the pin (what `clusterforge render` wrote for the group)
-    gv = YAML(typ="safe").load((b200["out"] / "group_vars" / "dgx.yml").read_text())
+    gv = load_vars(b200["out"] / "group_vars" / "dgx.yml")
     assert f"{sw['nvlsm']}={lsm}" in gv["nvidia_driver_packages"] and sw["nvlsm"] in gv["nvidia_driver_hold"]
     assert {"packages": [sw["nvlsm"]], "version": lsm} in gv["nvidia_driver_apt_pins"]
     dpkg = installed_packages(root)

@@ -26,6 +26,7 @@ from clusterforge.ansible.render import (
     roles_for,
 )
 from clusterforge.errors import UsageError
+from tests.ansible_vars import load_vars
 from tests.conftest import EXAMPLES, REPO
 from tests.golden_files import assert_golden, golden_dir
 
@@ -53,7 +54,7 @@ def test_group_vars_are_the_settings_model_mapped_onto_role_variables(example, t
     render_ansible(loaded, tmp_path)
     bp = loaded.blueprint
     for g in bp.node_groups:
-        gv = yaml.safe_load((tmp_path / "group_vars" / f"{g.name.replace('-', '_')}.yml").read_text())
+        gv = load_vars(tmp_path / "group_vars" / f"{g.name.replace('-', '_')}.yml")
         s = node_settings(bp, g)
         assert gv["host_tuning_sysctls"] == s.sysctls
         assert gv["host_tuning_kernel_cmdline"] == s.kernel_cmdline
@@ -77,7 +78,7 @@ def test_group_vars_are_the_settings_model_mapped_onto_role_variables(example, t
 def test_inventory_groups_hosts_and_connection(tmp_path):
     loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
     render_ansible(loaded, tmp_path)
-    inv = yaml.safe_load((tmp_path / "inventory.yml").read_text())["all"]
+    inv = load_vars(tmp_path / "inventory.yml")["all"]
     assert inv["vars"]["ansible_user"] == "ubuntu"
     assert inv["vars"]["ansible_ssh_private_key_file"] == "~/.ssh/id_ed25519"  # the path, never key material
     assert inv["vars"]["ansible_become"] is True
@@ -96,15 +97,15 @@ def test_inventory_groups_hosts_and_connection(tmp_path):
     assert children["mgmt"]["hosts"]["mgmt-01"]["rdma_ipoib_interfaces"] == [{"netdev": "ibp12s0", "address": "192.168.100.1/24"}]
     # ansible-inventory itself parses it and sees the group_vars
     out = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(tmp_path / "inventory.yml"),
-                          "--host", "dgx-02"], capture_output=True, text=True, check=True).stdout
-    hv = yaml.safe_load(out)
+                          "--host", "dgx-02", "--yaml"], capture_output=True, text=True, check=True).stdout
+    hv = load_vars(out)
     assert hv["nvidia_driver_fabric_manager"] is True and hv["rdma_fabric"] == "infiniband"
     assert hv["ansible_host"] == "10.0.0.12"
 
 
 def test_local_connection_host_uses_the_controller_python(tmp_path):
     render_ansible(load_blueprint(EXAMPLES / "local-workstation.yaml"), tmp_path)
-    inv = yaml.safe_load((tmp_path / "inventory.yml").read_text())["all"]
+    inv = load_vars(tmp_path / "inventory.yml")["all"]
     host = inv["children"]["local"]["hosts"]["localhost"]
     assert host["ansible_connection"] == "local"
     assert host["ansible_python_interpreter"] == "{{ ansible_playbook_python }}"
