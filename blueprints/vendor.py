@@ -27,13 +27,19 @@ __all__ = [
     "AptPin",
     "DocaRepository",
     "DriverPackages",
+    "EfaInstallerPins",
     "bare_metal",
     "container_engine_units",
     "container_toolkit_packages",
     "doca_repository",
     "driver_packages",
+    "efa_installer_pins",
+    "gvisor_sha512",
+    "kata_sha256",
     "kata_tarball",
+    "mpi_operator_manifest_ref",
     "nvlsm_version",
+    "pins_word",
     "vendor_units",
 ]
 
@@ -297,3 +303,81 @@ def kata_tarball(version: str, arch: str = "amd64") -> str:
     release on, ``.tar.xz`` before (``kata-static-3.23.0-amd64.tar.zst``)."""
     zst = (parse_version(version) or ()) >= (parse_version(bare_metal()["kata"]["zstd_from"]) or ())
     return f"kata-static-{version}-{arch}.tar.{'zst' if zst else 'xz'}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Integrity pins of what nodes download and run as root (each value in the catalog with its source)
+# ---------------------------------------------------------------------------------------------
+
+KATA_SHA256_KEY = "bare_metal.kata.sha256"
+"""Catalog key (``blueprints/data/catalog-extras.yaml``) of the Kata release files' SHA-256 pins."""
+GVISOR_SHA512_KEY = "bare_metal.gvisor.sha512"
+"""Catalog key (``blueprints/data/catalog-extras.yaml``) of the gVisor binaries' SHA-512 pins."""
+EFA_SHA256_KEY = "aws.efa_software.installer_sha256"
+"""Catalog key (``blueprints/data/aws-catalog.yaml``) of the EFA installer tarballs' SHA-256 pins."""
+MPI_OPERATOR_KEY = "kubernetes_addons.mpi_operator.releases"
+"""Catalog key (``blueprints/data/catalog-extras.yaml``) of the MPI operator manifests' commits."""
+
+
+def kata_sha256(version: str) -> dict[str, str]:
+    """``{Debian architecture: SHA-256}`` of Kata ``version``'s static release files (catalog
+    ``bare_metal.kata.sha256``); empty when the catalog pins none (the sandbox script then refuses to install)."""
+    pins = bare_metal()["kata"].get("sha256") or {}
+    return {str(a): str(h).lower() for a, h in (pins.get(str(version)) or {}).items()}
+
+
+def gvisor_sha512(release: str) -> dict[str, dict[str, str]]:
+    """``{machine: {file: SHA-512}}`` of gVisor ``release``'s ``runsc`` and ``containerd-shim-runsc-v1`` (catalog
+    ``bare_metal.gvisor.sha512``); empty when the catalog pins none (the sandbox script then refuses to install)."""
+    pins = bare_metal()["gvisor"].get("sha512") or {}
+    return {str(m): {str(f): str(h).lower() for f, h in files.items()}
+            for m, files in (pins.get(str(release)) or {}).items()}
+
+
+def pins_word(pins: dict[str, str]) -> str:
+    """``{"amd64": "ab..", ...}`` as one shell word ``amd64=ab.. arm64=cd..`` (sorted), read by the node scripts."""
+    return " ".join(f"{k}={v}" for k, v in sorted(pins.items()))
+
+
+class EfaInstallerPins(BaseModel):
+    """How a node checks the EFA installer before running it as root (catalog ``aws.efa_software``): ``url`` of
+    the tarball, of its detached signature ``sig_url`` and of AWS's public key ``key_url``, the key's
+    ``key_fingerprint`` (AWS's documented value, never read from the key's own origin) and the tarball's
+    ``sha256`` where the catalog pins one for the version (``None`` otherwise: the signature alone then)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    version: str
+    url: str
+    sig_url: str
+    key_url: str
+    key_fingerprint: str
+    sha256: str | None = None
+
+
+def efa_installer_pins(version: str) -> EfaInstallerPins:
+    """The download and integrity pins of EFA installer ``version``."""
+    from .catalog import catalog
+
+    sw = catalog().aws["efa_software"]
+    base = str(sw["installer_url"]).rstrip("/")
+    url = f"{base}/aws-efa-installer-{version}.tar.gz"
+    digest = (sw.get("installer_sha256") or {}).get(str(version))
+    return EfaInstallerPins(version=str(version), url=url, sig_url=f"{url}.sig",
+                            key_url=f"{base}/aws-efa-installer.key",
+                            key_fingerprint=str(sw["installer_key_fingerprint"]).replace(" ", "").upper(),
+                            sha256=str(digest).lower() if digest else None)
+
+
+def mpi_operator_manifest_ref(version: str) -> tuple[str, str]:
+    """``(url, sha256)`` of the Kubeflow MPI operator manifest of release ``version`` at its pinned commit (an
+    immutable reference; catalog ``kubernetes_addons.mpi_operator``). Raises ``KeyError`` naming the catalog key
+    to fill for a release the catalog does not pin."""
+    from .catalog import catalog
+
+    mo = catalog().extras["kubernetes_addons"]["mpi_operator"]
+    rel = (mo.get("releases") or {}).get(str(version))
+    if not rel:
+        raise KeyError(f"MPI operator {version}: no pinned commit in the catalog; add {MPI_OPERATOR_KEY}.{version} "
+                       "(commit and sha256 of deploy/v2beta1/mpi-operator.yaml) to blueprints/data/catalog-extras.yaml")
+    return str(mo["manifest_url"]).format(commit=rel["commit"]), str(rel["sha256"])

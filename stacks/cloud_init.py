@@ -210,6 +210,9 @@ def _efa_script(settings: NodeSettings, platform: Platform) -> str:
     v = settings.efa_installer
     sw = catalog().aws["efa_software"]
     q = shlex.quote
+    from blueprints.vendor import EFA_SHA256_KEY, efa_installer_pins
+
+    pins = efa_installer_pins(str(v))
     minimal = platform == "al2023"
     plugin_dirs = " ".join(q(d) for d in sw["ofi_nccl_plugin_dirs"]) if settings.aws_ofi_nccl and not minimal else ""
     mode = " --minimal" if minimal else ""
@@ -224,8 +227,29 @@ if have_efa; then
   have=$(sed -n 's/.*EFA installer version: *//p' "$RECORD" 2>/dev/null | head -n1 || true)
   log "EFA software present (installer ${{have:-unknown}}); the pinned {v} is not installed over it"
 else
-  cd /tmp && curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-{v}.tar.gz
-  tar -xzf aws-efa-installer-{v}.tar.gz && cd aws-efa-installer && ./efa_installer.sh -y{mode}
+  # the installer runs as root: checked before it is unpacked (catalog aws.efa_software): its signature with AWS's
+  # key, whose fingerprint must be the pinned one, and its SHA-256 where the catalog pins one for {v}
+  URL={q(pins.url)}; SIG_URL={q(pins.sig_url)}; KEY_URL={q(pins.key_url)}
+  KEY_FPR={q(pins.key_fingerprint)}; SHA256={q(pins.sha256 or "")}
+  work=$(umask 077 && mktemp -d "${{TMPDIR:-/tmp}}/clusterforge-efa.XXXXXXXXXX")
+  trap 'rm -rf -- "$work"' EXIT
+  cd "$work"
+  curl -fsSL -o aws-efa-installer.tar.gz "$URL"
+  curl -fsSL -o aws-efa-installer.tar.gz.sig "$SIG_URL"
+  curl -fsSL -o aws-efa-installer.key "$KEY_URL"
+  export GNUPGHOME="$work/gnupg"; mkdir -m 0700 "$GNUPGHOME"  # gpg reads the key, gpgv checks with it alone
+  fprs=$(gpg --batch --with-colons --show-keys aws-efa-installer.key 2>/dev/null | awk -F: '$1 == "pub" {{n++}} $1 == "fpr" && !seen[n]++ {{print $10}}')
+  if [ "$fprs" != "$KEY_FPR" ]; then
+    log "ERROR: $KEY_URL is not AWS's EFA installer key (fingerprints: ${{fprs:-none}}; pinned: $KEY_FPR, catalog aws.efa_software.installer_key_fingerprint); nothing installed"; exit 1
+  fi
+  gpg --batch --dearmor < aws-efa-installer.key > aws-efa-installer.gpg
+  if ! gpgv --keyring "$work/aws-efa-installer.gpg" --status-fd 1 aws-efa-installer.tar.gz.sig aws-efa-installer.tar.gz 2>/dev/null | awk -v k="$KEY_FPR" '$2 == "VALIDSIG" && ($3 == k || $NF == k) {{ok=1}} END {{exit !ok}}'; then
+    log "ERROR: $URL does not carry a valid signature by $KEY_FPR; nothing installed"; exit 1
+  fi
+  if [ -n "$SHA256" ]; then
+    echo "$SHA256  aws-efa-installer.tar.gz" | sha256sum -c --quiet - >&2 || {{ log "ERROR: $URL does not match its pinned SHA-256 (catalog {EFA_SHA256_KEY}.\"{v}\"); nothing installed"; exit 1; }}
+  fi
+  tar -xzf aws-efa-installer.tar.gz && cd aws-efa-installer && ./efa_installer.sh -y{mode}
 fi
 if [ ${{#PLUGIN_DIRS[@]}} -gt 0 ]; then
   found=()

@@ -54,8 +54,12 @@ STATIC_STORAGE_CLASS = ""
 
 
 def mpi_operator_manifest(version: str) -> str:
-    """URL of the Kubeflow MPI operator release manifest (v2beta1 API) for ``version``."""
-    return f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
+    """URL of the Kubeflow MPI operator release manifest (v2beta1 API) for ``version``, at the release's commit
+    pinned in the catalog (``kubernetes_addons.mpi_operator``: an immutable reference, never the tag, which can
+    be moved). Raises ``KeyError`` naming the catalog key to fill for a release the catalog does not pin."""
+    from blueprints.vendor import mpi_operator_manifest_ref
+
+    return mpi_operator_manifest_ref(version)[0]
 
 
 @dataclass(frozen=True)

@@ -329,7 +329,19 @@ class VendorMirror:
             "sandbox_kata_release_url": f"{self.base_url}/kata",
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
             "rdma_doca_repo_base_url": f"{self.base_url}/doca",
+            **self.integrity_pins(),
         }
+
+    def integrity_pins(self) -> dict[str, str]:
+        """The sandbox role's integrity pins for the stand-in release files, as the catalog would pin the real
+        ones (``bare_metal.kata.sha256``, ``bare_metal.gvisor.sha512``): the role checks the stand-ins exactly as
+        it checks the vendors' files, so a stand-in that does not match its pin fails the converge."""
+        kata = {p.name.rsplit("-", 1)[1].split(".", 1)[0]: hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted((self.root / "kata").glob("*/kata-static-*"))}
+        runsc = {f"{p.parent.name}/{p.name}": hashlib.sha512(p.read_bytes()).hexdigest()
+                 for p in sorted((self.root / "gvisor").glob("*/*/*")) if not p.name.endswith(".sha512")}
+        return {"sandbox_kata_sha256": " ".join(f"{k}={v}" for k, v in kata.items()),
+                "sandbox_gvisor_sha512": " ".join(f"{k}={v}" for k, v in runsc.items())}
 
     def lustre_client_repo(self) -> dict[str, str]:
         """The stand-in site repository of the Lustre client as a ``software.lustre_client_repos`` entry (the

@@ -79,8 +79,9 @@ def test_helm_releases_are_pinned_official_charts() -> None:
     assert efa["values"]["nodeSelector"] == {LABEL_EFA: "true"}, "plugin must follow the EFA label"
     assert efa["values"]["supportedInstanceLabels"]["values"] == ["p4d.24xlarge"]
     (mpi,) = plan.of_type("kubernetes:yaml/v2:ConfigFile")
-    assert mpi.inputs["file"] == (
-        "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.6.0/deploy/v2beta1/mpi-operator.yaml")
+    # an immutable reference: the v0.6.0 tag's commit (catalog kubernetes_addons.mpi_operator), never the movable tag
+    assert mpi.inputs["file"] == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/"
+                                  "c983759cfa87fd32ed5711804021ea47eb8d712c/deploy/v2beta1/mpi-operator.yaml")
 
 
 def test_runtime_classes_for_declared_sandboxes(plan_variant) -> None:

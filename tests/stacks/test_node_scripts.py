@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import os
+import shlex
 import shutil
 import socketserver
 import subprocess
@@ -22,7 +23,7 @@ from ruamel.yaml import YAML
 from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from blueprints.settings import node_settings
-from blueprints.vendor import kata_tarball
+from blueprints.vendor import kata_sha256, kata_tarball, pins_word
 from stacks.cloud_init import (
     SANDBOX_SCRIPT,
     placeholder_endpoints,
@@ -127,7 +128,9 @@ def test_efa_installs_the_pinned_version_only_on_a_node_without_efa(tmp_path: Pa
     bindir, log = _stubs(tmp_path, modinfo=1, curl=7)
     res = _run(script, tmp_path, bindir, RECORD=str(tmp_path / "none"), LDCONF=str(tmp_path / "ofi.conf"))
     assert res.returncode != 0, "the stub download fails, so the script must stop"
-    assert f"curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-{s.efa_installer}.tar.gz" in log.read_text()
+    assert (f"curl -fsSL -o aws-efa-installer.tar.gz https://efa-installer.amazonaws.com/aws-efa-installer-"
+            f"{s.efa_installer}.tar.gz") in log.read_text()
+    assert "efa_installer.sh" not in log.read_text()
 
 
 def test_eks_al2023_minimal_efa_counts_as_installed_and_needs_no_host_plugin(tmp_path: Path) -> None:
@@ -452,6 +455,16 @@ def test_gvisor_runsc_is_installed_checked_and_registered_with_docker_once(tmp_p
     bindir, log = _sandbox_stubs(tmp_path)
     (tmp_path / "usr-local-bin").mkdir()
     env = _sandbox_env(tmp_path, bindir)
+    # the catalog pins no SHA-512 for this release: the script refuses to install (fail closed), naming the key
+    assert "GVISOR_SHA512=''" in script
+    unpinned = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime"], capture_output=True, text=True,
+                              env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
+    assert unpinned.returncode == 1 and "bare_metal.gvisor.sha512" in unpinned.stderr, unpinned.stderr
+    assert not (tmp_path / "usr-local-bin" / "runsc").exists()
+    # pinned as the catalog would pin them (here: the stand-ins' digests)
+    pins = " ".join(f"{rel.name}/{f}={hashlib.sha512((rel / f).read_bytes()).hexdigest()}"
+                    for f in ("runsc", "containerd-shim-runsc-v1"))
+    script = script.replace("GVISOR_SHA512=''", f"GVISOR_SHA512='{pins}'")
     res = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime", "--docker"], capture_output=True,
                          text=True, env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
     assert res.returncode == 0, res.stderr
@@ -465,12 +478,14 @@ def test_gvisor_runsc_is_installed_checked_and_registered_with_docker_once(tmp_p
     again = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime", "--docker"], capture_output=True,
                            text=True, env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
     assert again.returncode == 0 and _changed(again) == [], again.stdout
-    # a release file that does not match its published SHA-512 is never installed
+    # a release file that does not match its pinned SHA-512 is never installed, even with a matching .sha512
+    # beside it (same origin as the binary: it proves nothing)
     (rel / "runsc").write_text("#!/bin/sh\necho tampered\n")
+    (rel / "runsc.sha512").write_text(f"{hashlib.sha512((rel / 'runsc').read_bytes()).hexdigest()}  runsc\n")
     (tmp_path / "usr-local-bin" / "runsc").unlink()
     bad = subprocess.run([BASH, "-c", script, "clusterforge-sandbox-runtime"], capture_output=True, text=True,
                          env={"PATH": f"{bindir}:/usr/bin:/bin", **env}, check=False)
-    assert bad.returncode == 1 and "does not match its published SHA-512" in bad.stderr
+    assert bad.returncode == 1 and "does not match its pinned SHA-512" in bad.stderr
     assert not (tmp_path / "usr-local-bin" / "runsc").exists()
 
 
@@ -497,6 +512,15 @@ def test_kata_release_is_unpacked_linked_and_registered_once(tmp_path: Path, rel
     (tmp_path / "root").mkdir()
     env = {"PATH": f"{bindir}:/usr/bin:/bin", **_sandbox_env(tmp_path, bindir)}
     args = ["--docker"] if docker else []
+    # the script carries the catalog's SHA-256 pins: the stand-in (not Kata's real file) is refused, nothing unpacked
+    pinned = f"KATA_SHA256={shlex.quote(pins_word(kata_sha256(sb.kata_version)))}"
+    assert pinned in script and len(kata_sha256(sb.kata_version)) == 2
+    bad = subprocess.run([BASH, "-c", script, "x", *args], capture_output=True, text=True, env=env, check=False)
+    assert bad.returncode == 1 and "does not match its pinned SHA-256" in bad.stderr, bad.stderr
+    assert not (tmp_path / "cache" / name).exists() and not (tmp_path / "root/opt").exists()
+    # pinned as the catalog would pin the stand-in
+    digest = hashlib.sha256((root / sb.kata_version / name).read_bytes()).hexdigest()
+    script = script.replace(pinned, f"KATA_SHA256={arch}={digest}")
     # no IOMMU groups (the first boot, before the reboot into the IOMMU command line): nothing is rebound
     res = subprocess.run([BASH, "-c", script, "x", *args], capture_output=True, text=True, env=env, check=False)
     assert res.returncode == 0, res.stderr
