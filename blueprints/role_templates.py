@@ -13,7 +13,7 @@ https://docs.ansible.com/ansible/latest/collections/ansible/builtin/template_mod
 ``trim_blocks`` on, ``lstrip_blocks`` off, trailing newlines kept, ``ansible_managed`` set to
 :data:`ANSIBLE_MANAGED` (the ``ansible.cfg`` value clusterforge writes). Undefined variables raise,
 and only the few Ansible filters and tests the shared templates use are provided (``quote``,
-``bool``, ``version``); a template that needs another one fails to compile here instead of
+``bool``, ``version`` and the roles' own encoders, ``clusterforge_*``); a template that needs another one fails to compile here instead of
 rendering something Ansible would not.
 
 Blueprint values are data (``docs/security.md``): the variables handed in are never evaluated as
@@ -25,6 +25,7 @@ filters above even if a value reached one as source.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 from collections.abc import Iterator, Mapping
@@ -47,6 +48,7 @@ __all__ = [
     "OsFamily",
     "RoleFile",
     "RoleTemplateError",
+    "encoder",
     "render_role_template",
     "role_file",
     "role_variables",
@@ -104,7 +106,28 @@ def _ansible_bool(value: Any) -> bool:
     return str(value).strip().lower() in ("yes", "on", "true", "1", "y", "t")
 
 
+@cache
+def _encoders() -> dict[str, Any]:
+    """The roles' own encoding filters (``roles/clusterforge_common/filter_plugins/clusterforge_encode.py``),
+    loaded from the file Ansible loads them from: one definition for both paths."""
+    path = ROLES_DIR / "clusterforge_common" / "filter_plugins" / "clusterforge_encode.py"
+    spec = importlib.util.spec_from_file_location("clusterforge_encode", path)
+    if spec is None or spec.loader is None:
+        raise RoleTemplateError(f"{path} cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.FILTERS)
+
+
+def encoder(name: str) -> Any:
+    """One of the roles' encoding filters by its template name (``clusterforge_one_line``, ...), for Python
+    code that writes the same kinds of files (sbatch scripts); ``KeyError`` for an unknown name. The
+    function raises ``ValueError`` for a value its format cannot hold."""
+    return _encoders()[name]
+
+
 def _configure(env: jinja2.Environment) -> jinja2.Environment:
+    env.filters.update(_encoders())
     env.filters["quote"] = lambda s: shlex.quote(str(s))
     env.filters["bool"] = _ansible_bool
     env.tests["version"] = _ansible_version_test
@@ -208,7 +231,7 @@ def render_role_template(role: str, template: str, variables: Mapping[str, Any],
         return _env().get_template(f"{role}/templates/{template}").render(ctx)
     except jinja2.TemplateNotFound as e:
         raise RoleTemplateError(f"roles/{role}/templates/{template} does not exist") from e
-    except (jinja2.UndefinedError, jinja2.TemplateSyntaxError) as e:
+    except (jinja2.UndefinedError, jinja2.TemplateSyntaxError, ValueError) as e:  # ValueError: an encoder refused a value
         raise RoleTemplateError(f"roles/{role}/templates/{template}: {e}") from e
 
 

@@ -21,6 +21,7 @@ carries the fix, which the loader prints as ``FILE:LINE:COL: schema-invalid-valu
 """
 
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -32,7 +33,9 @@ __all__ = [
     "KINDS",
     "TEMPLATE_DELIMITERS",
     "ValueKind",
+    "env_name",
     "kind",
+    "shell_export",
     "template_delimiter",
     "templated_strings",
 ]
@@ -273,7 +276,7 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
         "use letters, digits and `._+=@-`",
         "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreatePlacementGroup.html"),
     ValueKind(
-        "aws-id", r"[a-z]+-[0-9a-f]{8,17}",
+        "aws-id", r"[a-z]+-[0-9A-Za-z]+",
         "an AWS resource id (`vpc-...`, `subnet-...`, `ami-...`)",
         "copy the id from the AWS console or CLI, e.g. `subnet-0abc12345def67890`",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/resource-ids.html", max_length=32),
@@ -343,6 +346,21 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
 )}
 """Every kind of blueprint string by name. Each field of :mod:`blueprints.models` that holds a string names
 one (``tests/blueprints/test_value_kinds.py`` checks that none is left a bare ``str``)."""
+
+
+def env_name(name: str) -> str:
+    """``name`` when it is an environment variable name (kind ``env-name``); raises ``ValueError`` otherwise.
+    For code that writes a name into a shell line (``export NAME=...``, ``mpirun -x NAME``): a name is not
+    quoted there, so it is checked again where it is written."""
+    if not re.fullmatch(KINDS["env-name"].pattern, name):
+        raise ValueError(f"{name!r} is not an environment variable name")
+    return name
+
+
+def shell_export(name: str, value: str) -> str:
+    """One ``export NAME=VALUE`` line of a POSIX shell file, newline included: the name checked
+    (:func:`env_name`), the value one shell word (``shlex.quote``)."""
+    return f"export {env_name(name)}={shlex.quote(value)}\n"
 
 
 def kind(name: str) -> Any:

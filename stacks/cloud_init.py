@@ -62,6 +62,7 @@ from blueprints.catalog import catalog
 from blueprints.role_templates import OsFamily, RoleFile, role_file
 from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
+from blueprints.values import shell_export
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
@@ -407,7 +408,8 @@ def render_cloud_config(
     env = settings.nccl_env
     if env:
         exports = "".join(
-            f"export {k}={shlex.quote(v)}\n" if k != "LD_LIBRARY_PATH" else f"export {k}={shlex.quote(v)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
+            shell_export(k, v) if k != "LD_LIBRARY_PATH"
+            else shell_export(k, v).rstrip("\n") + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"
             for k, v in sorted(env.items())
         )
         files.append(_file("/etc/profile.d/clusterforge-nccl.sh", exports))

@@ -183,7 +183,7 @@ def test_passthrough_groups_get_no_gpudirect_warning_from_the_default(tmp_path: 
     r = cf("render", str(unset), "-o", str(out))
     if r.returncode == 0:
         gv = (out / "ansible" / "group_vars" / "dgx.yml").read_text()
-        assert "rdma_gpudirect: none" in gv
+        assert "rdma_gpudirect: !unsafe none" in gv
     # written explicitly, the same setting is flagged
     written = write(tmp_path, _passthrough_ib(fabric, runtime, "  gpudirect_rdma: {enabled: true}\n"), "on.yaml")
     p = cf("check", str(written))
@@ -195,7 +195,7 @@ def test_gpudirect_stays_on_by_default_for_training_groups(tmp_path: Path) -> No
     text = DGX.replace("  gpudirect_rdma: {enabled: true}   # DMA-BUF (open kernel modules); nvidia-peermem needs DOCA-OFED\n", "")
     assert cf("render", str(write(tmp_path, text)), "-o", str(out)).returncode == 0
     # on, through DMA-BUF: the open kernel modules are the default and need no peer-memory module
-    assert "rdma_gpudirect: dmabuf" in (out / "ansible" / "group_vars" / "dgx.yml").read_text()
+    assert "rdma_gpudirect: !unsafe dmabuf" in (out / "ansible" / "group_vars" / "dgx.yml").read_text()
 
 
 # ---- on-prem plan: identical hosts once, --all, marked cuts ---------------------------------------

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_every_loader_finding_id_is_listed_and_every_listed_id_is_reported():
     source = (REPO / "blueprints" / "loader.py").read_text()
     body = source.split("LOADER_FINDINGS", 2)[2]  # the code after the table's definition and docstring
-    used = set(re.findall(r'"((?:file|yaml|blueprint|schema)-[a-z-]+)"', body))
+    used = set(re.findall(r'"((?:file|yaml|blueprint|schema|value)-[a-z-]+)"', body))
     assert used, "the loader reports no finding ids?"
     assert used == set(LOADER_FINDINGS), (used ^ set(LOADER_FINDINGS))
 

@@ -114,6 +114,9 @@ def _probe_role(role: str, dest: Path) -> None:
     tasks += templates
     (dest / "tasks").mkdir()
     (dest / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks, sort_keys=False))
+    # the roles' encoding filters come from clusterforge_common, as every real role depends on it
+    (dest / "meta").mkdir()
+    (dest / "meta" / "main.yml").write_text(yaml.safe_dump({"dependencies": ["clusterforge_common"]}))
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +126,7 @@ def ansible_wrote(tmp_path_factory) -> tuple[Path, list[tuple[str, str, NodeSett
     cases = _cases()
     for role in ROLES:
         _probe_role(role, tmp / "roles" / f"probe_{role}")
+    shutil.copytree(ROLES_DIR / "clusterforge_common", tmp / "roles" / "clusterforge_common")
     hosts = {}
     for name, platform, s in cases:
         hv: dict[str, Any] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,

@@ -48,6 +48,7 @@ from blueprints.errors import ProvisionError, ToolMissingError
 from blueprints.models import KubernetesOrchestrator, LustreStorage, NfsStorage
 from blueprints.naming import LABEL_NODE_GROUP, Naming
 from blueprints.settings import on_mount
+from blueprints.values import env_name
 
 from ..suites import Placement, RanksSuite, Suite, get_suite
 from .common import (
@@ -259,7 +260,7 @@ def manifest(loaded: LoadedBlueprint, test: PlannedTest, *, image: str = DEFAULT
         np_ = test.ranks
         efa = pods.efa_devices()
         coll = suite.binary_name(test)
-        exports = " ".join(f"-x {e['name']}" for e in pods.env())
+        exports = " ".join(f"-x {env_name(e['name'])}" for e in pods.env())
         mpirun = f"mpirun --allow-run-as-root -np {np_} --bind-to none {exports} -x PATH -x LD_LIBRARY_PATH".strip()
         torch_run = (f'{mpirun} -x MASTER_ADDR -x MASTER_PORT python3 {PAYLOAD_MOUNT}/{suite.payload} '
                      f"{shell_join(suite.payload_args(test))}")

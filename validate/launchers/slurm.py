@@ -26,6 +26,7 @@ from pathlib import Path
 from blueprints import LoadedBlueprint
 from blueprints.errors import ToolMissingError
 from blueprints.models import SlurmOrchestrator
+from blueprints.role_templates import encoder
 
 from ..suites import Placement, RanksSuite, get_suite
 from .common import (
@@ -69,9 +70,10 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         if suite.gpus(test):
             lines.append(f"#SBATCH --gpus-per-node={suite.gpus(test)}")
     if orch is not None:
-        lines.append(f"#SBATCH --partition={orch.partition}")
+        word = encoder("clusterforge_not_option")  # one word of the directive line, never a newline
+        lines.append(f"#SBATCH --partition={word(orch.partition)}")
         if orch.account:
-            lines.append(f"#SBATCH --account={orch.account}")
+            lines.append(f"#SBATCH --account={word(orch.account)}")
     lines += [
         f"#SBATCH --time={_time_limit(time_limit_s)}",
         "#SBATCH --output=logs/%x-%j.out",
