@@ -109,7 +109,7 @@ class ValueKind:
     def type(self) -> Any:
         """``Annotated[str, ...]``: the pattern in the JSON Schema, :meth:`validate` at validation."""
         return Annotated[str, AfterValidator(self.validate),
-                         Field(json_schema_extra={"pattern": self.pattern, "maxLength": self.max_length})]
+                         Field(json_schema_extra={"pattern": f"^(?:{self.pattern})$", "maxLength": self.max_length})]
 
 
 def _shown(value: str, limit: int = 60) -> str:

@@ -16,7 +16,7 @@ from tests.golden_files import AREAS, GOLDEN
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
-WHOLE_REPO = {"architecture"}
+WHOLE_REPO = {"architecture", "security"}
 """Test directories whose tests are about the whole repository, not one package."""
 NOT_PYTHON = {"roles"}
 """Top-level directories that are tested but are not Python packages (Ansible content)."""
