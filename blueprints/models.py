@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .values import kind as vk
+from .values import KINDS as VK
 from .values import templated_strings
 
 __all__ = [
@@ -79,7 +79,7 @@ class CapacityBlockCapacity(StrictModel):
         int | None, Field(description="Instances in the block (for size checks); unset = not checked.", ge=1)
     ] = None
     node_groups: Annotated[
-        list[vk("dns-label-list-item")] | None,
+        list[Annotated[str, VK["dns-label-list-item"]]] | None,
         Field(description="Node groups that launch into the block; unset = the `compute` groups. The others launch "
                           "on demand."),
     ] = None
@@ -96,11 +96,11 @@ class ReservationCapacity(StrictModel):
         int | None, Field(description="Instances reserved (for size checks); unset = not checked.", ge=1)
     ] = None
     placement_group: Annotated[
-        vk("aws-name") | None,
+        Annotated[str, VK["aws-name"]] | None,
         Field(description="Name of the cluster placement group the reservation was created in, if any."),
     ] = None
     node_groups: Annotated[
-        list[vk("dns-label-list-item")] | None,
+        list[Annotated[str, VK["dns-label-list-item"]]] | None,
         Field(description="Node groups that launch into the reservation; unset = the `compute` groups. The others "
                           "launch on demand."),
     ] = None
@@ -115,23 +115,23 @@ Capacity = Annotated[
 class AwsVpc(StrictModel):
     """The VPC and subnet the cluster lives in: a new one (CIDRs) or an existing one (ids)."""
 
-    cidr_block: Annotated[vk("cidr"), Field(description="CIDR of a new VPC.")] = "10.0.0.0/16"
-    subnet_cidr_block: Annotated[vk("cidr"), Field(description="CIDR of the new private compute subnet.")] = "10.0.0.0/20"
+    cidr_block: Annotated[Annotated[str, VK["cidr"]], Field(description="CIDR of a new VPC.")] = "10.0.0.0/16"
+    subnet_cidr_block: Annotated[Annotated[str, VK["cidr"]], Field(description="CIDR of the new private compute subnet.")] = "10.0.0.0/20"
     public_subnet_cidr_block: Annotated[
-        vk("cidr"), Field(description="CIDR of the new public subnet that holds the NAT gateway.")
+        Annotated[str, VK["cidr"]], Field(description="CIDR of the new public subnet that holds the NAT gateway.")
     ] = "10.0.16.0/24"
-    vpc_id: Annotated[vk("aws-id") | None, Field(description="Use this existing VPC (`vpc-...`) instead of creating one.")] = None
+    vpc_id: Annotated[Annotated[str, VK["aws-id"]] | None, Field(description="Use this existing VPC (`vpc-...`) instead of creating one.")] = None
     subnet_id: Annotated[
-        vk("aws-id") | None, Field(description="Use this existing subnet (`subnet-...`) in `availability_zone`.")
+        Annotated[str, VK["aws-id"]] | None, Field(description="Use this existing subnet (`subnet-...`) in `availability_zone`.")
     ] = None
     nat_gateway: Annotated[
         bool, Field(description="Create an internet gateway and a NAT gateway so private nodes reach the internet.")
     ] = True
     control_plane_subnet_cidr_block: Annotated[
-        vk("cidr"), Field(description="CIDR of the new EKS control-plane subnet in a second AZ (EKS needs two AZs).")
+        Annotated[str, VK["cidr"]], Field(description="CIDR of the new EKS control-plane subnet in a second AZ (EKS needs two AZs).")
     ] = "10.0.24.0/24"
     control_plane_subnet_ids: Annotated[
-        list[vk("aws-id")],
+        list[Annotated[str, VK["aws-id"]]],
         Field(description="Existing subnets (`subnet-...`, two AZs) for the EKS control plane when `subnet_id` is set."),
     ] = []
 
@@ -180,16 +180,16 @@ class AwsTarget(StrictModel):
     ] = OnDemandCapacity.model_construct(type="on-demand")
     vpc: Annotated[AwsVpc, Field(description="VPC and subnet settings.")] = AwsVpc.model_construct()
     ssh_ingress_cidrs: Annotated[
-        list[vk("cidr")],
+        list[Annotated[str, VK["cidr"]]],
         Field(description="CIDRs allowed to reach port 22. Empty (default): no SSH ingress, use SSM Session Manager."),
     ] = []
-    key_name: Annotated[vk("aws-name") | None, Field(description="EC2 key pair name for SSH; unset = none.")] = None
+    key_name: Annotated[Annotated[str, VK["aws-name"]] | None, Field(description="EC2 key pair name for SSH; unset = none.")] = None
     ami_id: Annotated[
-        vk("aws-id") | None,
+        Annotated[str, VK["aws-id"]] | None,
         Field(description="AMI id; unset = the latest AWS Deep Learning Base GPU AMI (Ubuntu 22.04) of the region."),
     ] = None
     root_volume_gib: Annotated[int, Field(description="Encrypted gp3 root volume size in GiB.", ge=30, le=16384)] = 200
-    tags: Annotated[dict[vk("aws-tag-key"), vk("aws-tag-value")], Field(description="Extra tags on every resource.")] = {}
+    tags: Annotated[dict[Annotated[str, VK["aws-tag-key"]], Annotated[str, VK["aws-tag-value"]]], Field(description="Extra tags on every resource.")] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -209,10 +209,10 @@ class AwsTarget(StrictModel):
 class SshSettings(StrictModel):
     """How Ansible reaches on-prem hosts. Only a key *path* is stored, never key material."""
 
-    user: Annotated[vk("user-name"), Field(description="Remote user.")] = "root"
+    user: Annotated[Annotated[str, VK["user-name"]], Field(description="Remote user.")] = "root"
     port: Annotated[int, Field(description="SSH port.", ge=1, le=65535)] = 22
     private_key_file: Annotated[
-        vk("file-path") | None, Field(description="Path to the private key on the control machine (never its contents).")
+        Annotated[str, VK["file-path"]] | None, Field(description="Path to the private key on the control machine (never its contents).")
     ] = None
     become: Annotated[bool, Field(description="Use sudo for privileged tasks.")] = True
 
@@ -280,7 +280,7 @@ class GpuHardware(StrictModel):
     """GPUs in one host. Shorthand: `h100-sxm:8`."""
 
     model: Annotated[
-        vk("gpu-name"), Field(description="GPU catalog key (`h100-sxm`, `a100-40gb-sxm`, `l40s` ...) or an nvidia-smi name.")
+        Annotated[str, VK["gpu-name"]], Field(description="GPU catalog key (`h100-sxm`, `a100-40gb-sxm`, `l40s` ...) or an nvidia-smi name.")
     ]
     count: Annotated[int, Field(description="GPUs per host.", ge=1, le=72)] = 8
     nvswitch: Annotated[
@@ -292,9 +292,9 @@ class GpuHardware(StrictModel):
 class Nic(StrictModel):
     """One fabric network adapter port."""
 
-    device: Annotated[vk("rdma-device"), Field(description="RDMA device name, e.g. `mlx5_0`.")]
+    device: Annotated[Annotated[str, VK["rdma-device"]], Field(description="RDMA device name, e.g. `mlx5_0`.")]
     port: Annotated[int, Field(description="Port number on the device.", ge=1, le=2)] = 1
-    netdev: Annotated[vk("interface-name") | None, Field(
+    netdev: Annotated[Annotated[str, VK["interface-name"]] | None, Field(
         description="Kernel network interface, e.g. `ibp12s0` or `ens1f0np0`. Needed on RoCE (QoS is set per interface; "
                     "a rule asks) and on InfiniBand with IPoIB or Lustre, which bind to the first InfiniBand port's "
                     "netdev: without one the host gets no IPoIB address and LNet no `o2ib` interface (no interface "
@@ -311,7 +311,7 @@ class NvmeHardware(StrictModel):
 
     count: Annotated[int, Field(description="Number of data drives.", ge=1, le=64)]
     model: Annotated[
-        vk("catalog-key") | None, Field(description="Drive catalog key (`samsung-pm1743` ...) for throughput expectations.")
+        Annotated[str, VK["catalog-key"]] | None, Field(description="Drive catalog key (`samsung-pm1743` ...) for throughput expectations.")
     ] = None
     size_gb: Annotated[float | None, Field(description="Capacity per drive in GB.", gt=0)] = None
     seq_read_mb_s: Annotated[
@@ -321,7 +321,7 @@ class NvmeHardware(StrictModel):
         float | None, Field(description="Per-drive sequential write MB/s, overrides the catalog.", gt=0)
     ] = None
     by_id: Annotated[
-        list[vk("abs-path")],
+        list[Annotated[str, VK["abs-path"]]],
         Field(description="Optional `/dev/disk/by-id/...` paths to restrict discovery to; never `/dev/nvmeXn1`."),
     ] = []
 
@@ -337,7 +337,7 @@ class Hardware(StrictModel):
         Field(description="CPU vendor (selects `intel_iommu`/`amd_iommu`); unset = detected by Ansible facts."),
     ] = None
     system: Annotated[
-        vk("catalog-key") | None, Field(description="Informational system model from the catalog, e.g. `dgx-h100`.")
+        Annotated[str, VK["catalog-key"]] | None, Field(description="Informational system model from the catalog, e.g. `dgx-h100`.")
     ] = None
 
     @field_validator("gpu", mode="before")
@@ -350,7 +350,7 @@ class Host(StrictModel):
     """One on-prem server."""
 
     name: Annotated[str, Field(description="Inventory hostname.", pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]
-    address: Annotated[vk("host-address"), Field(description="IP address or DNS name Ansible connects to.")]
+    address: Annotated[Annotated[str, VK["host-address"]], Field(description="IP address or DNS name Ansible connects to.")]
     connection: Annotated[
         Literal["ssh", "local"], Field(description="`local` runs on the control machine itself (no SSH).")
     ] = "ssh"
@@ -361,8 +361,8 @@ class LocalNvme(StrictModel):
 
     raid: Annotated[Literal["raid0", "none"], Field(description="`raid0` over all drives, `none` for one drive.")] = "raid0"
     filesystem: Annotated[Literal["xfs", "ext4"], Field(description="Filesystem.")] = "xfs"
-    mount: Annotated[vk("abs-path"), Field(description="Mount point.")] = "/scratch"
-    mount_options: Annotated[list[vk("mount-option")], Field(description="Mount options.")] = ["defaults", "noatime", "nofail"]
+    mount: Annotated[Annotated[str, VK["abs-path"]], Field(description="Mount point.")] = "/scratch"
+    mount_options: Annotated[list[Annotated[str, VK["mount-option"]]], Field(description="Mount options.")] = ["defaults", "noatime", "nofail"]
     chunk_kib: Annotated[int, Field(description="RAID chunk size in KiB.", ge=4, le=65536)] = 512
     wipe_signatures: Annotated[
         bool,
@@ -380,7 +380,7 @@ class VmSettings(StrictModel):
     vcpus: Annotated[int, Field(description="vCPUs per VM.", ge=1)] = 16
     memory_gib: Annotated[int, Field(description="Memory per VM in GiB.", ge=1)] = 128
     gpus_per_vm: Annotated[int, Field(description="GPUs passed into each VM.", ge=1)] = 1
-    image: Annotated[vk("image-ref") | None, Field(description="Base image path or URL for the VM disk.")] = None
+    image: Annotated[Annotated[str, VK["image-ref"]] | None, Field(description="Base image path or URL for the VM disk.")] = None
 
 
 class NvswitchPlan(StrictModel):
@@ -423,7 +423,7 @@ class Sandbox(StrictModel):
         Field(description="Bind GPUs to vfio-pci and pass them whole into Kata / VMs. Unset = on for kata and vm."),
     ] = None
     runtime_class: Annotated[
-        vk("dns-subdomain") | None, Field(description="Kubernetes RuntimeClass name; unset = derived from the runtime.")
+        Annotated[str, VK["dns-subdomain"]] | None, Field(description="Kubernetes RuntimeClass name; unset = derived from the runtime.")
     ] = None
     vm: Annotated[VmSettings | None, Field(description="VM sizing (runtime `vm`).")] = None
     nvswitch: Annotated[
@@ -462,13 +462,13 @@ class NodeGroup(StrictModel):
     name: Annotated[str, Field(description="DNS-safe group name, used in resource names.", pattern=DNS_LABEL)]
     role: Annotated[NodeRole, Field(description="`compute` (GPU training), `login`, `controller`, `storage`.")] = "compute"
     count: Annotated[int | None, Field(description="Number of instances (AWS). On-prem: the hosts list.", ge=0, le=4096)] = None
-    instance_type: Annotated[vk("instance-type") | None, Field(description="AWS instance type, e.g. `p5.48xlarge`.")] = None
+    instance_type: Annotated[Annotated[str, VK["instance-type"]] | None, Field(description="AWS instance type, e.g. `p5.48xlarge`.")] = None
     hosts: Annotated[list[Host], Field(description="On-prem hosts of this group.")] = []
     hardware: Annotated[Hardware | None, Field(description="On-prem hardware of every host in the group.")] = None
     local_nvme: Annotated[LocalNvme | None, Field(description="Local NVMe scratch; unset = left alone.")] = None
     sandbox: Annotated[Sandbox, Field(description="Workload sandbox runtime.")] = Sandbox.model_construct()
     public_ip: Annotated[bool, Field(description="Give nodes public IPv4 addresses (AWS).")] = False
-    labels: Annotated[dict[vk("label-key"), vk("label-value")], Field(description="Labels: Kubernetes node labels, Ansible group vars, tags.")] = {}
+    labels: Annotated[dict[Annotated[str, VK["label-key"]], Annotated[str, VK["label-value"]]], Field(description="Labels: Kubernetes node labels, Ansible group vars, tags.")] = {}
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -523,8 +523,8 @@ class GpuDirectRdma(StrictModel):
 class NcclSettings(StrictModel):
     """Extra NCCL environment written to `/etc/nccl.conf` and the node environment."""
 
-    env: Annotated[dict[vk("env-name"), vk("env-value")], Field(description="Extra `NCCL_*` / `FI_*` variables.")] = {}
-    socket_ifname: Annotated[vk("interface-list") | None, Field(description="`NCCL_SOCKET_IFNAME` for bootstrap traffic.")] = None
+    env: Annotated[dict[Annotated[str, VK["env-name"]], Annotated[str, VK["env-value"]]], Field(description="Extra `NCCL_*` / `FI_*` variables.")] = {}
+    socket_ifname: Annotated[Annotated[str, VK["interface-list"]] | None, Field(description="`NCCL_SOCKET_IFNAME` for bootstrap traffic.")] = None
     debug: Annotated[Literal["", "WARN", "INFO", "TRACE"], Field(description="`NCCL_DEBUG` level.")] = ""
 
 
@@ -572,7 +572,7 @@ class SubnetManager(StrictModel):
         Literal["opensm", "ufm", "switch"] | None,
         Field(description="`opensm` on a host, `ufm` appliance or managed-`switch` SM. Unset = undeclared."),
     ] = None
-    host: Annotated[vk("host-name") | None, Field(description="Host that runs opensm (kind `opensm`).")] = None
+    host: Annotated[Annotated[str, VK["host-name"]] | None, Field(description="Host that runs opensm (kind `opensm`).")] = None
     priority: Annotated[int, Field(description="SM priority 0-15.", ge=0, le=15)] = 14
 
 
@@ -581,7 +581,7 @@ class Ipoib(StrictModel):
 
     enabled: Annotated[bool, Field(description="Configure IPoIB.")] = True
     mode: Annotated[Literal["datagram", "connected"], Field(description="IPoIB mode.")] = "datagram"
-    cidr: Annotated[vk("cidr") | None, Field(description="IPoIB subnet; host addresses are assigned in host order.")] = None
+    cidr: Annotated[Annotated[str, VK["cidr"]] | None, Field(description="IPoIB subnet; host addresses are assigned in host order.")] = None
 
 
 class InfinibandSettings(StrictModel):
@@ -701,8 +701,8 @@ class FsxMetadata(StrictModel):
 class FsxS3Repository(StrictModel):
     """An S3 data repository association."""
 
-    data_repository_path: Annotated[vk("s3-url"), Field(description="`s3://bucket/prefix`.")]
-    file_system_path: Annotated[vk("abs-path"), Field(description="Path inside the file system.")] = "/"
+    data_repository_path: Annotated[Annotated[str, VK["s3-url"]], Field(description="`s3://bucket/prefix`.")]
+    file_system_path: Annotated[Annotated[str, VK["abs-path"]], Field(description="Path inside the file system.")] = "/"
     auto_import: Annotated[bool, Field(description="Import new, changed and deleted S3 objects automatically.")] = True
     auto_export: Annotated[bool, Field(description="Export new, changed and deleted files automatically.")] = False
 
@@ -723,10 +723,10 @@ class FsxLustre(StrictModel):
     ] = "2.15"
     metadata: Annotated[FsxMetadata | None, Field(description="Metadata configuration (PERSISTENT_2).")] = None
     efa_enabled: Annotated[bool, Field(description="EFA + GPUDirect Storage (PERSISTENT_2 with metadata).")] = False
-    kms_key_id: Annotated[vk("aws-kms-key") | None, Field(description="Customer KMS key; unset = the AWS managed key.")] = None
+    kms_key_id: Annotated[Annotated[str, VK["aws-kms-key"]] | None, Field(description="Customer KMS key; unset = the AWS managed key.")] = None
     s3: Annotated[FsxS3Repository | None, Field(description="S3 data repository association.")] = None
     availability_zone: Annotated[
-        vk("aws-az") | None, Field(description="AZ of the file system; unset = the target's AZ (the only good choice).")
+        Annotated[str, VK["aws-az"]] | None, Field(description="AZ of the file system; unset = the target's AZ (the only good choice).")
     ] = None
     automatic_backup_retention_days: Annotated[int, Field(description="Daily backups kept, 0-35.", ge=0, le=35)] = 0
 
@@ -735,7 +735,7 @@ class LustreServer(StrictModel):
     """An existing Lustre file system reached by its MGS NIDs."""
 
     mgs_nids: Annotated[
-        list[vk("lustre-nid")], Field(description="MGS NIDs, e.g. `10.0.0.5@o2ib` or `10.0.0.5@tcp`.", min_length=1)
+        list[Annotated[str, VK["lustre-nid"]]], Field(description="MGS NIDs, e.g. `10.0.0.5@o2ib` or `10.0.0.5@tcp`.", min_length=1)
     ]
     fsname: Annotated[str, Field(description="Lustre file system name.", pattern=r"^[A-Za-z0-9_]{1,8}$")]
     throughput_mb_s: Annotated[
@@ -748,7 +748,7 @@ class LustreServer(StrictModel):
 class StripeSetting(StrictModel):
     """`lfs setstripe` on a directory of the file system."""
 
-    path: Annotated[vk("rel-path"), Field(description="Directory relative to the mount point.")]
+    path: Annotated[Annotated[str, VK["rel-path"]], Field(description="Directory relative to the mount point.")]
     count: Annotated[int, Field(description="Stripe count; -1 = all OSTs.", ge=-1)] = -1
     size: Annotated[str, Field(description="Stripe size, e.g. `4M`.", pattern=r"^\d+[KMG]?$")] = "1M"
 
@@ -758,10 +758,10 @@ class LustreStorage(StrictModel):
 
     kind: Annotated[Literal["lustre"], Field(description="Storage tag.")]
     name: Annotated[str, Field(description="DNS-safe name.", pattern=DNS_LABEL)]
-    mount: Annotated[vk("abs-path"), Field(description="Mount point on every node.")]
+    mount: Annotated[Annotated[str, VK["abs-path"]], Field(description="Mount point on every node.")]
     fsx: Annotated[FsxLustre | None, Field(description="Create an FSx for Lustre file system (AWS).")] = None
     server: Annotated[LustreServer | None, Field(description="Mount an existing Lustre server.")] = None
-    mount_options: Annotated[list[vk("mount-option")], Field(description="Mount options.")] = ["noatime", "flock", "_netdev"]
+    mount_options: Annotated[list[Annotated[str, VK["mount-option"]]], Field(description="Mount options.")] = ["noatime", "flock", "_netdev"]
     stripes: Annotated[list[StripeSetting], Field(description="Stripe settings on directories.")] = []
 
     @model_validator(mode="after")
@@ -776,11 +776,11 @@ class NfsStorage(StrictModel):
 
     kind: Annotated[Literal["nfs"], Field(description="Storage tag.")]
     name: Annotated[str, Field(description="DNS-safe name.", pattern=DNS_LABEL)]
-    mount: Annotated[vk("abs-path"), Field(description="Mount point on every node.")]
-    server: Annotated[vk("host-address"), Field(description="NFS server address.")]
-    export: Annotated[vk("abs-path"), Field(description="Exported path.")]
+    mount: Annotated[Annotated[str, VK["abs-path"]], Field(description="Mount point on every node.")]
+    server: Annotated[Annotated[str, VK["host-address"]], Field(description="NFS server address.")]
+    export: Annotated[Annotated[str, VK["abs-path"]], Field(description="Exported path.")]
     version: Annotated[Literal["3", "4.1", "4.2"], Field(description="NFS version.")] = "4.2"
-    mount_options: Annotated[list[vk("mount-option")], Field(description="Extra mount options.")] = ["_netdev", "nconnect=8"]
+    mount_options: Annotated[list[Annotated[str, VK["mount-option"]]], Field(description="Extra mount options.")] = ["_netdev", "nconnect=8"]
     throughput_mb_s: Annotated[
         float | None,
         Field(description="Sequential throughput the NFS server delivers to one client node, MB/s (1e6 bytes/s); the "
@@ -814,18 +814,18 @@ class LustreClientRepository(StrictModel):
     ``lustre_client`` role adds it with its key (deb822 ``Signed-By``) and installs the client from it.
     """
 
-    url: Annotated[vk("url"), Field(description="Repository URL (deb822 `URIs:`), e.g. "
+    url: Annotated[Annotated[str, VK["url"]], Field(description="Repository URL (deb822 `URIs:`), e.g. "
                                           "`https://repo.example.com/lustre/2.15.7/ubuntu2204/`.",
                               )]
-    key_url: Annotated[vk("key-url"), Field(description="URL of the repository's ASCII-armoured signing key (deb822 "
+    key_url: Annotated[Annotated[str, VK["key-url"]], Field(description="URL of the repository's ASCII-armoured signing key (deb822 "
                                               "`Signed-By`); unsigned repositories are not used.",
                                   )]
-    suite: Annotated[vk("apt-suite"), Field(description="`Suites:` of the sources entry: `./` for a flat repository, or a suite "
+    suite: Annotated[Annotated[str, VK["apt-suite"]], Field(description="`Suites:` of the sources entry: `./` for a flat repository, or a suite "
                                             "name; `{codename}` is replaced by the host's distribution codename.")] = "./"
-    components: Annotated[list[vk("apt-component")], Field(description="`Components:` of the sources entry (empty for a flat "
+    components: Annotated[list[Annotated[str, VK["apt-component"]]], Field(description="`Components:` of the sources entry (empty for a flat "
                                                        "repository).")] = []
     packages: Annotated[
-        list[vk("deb-package")] | None,
+        list[Annotated[str, VK["deb-package"]]] | None,
         Field(description="Client packages to install; `{kernel}` is the host's kernel release (Whamcloud's "
                           "`lustre-client-modules-{kernel}`). Unset: the catalog's DKMS client "
                           "(`lustre-client-utils`, `lustre-client-modules-dkms`)."),
@@ -859,7 +859,7 @@ class Software(StrictModel):
     ] = Field(default_factory=lambda: _bare_metal()["container_toolkit"]["default_version"])
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
     aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
-    doca_ofed: Annotated[vk("version") | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
+    doca_ofed: Annotated[Annotated[str, VK["version"]] | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
     lustre_client_repos: Annotated[
         dict[OnpremOs, LustreClientRepository],
         Field(description="On-prem Lustre client package source per operating system (`target.os`), e.g. "
@@ -868,9 +868,9 @@ class Software(StrictModel):
                           "https://downloads.whamcloud.com/public/lustre/, or a site DKMS build). Needed when an "
                           "on-prem host mounts a Lustre `server`; AWS nodes use Amazon's FSx client repository."),
     ] = {}
-    kata: Annotated[vk("version"), Field(description="Kata Containers version.")] = "3.32.0"
+    kata: Annotated[Annotated[str, VK["version"]], Field(description="Kata Containers version.")] = "3.32.0"
     gvisor: Annotated[
-        vk("release"), Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version. `latest` "
+        Annotated[str, VK["release"]], Field(description="gVisor runsc release (`YYYYMMDD.N`); its nvproxy must list the driver version. `latest` "
                                "floats (check warns).")
     ] = Field(default_factory=lambda: _bare_metal()["gvisor"]["default_release"])
 
@@ -886,12 +886,12 @@ class KubernetesOrchestrator(StrictModel):
 
     kind: Annotated[Literal["kubernetes"], Field(description="Orchestrator tag.")]
     version: Annotated[str, Field(description="Kubernetes minor version (EKS: one in standard support).", pattern=r"^1\.\d+$")] = "1.35"
-    gpu_operator_version: Annotated[vk("version"), Field(description="NVIDIA GPU Operator chart version.")] = "v24.9.0"
-    efa_device_plugin_version: Annotated[vk("version"), Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
-    mpi_operator_version: Annotated[vk("version"), Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
+    gpu_operator_version: Annotated[Annotated[str, VK["version"]], Field(description="NVIDIA GPU Operator chart version.")] = "v24.9.0"
+    efa_device_plugin_version: Annotated[Annotated[str, VK["version"]], Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
+    mpi_operator_version: Annotated[Annotated[str, VK["version"]], Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
     namespace: Annotated[str, Field(description="Namespace for validation jobs.", pattern=DNS_LABEL)] = "clusterforge"
     node_selector: Annotated[
-        dict[vk("label-key"), vk("selector-value")] | None,
+        dict[Annotated[str, VK["label-key"]], Annotated[str, VK["selector-value"]]] | None,
         Field(description="Node labels the validation pods select (`nodeSelector`); `{group}` in a value becomes the "
                           "node group's name. Unset = `clusterforge.io/node-group: {group}`, the label the EKS stack "
                           "puts on its nodes; nodes of an existing cluster do not carry it: label them "
@@ -904,8 +904,8 @@ class SlurmOrchestrator(StrictModel):
     """Slurm (declared now; validation jobs render as sbatch scripts)."""
 
     kind: Annotated[Literal["slurm"], Field(description="Orchestrator tag.")]
-    partition: Annotated[vk("slurm-name"), Field(description="Partition of the GPU nodes.")] = "gpu"
-    account: Annotated[vk("slurm-name") | None, Field(description="Slurm account for validation jobs.")] = None
+    partition: Annotated[Annotated[str, VK["slurm-name"]], Field(description="Partition of the GPU nodes.")] = "gpu"
+    account: Annotated[Annotated[str, VK["slurm-name"]] | None, Field(description="Slurm account for validation jobs.")] = None
 
 
 Orchestrator = Annotated[
@@ -973,7 +973,7 @@ class FioSuite(StrictModel):
     """fio storage benchmarks on the NVMe scratch and shared file systems."""
 
     targets: Annotated[
-        list[vk("abs-path")], Field(description="Directories to test; unset = every `local_nvme` and `storage` mount.")
+        list[Annotated[str, VK["abs-path"]]], Field(description="Directories to test; unset = every `local_nvme` and `storage` mount.")
     ] = []
     size: Annotated[str, Field(description="File size per job, e.g. `4G`.", pattern=r"^\d+[KMGT]?$")] = "4G"
     runtime_s: Annotated[int, Field(description="Seconds per profile.", ge=1)] = 30
@@ -1067,7 +1067,7 @@ class Blueprint(StrictModel):
     name: Annotated[
         str, Field(description="DNS-safe cluster name, prefix of every resource name.", pattern=DNS_LABEL, max_length=40)
     ]
-    description: Annotated[vk("text"), Field(description="Free text.")] = ""
+    description: Annotated[Annotated[str, VK["text"]], Field(description="Free text.")] = ""
     target: Annotated[Target, Field(description="Where the cluster runs: `aws` or `onprem`.")]
     node_groups: Annotated[list[NodeGroup], Field(description="Node groups.", min_length=1)]
     network: Annotated[Network, Field(description="The GPU fabric.")] = EthernetNetwork.model_construct(fabric="ethernet")

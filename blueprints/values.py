@@ -15,7 +15,7 @@ This is the first of three layers (``docs/security.md``): values also reach Ansi
 (never templated) and every generated file quotes them by its own format's rules, so a kind that is
 wider than it should be is not an exploit.
 
-Each kind is an ``Annotated[str, ...]`` type: the pattern shows in the JSON Schema (editor completion),
+Each kind is metadata of an ``Annotated[str, KINDS[name]]`` type: the pattern shows in the JSON Schema (editor completion),
 and a value outside it fails validation with a :class:`pydantic_core.PydanticCustomError` whose context
 carries the fix, which the loader prints as ``FILE:LINE:COL: schema-invalid-value: ... — fix``.
 """
@@ -24,17 +24,17 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, Field
-from pydantic_core import PydanticCustomError
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 __all__ = [
     "KINDS",
     "TEMPLATE_DELIMITERS",
     "ValueKind",
     "env_name",
-    "kind",
     "shell_export",
     "template_delimiter",
     "templated_strings",
@@ -105,11 +105,15 @@ class ValueKind:
                                            "fix": self.fix}) from None
         return value
 
-    @property
-    def type(self) -> Any:
-        """``Annotated[str, ...]``: the pattern in the JSON Schema, :meth:`validate` at validation."""
-        return Annotated[str, AfterValidator(self.validate),
-                         Field(json_schema_extra={"pattern": f"^(?:{self.pattern})$", "maxLength": self.max_length})]
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """As ``Annotated[str, kind]`` metadata: the string schema, then :meth:`validate`."""
+        return core_schema.no_info_after_validator_function(self.validate, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The JSON Schema of the string with this kind's anchored ``pattern`` and ``maxLength``."""
+        out = handler(schema)
+        out.update({"pattern": f"^(?:{self.pattern})$", "maxLength": self.max_length})
+        return out
 
 
 def _shown(value: str, limit: int = 60) -> str:
@@ -361,8 +365,3 @@ def shell_export(name: str, value: str) -> str:
     """One ``export NAME=VALUE`` line of a POSIX shell file, newline included: the name checked
     (:func:`env_name`), the value one shell word (``shlex.quote``)."""
     return f"export {env_name(name)}={shlex.quote(value)}\n"
-
-
-def kind(name: str) -> Any:
-    """The ``Annotated`` type of the kind called ``name`` (``KeyError`` for an unknown one)."""
-    return KINDS[name].type

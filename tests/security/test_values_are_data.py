@@ -113,7 +113,7 @@ def _outputs(text: str, work: Path, aws: bool) -> dict[str, str]:
 
 
 def _is_shell(name: str, text: str) -> bool:
-    return name.endswith(".sh") or text.startswith("#!/bin/bash") or text.startswith("#!/bin/sh")
+    return name.endswith(".sh") or text.startswith(("#!/bin/bash", "#!/bin/sh"))
 
 
 def _assert_inert(name: str, text: str, baseline: str | None, value: str, tmp: Path) -> None:
