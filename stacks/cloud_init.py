@@ -211,9 +211,6 @@ def _efa_script(settings: NodeSettings, platform: Platform) -> str:
     v = settings.efa_installer
     sw = catalog().aws["efa_software"]
     q = shlex.quote
-    from blueprints.vendor import EFA_SHA256_KEY, efa_installer_pins
-
-    pins = efa_installer_pins(str(v))
     minimal = platform == "al2023"
     plugin_dirs = " ".join(q(d) for d in sw["ofi_nccl_plugin_dirs"]) if settings.aws_ofi_nccl and not minimal else ""
     mode = " --minimal" if minimal else ""
@@ -228,29 +225,7 @@ if have_efa; then
   have=$(sed -n 's/.*EFA installer version: *//p' "$RECORD" 2>/dev/null | head -n1 || true)
   log "EFA software present (installer ${{have:-unknown}}); the pinned {v} is not installed over it"
 else
-  # the installer runs as root: checked before it is unpacked (catalog aws.efa_software): its signature with AWS's
-  # key, whose fingerprint must be the pinned one, and its SHA-256 where the catalog pins one for {v}
-  URL={q(pins.url)}; SIG_URL={q(pins.sig_url)}; KEY_URL={q(pins.key_url)}
-  KEY_FPR={q(pins.key_fingerprint)}; SHA256={q(pins.sha256 or "")}
-  work=$(umask 077 && mktemp -d "${{TMPDIR:-/tmp}}/clusterforge-efa.XXXXXXXXXX")
-  trap 'rm -rf -- "$work"' EXIT
-  cd "$work"
-  curl -fsSL -o aws-efa-installer.tar.gz "$URL"
-  curl -fsSL -o aws-efa-installer.tar.gz.sig "$SIG_URL"
-  curl -fsSL -o aws-efa-installer.key "$KEY_URL"
-  export GNUPGHOME="$work/gnupg"; mkdir -m 0700 "$GNUPGHOME"  # gpg reads the key, gpgv checks with it alone
-  fprs=$(gpg --batch --with-colons --show-keys aws-efa-installer.key 2>/dev/null | awk -F: '$1 == "pub" {{n++}} $1 == "fpr" && !seen[n]++ {{print $10}}')
-  if [ "$fprs" != "$KEY_FPR" ]; then
-    log "ERROR: $KEY_URL is not AWS's EFA installer key (fingerprints: ${{fprs:-none}}; pinned: $KEY_FPR, catalog aws.efa_software.installer_key_fingerprint); nothing installed"; exit 1
-  fi
-  gpg --batch --dearmor < aws-efa-installer.key > aws-efa-installer.gpg
-  if ! gpgv --keyring "$work/aws-efa-installer.gpg" --status-fd 1 aws-efa-installer.tar.gz.sig aws-efa-installer.tar.gz 2>/dev/null | awk -v k="$KEY_FPR" '$2 == "VALIDSIG" && ($3 == k || $NF == k) {{ok=1}} END {{exit !ok}}'; then
-    log "ERROR: $URL does not carry a valid signature by $KEY_FPR; nothing installed"; exit 1
-  fi
-  if [ -n "$SHA256" ]; then
-    echo "$SHA256  aws-efa-installer.tar.gz" | sha256sum -c --quiet - >&2 || {{ log "ERROR: $URL does not match its pinned SHA-256 (catalog {EFA_SHA256_KEY}.\"{v}\"); nothing installed"; exit 1; }}
-  fi
-  tar -xzf aws-efa-installer.tar.gz && cd aws-efa-installer && ./efa_installer.sh -y{mode}
+{_efa_verified_download(str(v))}  tar -xzf i.tgz && cd aws-efa-installer && ./efa_installer.sh -y{mode}
 fi
 if [ ${{#PLUGIN_DIRS[@]}} -gt 0 ]; then
   found=()
@@ -261,6 +236,36 @@ if [ ${{#PLUGIN_DIRS[@]}} -gt 0 ]; then
 fi
 command -v ldconfig >/dev/null 2>&1 && ldconfig || true
 """
+
+
+def _efa_verified_download(v: str) -> str:
+    """Shell lines (inside the ``else`` branch of :func:`_efa_script`) that download EFA installer ``v`` into a
+    private ``mktemp -d`` directory as ``i.tgz`` and stop the script unless it is the real one: the catalog's
+    SHA-256 when it pins one for ``v`` (a digest from a trusted source is sufficient, and keeps the user data
+    small), else AWS's detached signature, checked with ``gpgv`` against the key whose fingerprint the catalog
+    pins (the key file alone proves nothing: it comes from the same origin as the tarball). Only the branch
+    that applies is emitted."""
+    from blueprints.vendor import EFA_SHA256_KEY, efa_installer_pins
+
+    pins, q = efa_installer_pins(v), shlex.quote
+    head = (f'  U={q(pins.url)}; w=$(umask 077; mktemp -d "${{TMPDIR:-/tmp}}/clusterforge-efa.XXXXXXXXXX")\n'
+            '  trap \'rm -rf -- "$w"\' EXIT; cd "$w"; curl -fsSLo i.tgz "$U"\n')
+    if pins.sha256:
+        return (f"  # runs as root: unpacked only if its SHA-256 is the one catalog {EFA_SHA256_KEY} pins for {v}\n"
+                + head
+                + f"  echo '{pins.sha256}  i.tgz' | sha256sum -c --quiet - >&2 || {{ log \"ERROR: $U does not match "
+                f"its pinned SHA-256 ({EFA_SHA256_KEY}.{v})\"; exit 1; }}\n")
+    fpr = "aws.efa_software.installer_key_fingerprint"
+    return (f"  # runs as root; no SHA-256 pinned for {v} ({EFA_SHA256_KEY}): AWS's signature by the pinned key ({fpr})\n"
+            + head
+            + f'  F={q(pins.key_fingerprint)}; curl -fsSLo i.sig "$U.sig"; curl -fsSLo k.asc {q(pins.key_url)}\n'
+            '  export GNUPGHOME=$w/g; mkdir -m 0700 "$GNUPGHOME"\n'
+            "  k=$(gpg --batch --with-colons --show-keys k.asc 2>/dev/null | awk -F: '$1==\"pub\"{p=1} $1==\"fpr\"&&p{print $10;p=0}' || :)\n"
+            f'  [ "$k" = "$F" ] || {{ log "ERROR: {pins.key_url} is not AWS\'s EFA installer key (${{k:-none}}; pinned $F, '
+            f'{fpr})"; exit 1; }}\n'
+            '  gpg --batch --dearmor <k.asc >k.gpg\n'
+            '  gpgv --keyring "$w/k.gpg" --status-fd 1 i.sig i.tgz 2>/dev/null | grep "VALIDSIG .* $F$" >/dev/null || '
+            '{ log "ERROR: $U does not carry a valid signature by $F"; exit 1; }\n')
 
 
 SANDBOX_SCRIPT = "/usr/local/sbin/clusterforge-sandbox-runtime"

@@ -128,7 +128,7 @@ def test_efa_installs_the_pinned_version_only_on_a_node_without_efa(tmp_path: Pa
     bindir, log = _stubs(tmp_path, modinfo=1, curl=7)
     res = _run(script, tmp_path, bindir, RECORD=str(tmp_path / "none"), LDCONF=str(tmp_path / "ofi.conf"))
     assert res.returncode != 0, "the stub download fails, so the script must stop"
-    assert (f"curl -fsSL -o aws-efa-installer.tar.gz https://efa-installer.amazonaws.com/aws-efa-installer-"
+    assert (f"curl -fsSLo i.tgz https://efa-installer.amazonaws.com/aws-efa-installer-"
             f"{s.efa_installer}.tar.gz") in log.read_text()
     assert "efa_installer.sh" not in log.read_text()
 
