@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .expectations import JudgeContext
+from .parsers.bounds import MAX_INPUT_CHARS, collecting_unread
 from .results import VERDICTS, JudgeResult, Verdict, exit_code_for, fmt_bytes, worst
 from .suites import REGISTRY, Suite, detect_kind, detect_suite, find_suite
 from .suites.base import UnreadableInput, read_raw
@@ -83,8 +84,18 @@ def judge_text(text: str, ctx: JudgeContext, *, source: str, kind: str | None = 
     """Judge raw output ``text`` (named ``source`` in the results). ``kind`` as in :func:`judge_file`;
     without it the kind is detected, and undetectable text gives one ``invalid`` result of kind
     ``unknown``. Raises ``ValueError`` for a ``kind`` that is no registered suite; never raises for
-    bad content."""
+    bad content.
+
+    Untrusted content is read within the bounds of :mod:`validate.parsers.bounds`: a text over
+    ``MAX_INPUT_CHARS`` characters gives one ``invalid`` result; what the parsers leave unread (lines
+    over ``MAX_LINE_CHARS``, JSON nested deeper than ``MAX_JSON_DEPTH``) is a reason of the ``invalid``
+    results and a note on the others. Time is linear in the length of ``text``."""
     name = Path(source).name
+    if len(text) > MAX_INPUT_CHARS:
+        r = JudgeResult(source=source, kind=kind or "unknown", label=label or name)
+        r.degrade(Verdict.INVALID, f"the output is {len(text):,} characters long, over the {MAX_INPUT_CHARS:,} a raw "
+                                   "benchmark output may have: not read")
+        return [r]
     if kind is None:
         kind = detect_kind(text, name)
     if kind is None:
@@ -94,4 +105,17 @@ def judge_text(text: str, ctx: JudgeContext, *, source: str, kind: str | None = 
     suite = find_suite(kind)
     if suite is None:
         raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(file_kinds())}")
-    return suite.judge_text(text, ctx, source=source, label=label)
+    with collecting_unread() as unread:
+        try:
+            results = suite.judge_text(text, ctx, source=source, label=label)
+        except RecursionError:  # a parser that recursed into hostile nesting: the bounds should prevent it
+            r = JudgeResult(source=source, kind=kind, label=label or name)
+            r.degrade(Verdict.INVALID, "the output nests its data too deeply to be read")
+            return [r]
+    for r in results:
+        for note in unread:
+            if r.verdict == Verdict.INVALID:
+                r.degrade(Verdict.INVALID, f"not read: {note}")
+            else:
+                r.note(f"not read: {note}")
+    return results

@@ -828,15 +828,16 @@ def check_shm(f: NodeFacts, e: NodeExpectation) -> Check:
                    "and PyTorch DataLoader workers fail", "mount tmpfs on /dev/shm")
     size = int(st.get("size_bytes") or 0)
     meas = f"/dev/shm {size / 2**30:.3g} GiB"
-    import json as _json
+    from .parsers.bounds import loads as bounded_loads
 
     docker = f.file("/etc/docker/daemon.json")
     dshm = None
     if docker:
         try:
-            dshm = (_json.loads(docker) or {}).get("default-shm-size")
-        except ValueError:
-            dshm = None
+            conf = bounded_loads(docker)
+        except ValueError:  # not JSON, or over the bounds of validate.parsers.bounds
+            conf = None
+        dshm = conf.get("default-shm-size") if isinstance(conf, dict) else None
     if dshm:
         meas += f"; docker default-shm-size {dshm}"
     if size < want:

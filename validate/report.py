@@ -13,22 +13,33 @@ this module lays them out. The HTML page is self-contained: matplotlib plots (bu
 message size with the expected line, fio rates against their expectation, AMP throughput AMP vs
 fp32 and the loss curve) are embedded as base64 PNGs; every text is HTML-escaped (jinja2
 autoescape). matplotlib is imported only when the HTML is written.
+
+Results files and raw outputs are untrusted (:mod:`validate.untrusted`): they are read within the
+bounds of :mod:`validate.parsers.bounds` (size, JSON nesting); in ``report.md`` every value they
+carry is Markdown-escaped; a link is made only to an ``http(s)`` URL or to a file inside the results
+folder, anything else is shown as text; and every report file is written atomically, replacing (never
+following) a symbolic link, in a folder that must resolve inside the output folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
-import os
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from html import unescape as _html_unescape
 from pathlib import Path
 from typing import Any
 
 from blueprints.errors import UsageError
 
+from .parsers.bounds import MAX_INPUT_CHARS, JsonLimitError
+from .parsers.bounds import loads as bounded_loads
 from .results import VERDICT_ICONS, VERDICTS, JudgeResult, worst
 from .suites import REGISTRY, find_suite, summary
+from .untrusted import md_code, md_text, safe_href, write_atomic
 
 __all__ = ["NoResults", "build_report", "load_results", "write_reports"]
 
@@ -44,16 +55,28 @@ class NoResults(UsageError):
 # ---------------------------------------------------------------------------------------------
 
 
+def _read_bounded(path: Path) -> str:
+    """The text of a results file; :class:`NoResults` when it is over ``MAX_INPUT_CHARS`` bytes."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_INPUT_CHARS + 1)
+    if len(data) > MAX_INPUT_CHARS:
+        raise NoResults(f"{path}: over {MAX_INPUT_CHARS // (1024 * 1024)} MiB, more than a results file holds; "
+                        "not read")
+    return data.decode("utf-8", errors="replace")
+
+
 def _read_jsonl(path: Path) -> list[JudgeResult]:
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = _read_bounded(path).splitlines()
     out: list[JudgeResult] = []
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            out.append(JudgeResult.from_json(json.loads(line)))
-        except (json.JSONDecodeError, ValueError) as e:
+            out.append(JudgeResult.from_json(bounded_loads(line)))
+        except JsonLimitError as e:
+            raise NoResults(f"{path}:{i + 1}: {e.reason}; fix or remove the line") from None
+        except ValueError as e:
             if i == last:
                 continue  # the runner was interrupted while appending: keep what was complete
             raise NoResults(f"{path}:{i + 1}: not a judge result ({e}); fix or remove the line") from None
@@ -62,7 +85,9 @@ def _read_jsonl(path: Path) -> list[JudgeResult]:
 
 def _read_report(path: Path) -> list[JudgeResult]:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        doc = bounded_loads(_read_bounded(path))
+    except JsonLimitError as e:
+        raise NoResults(f"{path}: {e.reason}") from None
     except json.JSONDecodeError as e:
         raise NoResults(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
@@ -77,7 +102,9 @@ def load_results(path: Path) -> list[JudgeResult]:
     """Results from a results folder (``results.jsonl``, else ``report.json``) or from one of those files.
 
     A malformed *last* line of ``results.jsonl`` is skipped (an interrupted run); any other bad
-    line raises. Raises :class:`NoResults` (a usage error) when there is nothing to read.
+    line raises. Raises :class:`NoResults` (a usage error, one line) when there is nothing to read, for a
+    file over ``MAX_INPUT_CHARS`` bytes and for JSON nested deeper than ``MAX_JSON_DEPTH``
+    (:mod:`validate.parsers.bounds`).
     """
     p = Path(path)
     if not p.exists():
@@ -136,7 +163,8 @@ def build_report(results: list[JudgeResult], *, title: str, blueprint: Any) -> d
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A value from a results file or a benchmark output as Markdown text (:func:`~validate.untrusted.md_text`)."""
+    return md_text(text)
 
 
 def _expected_text(r: JudgeResult) -> str:
@@ -144,29 +172,38 @@ def _expected_text(r: JudgeResult) -> str:
     return (suite.expected_text(r) if suite is not None else None) or "–"
 
 
-def _raw_link(r: JudgeResult, out_dir: Path, raw_dir: Path | None) -> str | None:
+def _raw_link(r: JudgeResult, out_dir: Path, raw_dir: Path | None, inside: tuple[Path, ...]) -> str | None:
+    """The href (relative to ``out_dir``, percent-encoded, ``./`` or ``../`` first) of the raw output of
+    ``r`` when it is a file inside one of the ``inside`` folders (the results folder), else ``None``
+    (:func:`~validate.untrusted.safe_href`)."""
     src = Path(r.source)
     cands = []
     if raw_dir is not None:
         cands += [src if src.is_absolute() else raw_dir / src, raw_dir / src.name]
     cands.append(src)
     for c in cands:
-        if c.is_file():
-            return os.path.relpath(c.resolve(), out_dir.resolve())
+        try:
+            found = c.is_file()
+        except (OSError, ValueError):
+            found = False
+        if found:
+            return safe_href(c, base=out_dir, inside=inside)
     return None
 
 
-def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_dir: Path | None) -> str:
+def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_dir: Path | None,
+              inside: tuple[Path, ...]) -> str:
+    """``report.md``: every value from the results or their outputs escaped (:func:`_md`, :func:`md_code`)."""
     c = doc["counts"]
     lines = [f"# {_md(doc['title'])}", ""]
-    meta = [f"Overall verdict: **{doc['verdict'].upper()}** ("
+    meta = [f"Overall verdict: **{_md(doc['verdict'].upper())}** ("
             + ", ".join(f"{c[v]} {v}" for v in VERDICTS if c[v]) + ")"]
     if doc.get("blueprint"):
-        meta.append(f"Blueprint: `{doc['blueprint']}`")
-    meta.append(f"Generated: {doc['generated_at']} by clusterforge {doc['clusterforge_version']}")
+        meta.append(f"Blueprint: {md_code(doc['blueprint'])}")
+    meta.append(f"Generated: {_md(doc['generated_at'])} by clusterforge {_md(doc['clusterforge_version'])}")
     lines += [" · ".join(meta), "", "| verdict | test | kind | measured | expected |", "|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {_ICON.get(r.verdict, '')} {r.verdict} | {_md(r.title)} | {r.kind} | {_md(summary(r))} | "
+        lines.append(f"| {_ICON.get(r.verdict, '')} {r.verdict} | {_md(r.title)} | {_md(r.kind)} | {_md(summary(r))} | "
                      f"{_md(_expected_text(r))} |")
     for suite in REGISTRY.values():
         lines += suite.markdown_section(results)
@@ -175,11 +212,12 @@ def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, ra
         lines.append(f"### {_ICON.get(r.verdict, '')} {_md(r.title)}: {r.verdict}")
         lines.append("")
         for reason in r.reasons:
-            lines.append(f"- **{r.verdict}**: {reason}")
+            lines.append(f"- **{r.verdict}**: {_md(reason)}")
         for note in r.notes:
-            lines.append(f"- {note}")
-        link = _raw_link(r, out_dir, raw_dir)
-        lines.append(f"- raw output: [{Path(r.source).name}]({link})" if link else f"- raw output: `{r.source}`")
+            lines.append(f"- {_md(note)}")
+        link = _raw_link(r, out_dir, raw_dir, inside)
+        lines.append(f"- raw output: [{_md(Path(r.source).name)}]({link})" if link
+                     else f"- raw output: {md_code(r.source)}")
         lines.append("")
     return "\n".join(lines)
 
@@ -239,7 +277,19 @@ def _fmt_value(v: Any) -> str:
     return "–" if v is None else str(v)
 
 
-def _html(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_dir: Path | None) -> str:
+_HREF = re.compile(r'\shref="([^"]*)"')
+
+
+def _safe_section_html(html: str) -> str:
+    """A suite's rendered section with every ``href`` that is not an ``http(s)`` URL removed (the link's
+    text stays): a suite renders values from results files into it."""
+    def keep(m: re.Match[str]) -> str:
+        return m.group(0) if safe_href(_html_unescape(m.group(1))) else ""
+    return _HREF.sub(keep, html)
+
+
+def _html(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_dir: Path | None,
+          inside: tuple[Path, ...]) -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -259,9 +309,10 @@ def _html(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_di
             plotted[r.kind] = plotted.get(r.kind, 0) + 1
     sections = [sec for name, suite in REGISTRY.items()
                 if (sec := suite.html_section(results, plotted.get(name, 0))) is not None]
+    sections = [dataclasses.replace(sec, html=_safe_section_html(sec.html)) if sec.html else sec for sec in sections]
     items = [{
         "r": r, "icon": _ICON.get(r.verdict, ""), "summary": summary(r), "expected_text": _expected_text(r),
-        "plot": plots.get(i), "raw": _raw_link(r, out_dir, raw_dir), "anchor": f"r{i}",
+        "plot": plots.get(i), "raw": _raw_link(r, out_dir, raw_dir, inside), "anchor": f"r{i}",
         "metrics": {k: v for k, v in r.metrics.items() if not isinstance(v, (dict,))},
         "expected": r.expected,
     } for i, r in enumerate(results)]
@@ -275,18 +326,26 @@ def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blue
 
     ``blueprint`` is the blueprint's name (or the Blueprint itself) shown in the reports, ``None`` if none.
 
-    ``raw_dir`` (optional) is where the raw outputs live: reports link to them relative to
-    ``out_dir``. ``html_path`` overrides where the HTML goes. Returns ``{"json", "markdown",
-    "junit", "html"}`` -> path. Creates ``out_dir`` if needed.
+    ``raw_dir`` (optional) is where the raw outputs live: reports link to the raw outputs that are files
+    inside ``out_dir`` or ``raw_dir`` (the results folder), relative to the report; others are named as
+    text. ``html_path`` overrides where the HTML goes. Returns ``{"json", "markdown", "junit", "html"}``
+    -> path. Creates ``out_dir`` if needed.
+
+    Every file is written atomically (:func:`~validate.untrusted.write_atomic`): a symbolic link at one
+    of these paths is replaced, never followed. Raises ``OSError`` when a file cannot be written
+    (:class:`~validate.untrusted.UnsafeOutputPath` when its folder resolves outside ``out_dir``, or,
+    for ``html_path``, outside its own folder).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = build_report(results, title=title, blueprint=blueprint)
     paths = {"json": out / "report.json", "markdown": out / "report.md", "junit": out / "junit.xml",
              "html": Path(html_path) if html_path else out / "report.html"}
-    paths["json"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    paths["markdown"].write_text(_markdown(doc, results, out, raw_dir) + "\n", encoding="utf-8")
-    paths["junit"].write_bytes(_junit(doc, results))
-    paths["html"].parent.mkdir(parents=True, exist_ok=True)
-    paths["html"].write_text(_html(doc, results, paths["html"].parent, raw_dir), encoding="utf-8")
+    inside = (out,) + ((Path(raw_dir),) if raw_dir is not None else ())
+    write_atomic(paths["json"], json.dumps(doc, indent=2) + "\n", root=out)
+    write_atomic(paths["markdown"], _markdown(doc, results, out, raw_dir, inside) + "\n", root=out)
+    write_atomic(paths["junit"], _junit(doc, results), root=out)
+    html_dir = paths["html"].parent
+    html_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(paths["html"], _html(doc, results, html_dir, raw_dir, inside), root=out if html_path is None else html_dir)
     return paths

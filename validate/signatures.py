@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .expectations import IB_VERBS_FABRICS
+from .parsers.bounds import too_long
 
 __all__ = ["DOC_PATH", "SIGNATURES", "Signature", "by_id", "diagnose", "doc_ref", "troubleshooting_markdown"]
 
@@ -40,7 +41,9 @@ class Signature:
     """One known failure: how to recognise it and what to do.
 
     ``id``: stable, DNS-style (also the doc anchor); ``title``: short name; ``pattern``: a regular
-    expression (case-insensitive) searched in each log line, ``None`` for a diagnosis derived from
+    expression (case-insensitive) searched in each log line, in time linear in the line (``X.*Y`` is
+    written ``X(?:(?!X).)*Y``, so each character is scanned from one ``X`` only; a test checks every
+    pattern on long hostile lines), ``None`` for a diagnosis derived from
     the measurements; ``scope``: ``local``, ``network`` or ``any``; ``nodes``: ``single``, ``multi``
     or ``any`` (which runs the line means this for); ``fabrics``: the fabrics it applies to (empty:
     all); ``kind``: ``nccl`` or ``fio``; ``cause_template``/``fix_template``: one sentence each, in which
@@ -129,7 +132,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "shm-too-small", "/dev/shm too small (containers)",
         r"failed to extend /dev/shm|Error while (?:creating|attaching to) shared memory segment|posix_fallocate failed"
-        r"|/dev/shm.*No space left|No space left.*/dev/shm|shm_open",
+        r"|/dev/shm(?:(?!/dev/shm).)*No space left|No space left(?:(?!No space left).)*/dev/shm|shm_open",
         "local",
         "NCCL could not allocate its shared-memory buffers in /dev/shm: the container's /dev/shm is too small "
         "(Docker's default is 64 MB) or full of stale nccl-* segments",
@@ -208,7 +211,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # ---- the network between nodes --------------------------------------------------------
     Signature(
         "efa-provider-missing", "No EFA provider in the job",
-        r"fi_getinfo|No providers? (?:were )?found|Unable to find a usable provider|OFI.*(?:-61|No data available)",
+        r"fi_getinfo|No providers? (?:were )?found|Unable to find a usable provider|OFI(?:(?!OFI).)*(?:-61|No data available)",
         "network",
         "libfabric found no EFA provider inside the job: the EFA devices are not exposed to the container (or "
         "the EFA installer's libfabric is not on the library path)",
@@ -218,7 +221,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "NET/OFI fi_getinfo call failed: No data available (-61)", fabrics=("efa",)),
     Signature(
         "net-plugin-missing", "NCCL network plugin not found",
-        r"NET/Plugin\s*:?.*(?:No plugin found|Could not find|cannot open shared object|Plugin load .*returned)",
+        r"NET/Plugin(?:(?!NET/Plugin).)*(?:No plugin found|Could not find|cannot open shared object"
+        r"|Plugin load (?:(?!Plugin load ).)*returned)",
         "network",
         "NCCL could not load the OFI network plugin (aws-ofi-nccl), so it falls back to TCP sockets on the EFA "
         "cluster",
@@ -229,7 +233,7 @@ SIGNATURES: tuple[Signature, ...] = (
         fabrics=("efa",)),
     Signature(
         "rdma-device-missing", "No RDMA device in the job",
-        r"NET/IB : No device found|ibv_get_device_list|No IB devices found|/dev/infiniband.*(?:No such file|denied)",
+        r"NET/IB : No device found|ibv_get_device_list|No IB devices found|/dev/infiniband(?:(?!/dev/infiniband).)*(?:No such file|denied)",
         "network",
         "NCCL found no InfiniBand/RoCE device: the job (container) was started without the RDMA devices",
         "pass /dev/infiniband (or the RDMA device plugin resource), IPC_LOCK and memlock unlimited into the "
@@ -258,7 +262,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'", fabrics=IB_VERBS_FABRICS),
     Signature(
         "ib-transport-errors", "InfiniBand/RoCE transport errors",
-        r"ibv_modify_qp failed|transport retry counter exceeded|local_ack_timeout|Got completion from peer.*error"
+        r"ibv_modify_qp failed|transport retry counter exceeded|local_ack_timeout|Got completion from peer(?:(?!Got completion from peer).)*error"
         r"|IBV_WC_RETRY_EXC_ERR",
         "network",
         "queue-pair connections time out or retry: on RoCE usually a wrong GID index or a fabric that drops "
@@ -507,12 +511,15 @@ def diagnose(lines: Iterable[str], *, multi: bool | None = None, fabric: str | N
     Only signatures that :meth:`Signature.applies` to a run on ``multi`` nodes of ``fabric`` are
     returned (a single-node run never gets a network cause). Cost: one search for the patterns'
     required literal words per line (lower-cased), then the patterns themselves only on the lines
-    that hold one of their words.
+    that hold one of their words; linear in the length of the lines. Lines longer than
+    :data:`~validate.parsers.bounds.MAX_LINE_CHARS` characters are not searched.
     """
     hits: dict[str, str] = {}
     cand = [s for s in _PATTERNED if s.applies(multi=multi, fabric=fabric)]
     always = [s for s in cand if _KEYS[s.id] is None]
     for line in lines:
+        if too_long(line):
+            continue
         low = line.lower()
         if any(k in low for k in _ALL_KEYS):
             todo = cand

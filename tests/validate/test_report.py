@@ -62,7 +62,7 @@ def test_write_reports_all_formats(results, tmp_path, fixtures_dir):
     assert "one rank" in cases[2].find("error").get("message")
 
     md = paths["markdown"].read_text()
-    assert md.startswith("# Validation <of> p4de") and "Overall verdict: **FAIL**" in md
+    assert md.startswith("# Validation \\<of\\> p4de") and "Overall verdict: **FAIL**" in md
     assert "| ✅ pass | nccl-01.txt: all_reduce | nccl |" in md
     assert "[nccl-01.txt](" in md  # linked raw output
 

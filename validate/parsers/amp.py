@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounds import ScanBudget, clip_input, decode_at
+
 __all__ = ["AmpBaseline", "AmpModel", "AmpRun", "parse_amp"]
 
 
@@ -34,13 +36,13 @@ def _f(v: Any) -> float | None:
     """A JSON number or numeric string as float (NaN/inf kept); ``None`` for null/absent/garbage."""
     if v is None or isinstance(v, bool):
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
+    try:
+        if isinstance(v, (int, float)):
+            return float(v)
+        if isinstance(v, str):
             return float(v.strip())
-        except ValueError:
-            return None
+    except (ValueError, OverflowError):
+        return None
     return None
 
 
@@ -119,7 +121,8 @@ def _run(d: dict[str, Any]) -> AmpRun:
     mm = d.get("model")
     m: dict[str, Any] = mm if isinstance(mm, dict) else {}
     b = d.get("fp32_baseline")
-    losses = [x for x in (_f(v) for v in (d.get("losses") or [])) if x is not None]
+    raw_losses = d.get("losses")
+    losses = [x for x in (_f(v) for v in raw_losses) if x is not None] if isinstance(raw_losses, list) else []
     comp = d.get("compile")
     return AmpRun(
         device=str(d["device"]) if d.get("device") is not None else None,
@@ -149,30 +152,40 @@ def _run(d: dict[str, Any]) -> AmpRun:
     )
 
 
+_DOC_START = re.compile(r"(?m)^[^\S\n]*+[\[{]")
+"""A ``[`` or ``{`` that only whitespace precedes on its line; linear (never scans across lines)."""
+
+
 def _docs(text: str) -> list[Any]:
+    """The JSON documents that start a line of ``text``, in order, within the bounds of
+    :mod:`~validate.parsers.bounds` (deeper documents are skipped with a note)."""
     dec = json.JSONDecoder()
+    budget = ScanBudget(text)
     out: list[Any] = []
     pos = 0
-    for m in re.finditer(r"(?m)^\s*[\[{]", text):
-        if m.start() < pos:
-            continue
+    for m in _DOC_START.finditer(text):
         start = m.end() - 1
-        try:
-            doc, end = dec.raw_decode(text, start)
-        except json.JSONDecodeError:
+        if start < pos:
             continue
+        if budget.exhausted:
+            break
+        got = decode_at(dec, text, start, budget, what="AMP JSON")
+        if got is None:
+            continue
+        doc, pos = got
         out.append(doc)
-        pos = end
     return out
 
 
 def parse_amp(text: str) -> list[AmpRun]:
     """Every AMP result document in ``text`` (``{"kind": "amp", ...}``), in order.
 
-    Raises ``ValueError`` when the text holds no such document.
+    Raises ``ValueError`` when the text holds no such document. Reads the first ``MAX_INPUT_CHARS``
+    characters; documents nested deeper than ``MAX_JSON_DEPTH`` are not read
+    (:mod:`~validate.parsers.bounds`).
     """
     runs: list[AmpRun] = []
-    for doc in _docs(text):
+    for doc in _docs(clip_input(text)):
         items = doc if isinstance(doc, list) else [doc]
         for d in items:
             if isinstance(d, dict) and d.get("kind") == "amp":

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounds import ScanBudget, clip_input, decode_at, long_lines_note, note_unread, too_long
+
 __all__ = ["FIO_DEFAULT_BS", "FIO_DEFAULT_RW", "FioIo", "FioJob", "FioReport", "VerifyFailure", "parse_fio", "parse_fio_json", "parse_fio_text", "parse_size"]
 
 FIO_DEFAULT_RW = "read"
@@ -189,16 +191,25 @@ class FioReport:
 _VERIFY = re.compile(r"^\s*(\w+): verify failed at file (.+?) offset (\d+), length (\d+)")
 _VERIFY_OTHER = re.compile(
     r"(verify: bad magic header|verify type mismatch|bad pattern block offset|bad header rand_seed|"
-    r"bad header offset|bad header numberio|verify: bad header length|verify: .*mismatch)",
+    r"bad header offset|bad header numberio|verify: bad header length|verify: (?:(?!verify: ).)*mismatch)",
     re.IGNORECASE,
 )
 _FIO_ERR = re.compile(r"fio: pid=(\d+), err=(\d+)/(?:file:([^,]+), )?func=([^,]+), error=(.*)$")
 _FIO_OTHER_ERR = re.compile(r"^fio: (?!pid=)(.*(?:error|failed|No such file|Permission denied|No space).*)$", re.IGNORECASE)
 
 
-def _scan_side_text(text: str, first_line: int, report: FioReport) -> None:
-    """Verify failures and error lines in text outside the JSON (stderr merged into the file)."""
+_DOC_START = re.compile(r"(?m)^[^\S\n]*+\{")
+"""A ``{`` that only whitespace precedes on its line (where a fio JSON document starts); linear: the
+whitespace before it is scanned once per line, never across lines."""
+
+
+def _scan_side_text(text: str, first_line: int, report: FioReport, long_lines: list[int]) -> None:
+    """Verify failures and error lines in text outside the JSON (stderr merged into the file); lines over
+    the length bound are skipped and their numbers added to ``long_lines``."""
     for i, line in enumerate(text.splitlines(), start=first_line):
+        if too_long(line):
+            long_lines.append(i)
+            continue
         m = _VERIFY.match(line)
         if m:
             report.verify_failures.append(VerifyFailure(
@@ -313,35 +324,61 @@ def _jobs_from_doc(doc: dict[str, Any], report: FioReport) -> None:
             report.disk_util.append(du)
 
 
+def _long_lines(long_lines: list[int]) -> None:
+    if long_lines:
+        note_unread(long_lines_note(len(long_lines), min(long_lines)))
+
+
 def parse_fio_json(text: str) -> FioReport:
     """Parse fio JSON output (with any text around it). Raises ``ValueError`` when there is no
-    fio JSON document in ``text``."""
+    fio JSON document in ``text`` (a document nested deeper than
+    :data:`~validate.parsers.bounds.MAX_JSON_DEPTH` counts as none), or a job with fields of the wrong type.
+
+    Bounds: the first ``MAX_INPUT_CHARS`` characters are read; time is linear in the text's length
+    (failed decode attempts share a :class:`~validate.parsers.bounds.ScanBudget`, lines outside the
+    documents over ``MAX_LINE_CHARS`` are skipped).
+    """
+    text = clip_input(text)
     report = FioReport(fmt="json")
     dec = json.JSONDecoder(object_pairs_hook=_pairs)
+    budget = ScanBudget(text)
     pos = 0
     side: list[tuple[int, str]] = []
     found = False
-    starts = [m.start() for m in re.finditer(r"(?m)^\s*\{", text)]
-    line_at = lambda i: text.count("\n", 0, i) + 1
-    for start in starts:
-        if start < pos:
+    counted, line = 0, 1
+
+    def line_at(i: int) -> int:
+        nonlocal counted, line
+        line += text.count("\n", counted, i)
+        counted = i
+        return line
+
+    for m in _DOC_START.finditer(text):
+        brace = m.end() - 1
+        if brace < pos:
             continue
-        brace = text.index("{", start)
-        try:
-            doc, end = dec.raw_decode(text, brace)
-        except json.JSONDecodeError:
+        if budget.exhausted:
+            break
+        got = decode_at(dec, text, brace, budget, what="fio JSON")
+        if got is None:
             continue
+        doc, end = got
         if not isinstance(doc, dict) or not ("jobs" in doc or "fio version" in doc):
             continue
         side.append((line_at(pos), text[pos:brace]))
-        _jobs_from_doc(doc, report)
+        try:
+            _jobs_from_doc(doc, report)
+        except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as e:
+            raise ValueError(f"fio JSON with a field of the wrong type ({e})") from None
         pos = end
         found = True
     if not found:
         raise ValueError("no fio JSON document found")
     side.append((line_at(pos), text[pos:]))
+    long_lines: list[int] = []
     for first, chunk in side:
-        _scan_side_text(chunk, first, report)
+        _scan_side_text(chunk, first, report, long_lines)
+    _long_lines(long_lines)
     return report
 
 
@@ -371,15 +408,20 @@ def parse_fio_text(text: str) -> FioReport:
     """Parse fio's normal (``--output-format=normal``) text output and verify failures.
 
     Per-job ``read: IOPS=..., BW=...`` lines (fio 3) or ``read : io=..., bw=..., iops=...`` (fio 2);
-    the ``Run status group`` lines when no per-job line was printed. Never raises.
+    the ``Run status group`` lines when no per-job line was printed. Never raises. Reads the first
+    ``MAX_INPUT_CHARS`` characters and skips lines over ``MAX_LINE_CHARS`` (:mod:`~validate.parsers.bounds`).
     """
+    text = clip_input(text)
     report = FioReport(fmt="text")
+    long_lines: list[int] = []
     defs: dict[str, tuple[str, str, str | None, str | None]] = {}
     cur: FioJob | None = None
     cur_dir: str | None = None
     groups: dict[int, FioJob] = {}
     group_id: int | None = None
     for i, line in enumerate(text.splitlines(), start=1):
+        if too_long(line):
+            continue  # counted by _scan_side_text below
         s = line.rstrip()
         vm = _VERSION.match(s.strip())
         if vm:
@@ -441,13 +483,16 @@ def parse_fio_text(text: str) -> FioReport:
     if not report.jobs and groups:
         report.jobs = list(groups.values())
         report.group_reporting = True
-    _scan_side_text(text, 1, report)
+    _scan_side_text(text, 1, report, long_lines)
+    _long_lines(long_lines)
     return report
 
 
 def parse_fio(text: str) -> FioReport:
-    """Parse fio output, JSON (with surrounding text) or normal text, whichever ``text`` holds."""
-    if re.search(r"(?m)^\s*\{", text) and ('"jobs"' in text or '"fio version"' in text):
+    """Parse fio output, JSON (with surrounding text) or normal text, whichever ``text`` holds.
+    Raises nothing for odd text (within the bounds of :mod:`~validate.parsers.bounds`)."""
+    text = clip_input(text)
+    if _DOC_START.search(text) and ('"jobs"' in text or '"fio version"' in text):
         try:
             return parse_fio_json(text)
         except ValueError:

@@ -37,6 +37,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounds import (
+    MAX_JSON_DEPTH,
+    JsonLimitError,
+    clip_input,
+    long_lines_note,
+    note_unread,
+    too_long,
+)
+from .bounds import loads as _bounded_loads
+
 __all__ = [
     "COLLECTIVES",
     "Device",
@@ -343,10 +353,14 @@ _STREAM_PREFIXES = [
     re.compile(r"^\[(\d+)\]\s"),                               # inline "[0] "
 ]
 
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)(?:\s+(.*?))?\s*$")
+# Every pattern below runs in time linear in the line: no two adjacent quantifiers can share
+# characters (``\s*:?\s+`` is written ``(?:\s*+:\s++|\s++)``), a trailing ``(.*?)\s*$`` is ``(.*)$``
+# stripped afterwards, and ``X.*Y`` searched in a line is ``X(?:(?!X).)*Y`` (each character is scanned
+# from one X only). Lines longer than bounds.MAX_LINE_CHARS never reach them.
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)(?:\s+(.*))?$")
 _NA = {"n/a", "nan", "-nan", "inf", "-inf", "+inf"}
 _RANK = re.compile(
-    r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(-?\d+)\s*(\[[^\]]*\])?\s*(.*?)\s*$"
+    r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(-?\d+)(?:\s*+(\[[^\]]*\]))?(.*)$"
 )
 _VERSION = re.compile(r"(?:nccl-tests|benchmark)\s+version\s+(\S+)", re.IGNORECASE)
 _BACKEND = re.compile(r"\bbackend[:=\s]+(gloo|nccl|mpi|ucc)\b", re.IGNORECASE)
@@ -354,7 +368,7 @@ _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\S+)")
 _NTHREAD = re.compile(r"^nThread\s+\d+\s+nGpus\s+\d+")
 _CONFIG_KEYS = re.compile(
-    r"(nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph|unalign)\s*:?\s+(-?\d+)"
+    r"(nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph|unalign)(?:\s*+:\s++|\s++)(-?\d+)"
 )
 _STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
@@ -363,10 +377,11 @@ _COMMAND = re.compile(
     r"\b(all_reduce|all_gather|alltoallv?|reduce_scatter|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf(?:_mpi)?\b"
 )
 _FATAL = re.compile(
-    r"Test (?:CUDA |NCCL )?failure|\bTest timeout\b|^\s*#?\s*error:|Invalid number of GPUs|Segmentation fault"
+    r"Test (?:CUDA |NCCL )?failure|\bTest timeout\b|^\s*+#?\s*+error:|Invalid number of GPUs|Segmentation fault"
     r"|\bBus error\b|exited on signal|srun: error:|\*\*\* Process received signal|\bout of memory\b"
-    r"|\bMPI_ABORT\b|terminate called|Aborted \(core dumped\)|^\w*(?:Error|Exception): |collectives: .*failed"
-    r"|Timed out|timed out after|\bkilled\b.*\bsignal\b|^Killed$",
+    r"|\bMPI_ABORT\b|terminate called|Aborted \(core dumped\)|^\w*(?:Error|Exception): "
+    r"|collectives: (?:(?!collectives: ).)*failed"
+    r"|Timed out|timed out after|\bkilled\b(?:(?!\bkilled\b).)*\bsignal\b|^Killed$",
     re.IGNORECASE,
 )
 MAX_LOG_LINES = 20000
@@ -374,9 +389,10 @@ MAX_LOG_LINES = 20000
 longer; the signatures and channel lines come early, at communicator setup)."""
 
 _NCCL_WARN = re.compile(r"NCCL WARN\s+(.*)$")
-_USING_NETWORK = re.compile(r"NCCL INFO\s+Using network\s+(.+?)\s*$")
+_USING_NETWORK = re.compile(r"NCCL INFO\s+Using network\s+(.+)$")
 _VIA_NET = re.compile(r"via NET/([^/\s]+(?: [^/\s]+)?)/")
-_PLUGIN_MISSING = re.compile(r"NET/Plugin\s*:?.*(no plugin|not found|could not|failed to|unable to)", re.IGNORECASE)
+_PLUGIN_MISSING = re.compile(r"NET/Plugin(?:(?!NET/Plugin).)*(no plugin|not found|could not|failed to|unable to)",
+                             re.IGNORECASE)
 _PROVIDER = re.compile(r"Selected Provider is (\w+)", re.IGNORECASE)
 
 
@@ -689,8 +705,8 @@ class _StreamParser:
         cur = self.cur
         nets = cur.networks if cur is not None else self.orphan_networks
         um = _USING_NETWORK.search(h)
-        if um and um.group(1) not in nets:
-            nets.append(um.group(1))
+        if um and um.group(1).strip() and um.group(1).strip() not in nets:
+            nets.append(um.group(1).strip())
         vm = _VIA_NET.search(h)
         if vm and vm.group(1) not in nets:
             nets.append(vm.group(1))
@@ -738,7 +754,13 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
     ``filename`` (optional) names the collective when the output does not
     (``all_gather_perf.log``). Returns ``[]`` when the text holds nothing recognisable;
     a run with ``errors`` and no ``rows`` is a crash. Never raises for odd input.
+
+    Bounds (:mod:`validate.parsers.bounds`): only the first ``MAX_INPUT_CHARS`` characters are read,
+    and lines longer than ``MAX_LINE_CHARS`` are skipped (every run then carries a format note saying
+    how many); time is linear in the length of the text.
     """
+    text = clip_input(text)
+    long_lines: list[int] = []
     streams: dict[str | None, _StreamParser] = {}
     order: list[str | None] = []
     pending: dict[str | None, str] = {}
@@ -751,7 +773,11 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
             order.append(stream)
         sp.feed(lineno, line)
 
+    lineno = 0
     for lineno, raw in enumerate(text.splitlines(), start=1):
+        if too_long(raw):
+            long_lines.append(lineno)
+            continue
         stream, line = _strip_prefix(raw.rstrip("\r"))
         if pending or ((":" in line or "]" in line) and _MID_TAG_HINT.search(line)):
             segs = _split_interleaved(stream, line)
@@ -825,6 +851,11 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
     for i, r in enumerate(runs):
         r.index = i
         _finalize(r, filename)
+    if long_lines:
+        note = long_lines_note(len(long_lines), long_lines[0])
+        note_unread(note)
+        for r in runs:
+            r.format_notes.append(note)
     return runs
 
 
@@ -918,11 +949,20 @@ def _jbool(v: Any) -> bool | None:
     return None
 
 
-def _closers(text: str) -> str | None:
-    """The brackets that close ``text`` (a JSON prefix); ``None`` if it ends inside a string."""
+_REPAIR_MAX_CHARS = 4 * 1024 * 1024
+"""Largest cut-short ``-J`` document (characters) that :func:`_repair_json` tries to repair (the
+JSON of a whole nccl-tests run is a few hundred KB)."""
+
+
+def _closers_at(text: str, cuts: list[int]) -> dict[int, str | None]:
+    """For each index in ``cuts``: the brackets that close ``text[:i + 1]`` (a JSON prefix), ``None`` when
+    it ends inside a string or nests deeper than :data:`~validate.parsers.bounds.MAX_JSON_DEPTH`.
+    One pass over the text."""
+    wanted = set(cuts)
+    out: dict[int, str | None] = {}
     stack: list[str] = []
     in_str = esc = False
-    for ch in text:
+    for i, ch in enumerate(text):
         if in_str:
             if esc:
                 esc = False
@@ -936,22 +976,28 @@ def _closers(text: str) -> str | None:
             stack.append("}" if ch == "{" else "]")
         elif ch in "}]" and stack:
             stack.pop()
-    return None if in_str else "".join(reversed(stack))
+        if i in wanted:
+            out[i] = None if in_str or len(stack) > MAX_JSON_DEPTH else "".join(reversed(stack))
+    return out
 
 
 def _repair_json(text: str) -> Any:
     """Decode a JSON document cut short (a crashed ``-J`` run) by closing its open brackets.
 
-    Tries cutting back to each of the last 64 ``,``/``{``/``[`` positions; ``None`` if none decodes.
+    Tries cutting back to each of the last 64 ``,``/``{``/``[`` positions; ``None`` if none decodes,
+    the text is longer than :data:`_REPAIR_MAX_CHARS` or nests deeper than the JSON bound.
     """
+    if len(text) > _REPAIR_MAX_CHARS:
+        return None
     cuts = [i for i, ch in enumerate(text) if ch in ",{["][-64:]
+    closers = _closers_at(text, cuts)
     for i in reversed(cuts):
         head = text[: i + 1] if text[i] in "{[" else text[:i]
-        close = _closers(head)
+        close = closers.get(i)
         if close is None or not close:
             continue
         try:
-            return json.loads(head + close)
+            return _bounded_loads(head + close)
         except json.JSONDecodeError:
             continue
     return None
@@ -970,12 +1016,16 @@ def parse_nccl_json(data: str | dict[str, Any], filename: str | None = None) -> 
 
     Accepts the text or the decoded dict. A document cut short by a crash is repaired (brackets
     closed) and the run marked ``truncated``. Raises ``ValueError`` when the text is not such
-    a document. Source: NVIDIA/nccl-tests src/util.cu (``writeBenchmarkLine*``, ``writeResultFooter``).
+    a document, nests deeper than :data:`~validate.parsers.bounds.MAX_JSON_DEPTH` or has fields of
+    the wrong type. Source: NVIDIA/nccl-tests src/util.cu (``writeBenchmarkLine*``, ``writeResultFooter``).
     """
     truncated = False
     if isinstance(data, str):
         try:
-            doc = json.loads(data)
+            doc = _bounded_loads(data)
+        except JsonLimitError as e:
+            note_unread(f"nccl-tests JSON: {e}")
+            raise ValueError(f"not an nccl-tests JSON document: {e}") from None
         except json.JSONDecodeError:
             doc = _repair_json(data)
             if doc is None:
@@ -985,6 +1035,14 @@ def parse_nccl_json(data: str | dict[str, Any], filename: str | None = None) -> 
         doc = data
     if not isinstance(doc, dict) or not ("results" in doc or "config" in doc or "nccl_version" in doc):
         raise ValueError("not an nccl-tests JSON document")
+    try:
+        return [_json_run(doc, truncated, filename)]
+    except (TypeError, ValueError, OverflowError, AttributeError) as e:
+        raise ValueError(f"not an nccl-tests JSON document: a field of the wrong type ({e})") from None
+
+
+def _json_run(doc: dict[str, Any], truncated: bool, filename: str | None) -> NcclRun:
+    """The run of a decoded ``-J`` document. Raises ``TypeError``/``ValueError`` for fields of the wrong type."""
     run = NcclRun(fmt="json", truncated=truncated)
     run.version = str(doc["version"]) if "version" in doc else None
     args = doc.get("args") or []
@@ -1043,11 +1101,13 @@ def parse_nccl_json(data: str | dict[str, Any], filename: str | None = None) -> 
     if truncated:
         run.errors.append("JSON output cut short: the run crashed or was killed before it finished")
     _finalize(run, filename)
-    return [run]
+    return run
 
 
 def parse_nccl(text: str, filename: str | None = None) -> list[NcclRun]:
-    """Parse nccl-tests text or ``-J`` JSON (whichever ``text`` is). See the two parsers."""
+    """Parse nccl-tests text or ``-J`` JSON (whichever ``text`` is). See the two parsers; JSON that is
+    not an nccl-tests document (or is over the JSON bounds) is read as text. Never raises."""
+    text = clip_input(text)
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -1100,7 +1160,8 @@ class NetUsage:
 
 
 _HOST = re.compile(r"^([\w.\-]+):\d+:\d+ \[\d+\]")
-_CHANNEL = re.compile(r"\b(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:.*?\bvia\s+(\S+(?: Libfabric)?(?:/\S+)?)")
+_CHANNEL = re.compile(r"\b(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:(?:(?!\b(?:Channel|Ring|Tree)\s+\d).)*?"
+                      r"\bvia\s+(\S+(?: Libfabric)?(?:/\S+)?)")
 _NET_DEV = re.compile(r"^NET/([^/]+)/(\d+)(/GDRDMA)?")
 _USING_DEVS = re.compile(r"NET/(IB|Socket)\s*:\s*Using\s+(.*?)(?:;\s*OOB.*)?$")
 _DEV_ITEM = re.compile(r"\[(\d+)\]([^\s:\[]+)")
@@ -1116,7 +1177,7 @@ def net_usage(lines: Iterable[str]) -> NetUsage:
     """
     u = NetUsage()
     for line in lines:
-        if "NCCL INFO" not in line:
+        if too_long(line) or "NCCL INFO" not in line:
             continue
         if " via " in line:
             cm = _CHANNEL.search(line)

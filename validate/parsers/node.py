@@ -27,6 +27,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounds import ScanBudget, clip_input, decode_at, loads, too_long
+
 __all__ = [
     "NodeFacts",
     "parse_containerd_runtimes",
@@ -44,26 +46,45 @@ __all__ = [
 
 DOC_KIND = "node-health"
 
+_OPENER = re.compile(r"[\[{]")
+
+
+_BRACKETS = re.compile(r"[\[{\s,]*+")
+
+
+def _skip_brackets(text: str, j: int) -> int:
+    """The index after the run of opening brackets, whitespace and commas that starts at ``j``: a document
+    that failed from its first bracket is not tried again from each of the brackets that follow it."""
+    m = _BRACKETS.match(text, j)
+    return max(m.end() if m else j + 1, j + 1)
+
 
 def read_documents(text: str, kind: str = "node-health") -> list[dict[str, Any]]:
     """Every document of ``kind`` in ``text`` (JSON objects with ``"kind": "node-health"``, or
     ``"node-health-cluster"`` for what the Kubernetes launcher adds about the cluster), in order.
 
     Accepts one document, a JSON list of documents, JSON lines, or documents between other lines
-    (launcher logs, Kubernetes marker lines). Returns ``[]`` when there is none.
+    (launcher logs, Kubernetes marker lines). Returns ``[]`` when there is none. Within the bounds of
+    :mod:`~validate.parsers.bounds`: the first ``MAX_INPUT_CHARS`` characters, documents nested no deeper
+    than ``MAX_JSON_DEPTH`` (deeper ones are skipped with a note), time linear in the text.
     """
+    text = clip_input(text)
     out: list[dict[str, Any]] = []
     dec = json.JSONDecoder()
+    budget = ScanBudget(text)
     i, n = 0, len(text)
     while i < n:
-        j = min((k for k in (text.find("{", i), text.find("[", i)) if k >= 0), default=-1)
-        if j < 0:
+        m = _OPENER.search(text, i)
+        if m is None:
             break
-        try:
-            obj, end = dec.raw_decode(text, j)
-        except ValueError:
-            i = j + 1
+        j = m.start()
+        if budget.exhausted:
+            break
+        got = decode_at(dec, text, j, budget, what="node-health JSON")
+        if got is None:
+            i = _skip_brackets(text, j)
             continue
+        obj, end = got
         items = obj if isinstance(obj, list) else [obj]
         out += [d for d in items if isinstance(d, dict) and d.get("kind") == kind]
         i = end
@@ -98,7 +119,9 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any] | None:
     """
     if not text or "<nvidia_smi_log" not in text:
         return None
-    body = re.sub(r"<!DOCTYPE[^>\[]*(\[[^\]]*\])?\s*>", "", text)
+    body = _strip_doctypes(text)
+    if body is None:
+        return None
     try:
         root = ET.fromstring(body)
     except ET.ParseError:
@@ -131,11 +154,34 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any] | None:
             "gpus": gpus}
 
 
+def _strip_doctypes(text: str) -> str | None:
+    """``text`` without its ``<!DOCTYPE ...>`` declarations (with an internal subset ``[...]``); ``None``
+    when one is not closed (the document is refused). One pass, linear in the text."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        i = text.find("<!DOCTYPE", pos)
+        if i < 0:
+            break
+        m = _DOCTYPE_END.match(text, i + 9)
+        if m is None:
+            return None
+        out.append(text[pos:i])
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_DOCTYPE_END = re.compile(r"[^>\[]*+(?:\[[^\]]*+\])?\s*+>")
+
+
 def parse_nvlink_status(text: str) -> dict[int, dict[str, int]]:
     """``nvidia-smi nvlink -s`` -> ``{gpu index: {"up": links with a rate, "inactive": links <inactive>}}``."""
     out: dict[int, dict[str, int]] = {}
     cur: int | None = None
     for line in (text or "").splitlines():
+        if too_long(line):
+            continue
         m = re.match(r"GPU (\d+):", line)
         if m:
             cur = int(m.group(1))
@@ -153,6 +199,8 @@ def parse_lspci(text: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     cur: dict[str, Any] | None = None
     for line in (text or "").splitlines():
+        if too_long(line):
+            continue
         m = re.match(r"^([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)", line)
         if not m:
             m2 = re.match(r"^([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)", line)
@@ -181,7 +229,9 @@ def parse_mdstat(text: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     last: dict[str, Any] | None = None
     for line in (text or "").splitlines():
-        m = re.match(r"^(md\S+)\s*:\s*(\S+)\s+(?:\((?:auto-)?read-only\)\s+)?(\S+)\s+(.*)$", line)
+        if too_long(line):
+            continue
+        m = re.match(r"^(md[^\s:]+)\s*:\s*(\S+)\s+(?:\((?:auto-)?read-only\)\s+)?(\S+)\s+(.*)$", line)
         if m:
             members: list[str] = []
             failed: list[str] = []
@@ -202,7 +252,7 @@ def parse_mdstat(text: str) -> dict[str, dict[str, Any]]:
 def parse_findmnt(text: str) -> list[dict[str, Any]]:
     """``findmnt --json`` (list or tree form) -> ``[{"target", "source", "fstype", "options": [..]}]``."""
     try:
-        doc = json.loads(text or "")
+        doc = loads(text or "")
     except ValueError:
         return []
     out: list[dict[str, Any]] = []
@@ -220,7 +270,7 @@ def parse_findmnt(text: str) -> list[dict[str, Any]]:
 def parse_ip_addr(text: str) -> dict[str, list[str]]:
     """``ip -j addr show`` -> ``{ifname: ["10.0.0.11/24", ...]}`` (IPv4 and IPv6)."""
     try:
-        doc = json.loads(text or "")
+        doc = loads(text or "")
     except ValueError:
         return {}
     out: dict[str, list[str]] = {}
@@ -238,6 +288,8 @@ def parse_mlnx_qos(text: str) -> dict[str, Any] | None:
     d2p: dict[int, int] = {}
     lines = (text or "").splitlines()
     for i, line in enumerate(lines):
+        if too_long(line):
+            continue
         m = re.search(r"Priority trust state:\s*(\w+)", line)
         if m:
             trust = m.group(1).lower()
@@ -265,14 +317,20 @@ def parse_limits(text: str) -> dict[str, Any]:
     return out
 
 
+_MAX_TOML_CHARS = 1024 * 1024
+"""Largest containerd configuration read (characters); real ones are a few KB."""
+
+
 def parse_containerd_runtimes(text: str | None) -> dict[str, Any] | None:
     """``/etc/containerd/config.toml`` -> ``{"default": name | None, "runtimes": {name: runtime_type}}``
     (config versions 2 and 3); ``None`` when the file is absent or not TOML."""
     if text is None:
         return None
+    if len(text) > _MAX_TOML_CHARS:
+        return None
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # tomllib recurses into nested arrays and tables
         return None
     plugins = doc.get("plugins") or {}
     for key in ('io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime'):

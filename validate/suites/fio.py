@@ -21,7 +21,6 @@ expected (:class:`FioExpected`): ``read_mb_s`` or ``read_iops`` ..., ``ratio``, 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import tempfile
@@ -36,6 +35,7 @@ from blueprints.resolved import ResolvedGroup
 from blueprints.settings import on_mount
 
 from ..expectations import ContextError, JudgeContext
+from ..parsers.bounds import loads as bounded_loads
 from ..parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio
 from ..plan import PlannedTest, TestParams
 from ..results import Expected, JudgeResult, Metrics, Verdict, fmt_bytes, pct
@@ -665,8 +665,8 @@ def _fio_payload_error(text: str) -> tuple[str | None, str | None]:
     if start < 0:
         return None, None
     try:
-        doc = json.loads(text[start:])
-    except ValueError:
+        doc = bounded_loads(text[start:])
+    except ValueError:  # not JSON, or over the bounds of validate.parsers.bounds
         return None, None
     meta = doc.get("clusterforge") if isinstance(doc, dict) else None
     if not isinstance(meta, dict):

@@ -32,6 +32,7 @@ from ..node_checks import (
 )
 from ..plan import PlannedTest, TestParams
 from ..results import VERDICT_ICONS, JudgeResult, Verdict
+from ..untrusted import md_text, safe_href
 from .base import Explanation, GroupPlan, HtmlSection, Placement, Suite
 
 __all__ = ["NodeParams", "NodeSuite"]
@@ -143,27 +144,28 @@ class NodeSuite(Suite):
             return []
         out = ["", "## Node checks", ""]
         if t.columns:
-            out += ["| node | " + " | ".join(t.columns) + " |", "|---|" + "---|" * len(t.columns)]
+            out += ["| node | " + " | ".join(_md(c) for c in t.columns) + " |", "|---|" + "---|" * len(t.columns)]
             for name, cells in t.rows:
                 out.append(f"| {_md(name)} | " + " | ".join(
-                    f"{_ICON.get(cells[c]['verdict'], '')} {cells[c]['verdict']}" if c in cells else "–"
+                    f"{_ICON.get(cells[c]['verdict'], '')} {_md(cells[c]['verdict'])}" if c in cells else "–"
                     for c in t.columns) + " |")
         if t.not_applicable:
-            out += ["", "Not applicable on every node: " + ", ".join(t.not_applicable)]
+            out += ["", "Not applicable on every node: " + ", ".join(_md(x) for x in t.not_applicable)]
         if t.failing:
             out += ["", "Failing cells:", ""]
             for name, c in t.failing:
-                s = f"- **{_md(name)} / {c['id']}** ({c['verdict']}{', blocking' if c.get('blocking') else ''}): " \
+                s = f"- **{_md(name)} / {_md(c['id'])}** ({_md(c['verdict'])}{', blocking' if c.get('blocking') else ''}): " \
                     f"measured {_md(c['measured'])}; expected {_md(c['expected'])}"
                 if c.get("cause"):
                     s += f". Cause: {_md(c['cause'])}"
                 if c.get("fix"):
                     s += f". Fix: {_md(c['fix'])}"
-                out.append(s + (f" ([source]({c['source']}))" if c.get("source") else ""))
+                href = safe_href(str(c["source"])) if c.get("source") else None
+                out.append(s + (f" ([source]({href}))" if href else f" (source: {_md(c['source'])})" if c.get("source") else ""))
         explained = [(r, r.metrics.get("explained_by")) for r in results]
         if any(why for _, why in explained):
             out += ["", "Results explained by a failed blocking node check:", ""]
-            out += [f"- {_md(r.title)}: {', '.join(why)}" for r, why in explained if why]
+            out += [f"- {_md(r.title)}: {_md(', '.join(map(str, why)))}" for r, why in explained if why]
         return out
 
     def html_section(self, results: list[JudgeResult], plotted: int) -> HtmlSection | None:
@@ -178,4 +180,5 @@ class NodeSuite(Suite):
 
 
 def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A value from the results as Markdown text (escaped: :func:`validate.untrusted.md_text`)."""
+    return md_text(text)

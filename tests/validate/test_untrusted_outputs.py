@@ -1,0 +1,188 @@
+"""Untrusted outputs (issue 33, part 5), from the user's side: hostile raw outputs and results files
+give a verdict or one line in bounded time, and the reports they feed neither write through symbolic
+links nor carry their links or HTML."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from clusterforge.cli import main
+from validate.node_checks import CHECKS
+from validate.parsers import amp, fio, nccl, node
+from validate.parsers.bounds import MAX_JSON_DEPTH, MAX_LINE_CHARS
+from validate.report import NoResults, load_results
+from validate.signatures import SIGNATURES
+
+HOSTILE_LINE = 140 * 1024
+"""The size of the hostile line of the security review (a 140 KB line took 49 s before)."""
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return rc, out, err
+
+
+def _reasons(out: str) -> list[str]:
+    return [x for r in json.loads(out)["results"] for x in r["reasons"] + r["notes"]]
+
+
+# ---- 1. super-linear regular expressions --------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", [
+    "NCCL INFO " + "NET/Plugin" * (HOSTILE_LINE // 10),
+    "x NCCL INFO " + "Channel 0: " * (HOSTILE_LINE // 11),
+    "\t" * HOSTILE_LINE + "x",
+    "collectives: " * (HOSTILE_LINE // 13),
+])
+def test_judge_skips_an_over_long_line_and_says_so(tmp_path, capsys, line):
+    raw = tmp_path / "nccl.log"
+    raw.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 1\n" + line + "\n")
+    rc, out, _ = _run(capsys, "judge", raw, "--kind", "nccl", "--json")
+    assert rc == 3
+    assert any(f"longer than {MAX_LINE_CHARS:,} characters not read" in x for x in _reasons(out))
+
+
+_FIXED = [
+    (nccl._PLUGIN_MISSING, "NET/Plugin"), (nccl._CHANNEL, "Channel 0: "), (nccl._FATAL, "collectives: "),
+    (nccl._FATAL, "killed "), (nccl._FATAL, "\t"), (nccl._CONFIG_KEYS, "iters" + " " * 4000 + "x"),
+    (nccl._ROW, "1 1 float a" + " " * HOSTILE_LINE + "b"), (nccl._RANK, "Rank 1 Pid 1 on h device 1 a" + " " * HOSTILE_LINE + "b"),
+    (nccl._USING_NETWORK, "NCCL INFO Using network a" + " " * HOSTILE_LINE + "b"), (fio._VERIFY_OTHER, "verify: "),
+]
+
+
+@pytest.mark.parametrize(("rx", "unit"), _FIXED, ids=lambda v: getattr(v, "pattern", repr(v))[:24])
+def test_parser_patterns_do_not_backtrack_on_a_hostile_140_kb_line(rx, unit):
+    # each of these took minutes on such a line before (quadratic backtracking); now each character is
+    # scanned a bounded number of times, so the whole test runs in well under a second
+    line = unit * max(HOSTILE_LINE // len(unit), 1)
+    rx.search(line)
+    rx.match(line)
+
+
+def test_signature_patterns_do_not_backtrack_on_hostile_lines():
+    for s in SIGNATURES:
+        if not s.pattern:
+            continue
+        for word in re.findall(r"[A-Za-z/_]{3,}", s.pattern):
+            s.regex.search((word + " ") * (HOSTILE_LINE // (len(word) + 1)) + "\x01")  # type: ignore[union-attr]
+
+
+def test_json_and_node_scanners_are_linear():
+    # every start decodes to the end of the text and fails: quadratic before
+    assert amp._docs("[[],\n" * 30000) == []
+    assert node.read_documents("[1," * 50000) == []
+    assert node.parse_nvidia_smi_xml("<nvidia_smi_log>" + "<!DOCTYPE" * 20000) is None
+    assert node.parse_mdstat("md" + ":a" * 50000) == {}
+    with pytest.raises(ValueError):
+        fio.parse_fio_json('{"jobs": [{},\n' * 30000)
+
+
+# ---- 2. deeply nested JSON -----------------------------------------------------------------------
+
+
+DEEP = "[" * 100000 + "]" * 100000
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("amp.json", '{"kind": "amp", "version": 1, "losses": ' + DEEP + "}"),
+    ("fio.json", '{"fio version": "fio-3.36", "jobs": ' + DEEP + "}"),
+    ("nccl.json", '{"nccl_version": "2.21", "results": ' + DEEP + "}"),
+    ("nccl-lines.json", '{"nccl_version": "2.21", "results": ' + "[\n" * 5000 + "]\n" * 5000 + "}"),
+])
+@pytest.mark.parametrize("kind", [None, "nccl", "fio", "amp"])
+def test_judge_deeply_nested_json_is_invalid_not_a_traceback(tmp_path, capsys, name, text, kind):
+    raw = tmp_path / name
+    raw.write_text(text)
+    rc, out, _ = _run(capsys, "judge", raw, "--json", *(["--kind", kind] if kind else []))
+    assert rc == 3
+    doc = json.loads(out)
+    assert {r["verdict"] for r in doc["results"]} == {"invalid"}
+
+
+def test_judge_names_the_nesting_bound(tmp_path, capsys):
+    raw = tmp_path / "amp.json"
+    raw.write_text('{"kind": "amp", "losses": ' + DEEP + "}")
+    rc, out, _ = _run(capsys, "judge", raw, "--json")
+    assert rc == 3 and any(f"nested deeper than {MAX_JSON_DEPTH} levels" in x for x in _reasons(out))
+
+
+@pytest.mark.parametrize("file", ["results.jsonl", "report.json"])
+def test_report_of_deeply_nested_results_is_one_line(tmp_path, capsys, file):
+    line = json.dumps({"source": "x", "kind": "nccl", "verdict": "pass"})[:-1] + ', "metrics": {"a": ' + DEEP + "}}"
+    (tmp_path / file).write_text(line + "\n" + line + "\n" if file.endswith("jsonl") else '{"results": [' + line + "]}")
+    rc, out, err = _run(capsys, "report", tmp_path)
+    assert rc == 2 and f"nested deeper than {MAX_JSON_DEPTH} levels" in out + err
+    with pytest.raises(NoResults, match="nested deeper"):
+        load_results(tmp_path)
+
+
+# ---- 3. writes through symbolic links ------------------------------------------------------------
+
+
+def _results_dir(tmp_path: Path, **extra) -> Path:
+    d = tmp_path / "results"
+    d.mkdir()
+    r = {"source": "raw/x.log", "kind": "nccl", "verdict": "pass", "label": "x"} | extra
+    (d / "results.jsonl").write_text(json.dumps(r) + "\n")
+    return d
+
+
+def test_report_replaces_symlinks_instead_of_writing_through_them(tmp_path, capsys):
+    d = _results_dir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    for name in ("report.md", "report.html", "junit.xml"):
+        os.symlink(victim, d / name)
+    rc, _, _ = _run(capsys, "report", d)
+    assert rc == 0 and victim.read_text() == "keep me\n"
+    assert not any((d / n).is_symlink() for n in ("report.md", "report.html", "junit.xml"))
+    assert (d / "report.md").read_text().startswith("# ")
+
+
+# ---- 4. links in the HTML report -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["javascript:alert(1)", "data:text/html,<script>alert(1)</script>", "/etc/passwd"])
+def test_html_report_links_only_http_and_files_in_the_results_folder(tmp_path, capsys, source):
+    d = _results_dir(tmp_path, source=source)
+    (d / "javascript:alert(1)").write_text("raw\n")  # a file of that name in the folder
+    rc, _, _ = _run(capsys, "report", d)
+    assert rc == 0
+    html = (d / "report.html").read_text()
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert all(h.startswith(("#", "http://", "https://", "./", "../")) for h in hrefs), hrefs
+    assert not any("javascript:" in h.lower() or h.startswith("data:") or "etc/passwd" in h for h in hrefs)
+
+
+def test_node_check_source_links_are_http_only(tmp_path, capsys):
+    checks = [{"node": "n1", "id": next(iter(CHECKS)), "verdict": "fail", "measured": "m", "expected": "e",
+               "source": "javascript:alert(1)"}]
+    d = _results_dir(tmp_path, kind="node", verdict="fail", metrics={"checks": checks})
+    rc, _, _ = _run(capsys, "report", d)
+    assert rc == 0
+    html, md = (d / "report.html").read_text(), (d / "report.md").read_text()
+    assert "Node checks" in html and "## Node checks" in md
+    assert "javascript:" not in " ".join(re.findall(r'href="([^"]*)"', html))
+    assert "](javascript:" not in md and "source: javascript:alert(1)" in md
+
+
+# ---- 5. Markdown from benchmark output -----------------------------------------------------------
+
+
+def test_report_md_escapes_html_and_markdown_from_results(tmp_path, capsys):
+    d = _results_dir(tmp_path, label="<img src=x onerror=alert(1)>", kind="<b>k</b>",
+                     reasons=["<script>alert(1)</script> [x](javascript:alert(1)) | cell"],
+                     notes=["**bold** <iframe>"], source="`x`<a>.log")
+    rc, _, _ = _run(capsys, "report", d)
+    assert rc == 0
+    md = (d / "report.md").read_text()
+    assert not re.search(r"(?<!\\)<(script|img|iframe|b|a)\b", md.replace("`` `x`<a>.log ``", "")), md
+    assert not re.search(r"(?<!\\)\]\(javascript:", md) and "\\| cell" in md and "\\*\\*bold\\*\\*" in md
