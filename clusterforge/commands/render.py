@@ -12,11 +12,17 @@ Rendering again into the same ``DIR`` replaces the previous render: ``DIR/.clust
 each render wrote, and a file the previous render wrote that this one does not (a node group, suite or target the
 blueprint no longer has) is removed, so Ansible or Pulumi never pick up a stale one. Files no render wrote are left
 alone and named.
+
+No write follows a symbolic link out of ``DIR``: the renderers write into a private staging folder inside ``DIR``
+(:func:`render_into`), and each file is then moved into place with :func:`os.replace`, which replaces a link at its
+path instead of writing through it; a folder on the way that is a link leading outside ``DIR`` stops the render with
+one line, before anything is moved. The manifest is written the same way (:func:`validate.untrusted.write_atomic`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +48,41 @@ def render_all(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
     return written
 
 
+def render_into(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
+    """:func:`render_all` into a staging folder inside ``out``, then every file moved to its place under ``out``
+    (:func:`os.replace`: a symbolic link there is replaced, never written through). Returns the files written per
+    sub-directory, as paths under ``out``. Raises :class:`~validate.untrusted.UnsafeOutputPath` (an ``OSError``,
+    nothing moved) when a folder on the way is a symbolic link, or a file, that leads outside ``out``."""
+    import shutil
+    import tempfile
+
+    from validate.untrusted import UnsafeOutputPath
+
+    real_out = out.resolve()
+    staging = Path(tempfile.mkdtemp(prefix=".clusterforge-render-", dir=out))
+    try:
+        staged = render_all(loaded, staging)
+        files = sorted({g for fs in staged.values() for f in fs for g in ([f] if f.is_file() else f.rglob("*"))
+                        if g.is_file() and not g.is_symlink()})
+        moves = [(f, out / f.relative_to(staging)) for f in files]
+        for _, dest in moves:  # check every destination before moving anything
+            parent = dest.parent
+            while parent != out and not (parent.exists() or parent.is_symlink()):
+                parent = parent.parent  # the nearest folder on the way that exists: what mkdir would go through
+            real = parent.resolve()
+            if real != real_out and real_out not in real.parents:
+                raise UnsafeOutputPath(f"{parent}: a symbolic link leading to {real}, outside the output folder {out}; "
+                                       "nothing was written — remove the link or choose another folder")
+            if not parent.is_dir():
+                raise UnsafeOutputPath(f"{parent}: not a folder; nothing was written — remove it or choose another folder")
+        for src, dest in moves:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+        return {sub: [out / f.relative_to(staging) for f in fs] for sub, fs in staged.items()}
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 RENDER_MANIFEST = ".clusterforge-render.json"
 """The file in a render's output folder that lists what that render wrote: ``{"files": [relative POSIX paths]}``."""
 
@@ -50,14 +91,18 @@ def replace_previous_render(out: Path, written: dict[str, list[Path]]) -> tuple[
     """Make ``out`` hold this render only: remove each file the previous render's manifest lists that ``written``
     (the files and folders this render wrote, per sub-directory) does not hold, with the folders that leaves empty, and write
     the new manifest. Returns ``(removed, foreign)``: the files removed, and the files under this render's
-    sub-directories that no render wrote (left in place). A missing or unreadable manifest removes nothing."""
+    sub-directories that no render wrote (left in place). A missing or unreadable manifest removes nothing. The
+    manifest is written atomically (a symbolic link in its place is replaced, not followed)."""
+    from validate.parsers.bounds import loads as bounded_loads
+    from validate.untrusted import write_atomic
+
     out = out.resolve()
     paths = [f.resolve() for files in written.values() for f in files]  # a renderer may name a folder it copied
     now = {g.relative_to(out).as_posix() for f in paths for g in ([f] if f.is_file() else f.rglob("*"))
            if g.is_file()}
     manifest = out / RENDER_MANIFEST
     try:
-        before = {str(x) for x in json.loads(manifest.read_text(encoding="utf-8"))["files"]}
+        before = {str(x) for x in bounded_loads(manifest.read_text(encoding="utf-8"))["files"]}
     except (OSError, ValueError, KeyError, TypeError):
         before = set()
     removed: list[Path] = []
@@ -73,7 +118,7 @@ def replace_previous_render(out: Path, written: dict[str, list[Path]]) -> tuple[
             parent.rmdir()
     foreign = sorted(f for sub in written for f in (out / sub).rglob("*")
                      if f.is_file() and f.relative_to(out).as_posix() not in now)
-    manifest.write_text(json.dumps({"files": sorted(now)}, indent=1) + "\n", encoding="utf-8")
+    write_atomic(manifest, json.dumps({"files": sorted(now)}, indent=1) + "\n", root=out)
     return removed, foreign
 
 
@@ -94,8 +139,11 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"{output}: exists and is not a directory — pass a directory for -o")
         loaded = load_checked(blueprint)
         output.mkdir(parents=True, exist_ok=True)
-        written = render_all(loaded, output)
-        removed, foreign = replace_previous_render(output, written)
+        try:
+            written = render_into(loaded, output)
+            removed, foreign = replace_previous_render(output, written)
+        except OSError as e:
+            raise UsageError(str(e) if e.filename is None else f"{e.filename}: {e.strerror or e}") from None
         for sub, files in written.items():
             ok(f"{sub}: {len(files)} file(s) in {output / sub}")
             for f in files:

@@ -2,8 +2,9 @@
 
 Reads a results folder (``results.jsonl`` as ``validate`` appends it, or ``report.json``) and
 writes ``report.json``, ``report.md``, ``junit.xml`` and the HTML page (default
-``DIR/report.html``). Raw outputs under ``DIR/raw`` (when present) are linked. Exit 0; 2 when
-DIR holds no results.
+``DIR/report.html``). Raw outputs under ``DIR/raw`` (when present, and inside DIR) are linked. Exit 0; 2 when
+DIR holds no results, or results nested or sized over the bounds of :mod:`validate.parsers.bounds`.
+Every file is written atomically: a symbolic link in a report's place is replaced, never written through.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ def register(app: typer.Typer) -> None:
         title: str | None = typer.Option(None, "--title", help="Report title (default: from report.json or the folder name)."),
     ) -> None:
         """Write HTML + Markdown + JUnit XML (and report.json) from a results folder."""
-        import json
-
         from validate.judge import worst
+        from validate.parsers.bounds import loads as bounded_loads
         from validate.report import load_results, write_reports
 
         from ..console import console, ok
@@ -40,12 +40,14 @@ def register(app: typer.Typer) -> None:
         old = folder / "report.json"
         if old.is_file():
             try:
-                doc = json.loads(old.read_text(encoding="utf-8"))
+                doc = bounded_loads(old.read_text(encoding="utf-8", errors="replace"))
                 blueprint = doc.get("blueprint")
                 title = title or doc.get("title")
-            except (json.JSONDecodeError, AttributeError):
+            except (OSError, ValueError, AttributeError):
                 pass
         raw = folder / "raw"
+        if raw.is_dir() and folder.resolve() not in raw.resolve().parents:  # a link out of the results folder
+            raw = folder
         try:
             paths = write_reports(results, folder, title=title or f"clusterforge validation: {folder.resolve().name}",
                                   blueprint=blueprint, raw_dir=raw if raw.is_dir() else folder, html_path=output)

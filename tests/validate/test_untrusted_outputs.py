@@ -186,3 +186,32 @@ def test_report_md_escapes_html_and_markdown_from_results(tmp_path, capsys):
     md = (d / "report.md").read_text()
     assert not re.search(r"(?<!\\)<(script|img|iframe|b|a)\b", md.replace("`` `x`<a>.log ``", "")), md
     assert not re.search(r"(?<!\\)\]\(javascript:", md) and "\\| cell" in md and "\\*\\*bold\\*\\*" in md
+
+
+def test_render_replaces_file_symlinks_and_refuses_folder_links_out(tmp_path, capsys):
+    from ..conftest import EXAMPLES
+
+    bp = EXAMPLES / "onprem-dgx-h100-ib.yaml"
+    out = tmp_path / "out"
+    rc, _, _ = _run(capsys, "render", bp, "-o", out)
+    assert rc == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    site = out / "ansible" / "site.yml"
+    site.unlink()
+    os.symlink(victim, site)
+    os.symlink(victim, out / ".clusterforge-render.json.x")
+    (out / ".clusterforge-render.json").unlink()
+    os.symlink(victim, out / ".clusterforge-render.json")
+    rc, _, _ = _run(capsys, "render", bp, "-o", out)
+    assert rc == 0 and victim.read_text() == "keep me\n"
+    assert not site.is_symlink() and not (out / ".clusterforge-render.json").is_symlink()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out2 = tmp_path / "out2"
+    out2.mkdir()
+    os.symlink(elsewhere, out2 / "validation")
+    rc, out_text, err = _run(capsys, "render", bp, "-o", out2)
+    assert rc == 2 and "outside the output folder" in out_text + err
+    assert list(elsewhere.iterdir()) == []
