@@ -107,7 +107,8 @@ def test_a_new_suite_renders_for_slurm_and_kubernetes(echo: EchoSuite) -> None:
     job = manifest(loaded, t)
     (c,) = job["spec"]["template"]["spec"]["containers"]
     assert job["kind"] == "Job" and c["name"] == "echo"
-    assert "python3 /opt/clusterforge/payloads/echo_bench.py --value 5 --output /tmp/echo.json" in c["command"][-1]
+    # the output goes into the job's private run directory (mktemp -d), never a fixed /tmp name
+    assert 'python3 /opt/clusterforge/payloads/echo_bench.py --value 5 --output "$CF_RUN_DIR"/echo.json' in c["command"][-1]
     assert "resources" not in c  # no GPU for a cpu test
 
 
