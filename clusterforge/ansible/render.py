@@ -55,8 +55,9 @@ __all__ = [
     "roles_for",
 ]
 
-_MARKER = ".clusterforge-rendered"
-"""File that marks a ``roles/`` directory as written by :func:`render_ansible` (safe to replace)."""
+RENDERED_MARKER = ".clusterforge-rendered"
+"""File that marks a ``roles/`` directory as written by :func:`render_ansible` (safe to replace; ``clusterforge
+render`` refuses to write into one without it)."""
 
 ANSIBLE_CFG = """\
 # Rendered by clusterforge; ansible-playbook reads it when run from this directory.
@@ -213,11 +214,11 @@ def _copy_roles(out_dir: Path) -> Path:
                                 "CLUSTERFORGE_ROLES_DIR to its roles/ directory")
     dest = out_dir / "roles"
     if dest.exists():
-        if not (dest / _MARKER).exists():
+        if not (dest / RENDERED_MARKER).exists():
             raise UsageError(f"{dest} exists and was not written by clusterforge — choose another output directory")
         shutil.rmtree(dest)
     shutil.copytree(ROLES_DIR, dest, ignore=shutil.ignore_patterns("site.yml", "__pycache__", "*.pyc", ".*"))
-    (dest / _MARKER).write_text("Written by `clusterforge render`; replaced on every render.\n")
+    (dest / RENDERED_MARKER).write_text("Written by `clusterforge render`; replaced on every render.\n")
     return dest
 
 

@@ -65,6 +65,13 @@ def render_into(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
         files = sorted({g for fs in staged.values() for f in fs for g in ([f] if f.is_file() else f.rglob("*"))
                         if g.is_file() and not g.is_symlink()})
         moves = [(f, out / f.relative_to(staging)) for f in files]
+        from ..ansible.render import RENDERED_MARKER
+        from ..errors import UsageError
+
+        for marker in staging.rglob(RENDERED_MARKER):  # a folder clusterforge replaces whole (ansible/roles)
+            dest = out / marker.parent.relative_to(staging)
+            if dest.exists() and not (dest / RENDERED_MARKER).exists():
+                raise UsageError(f"{dest} exists and was not written by clusterforge — choose another output directory")
         for _, dest in moves:  # check every destination before moving anything
             parent = dest.parent
             while parent != out and not (parent.exists() or parent.is_symlink()):

@@ -48,3 +48,14 @@ def test_a_manifest_cannot_make_render_delete_outside_its_folder(tmp_path, capsy
     (out / ".clusterforge-render.json").write_text(json.dumps({"files": ["../precious.txt", str(outside)]}))
     assert main(["render", str(EXAMPLES / "local-workstation.yaml"), "-o", str(out)]) == 0
     assert outside.read_text() == "keep\n"
+
+
+def test_render_never_writes_into_a_roles_folder_it_did_not_write(tmp_path, capsys):
+    out = tmp_path / "out"
+    mine = out / "ansible" / "roles" / "myrole"
+    mine.mkdir(parents=True)
+    (mine / "tasks.yml").write_text("mine\n")
+    assert main(["render", str(EXAMPLES / "local-workstation.yaml"), "-o", str(out)]) == 2
+    assert "was not written by clusterforge" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "ansible" / "roles").iterdir()) == ["myrole"], "nothing was added"
+    assert not (out / "ansible" / "inventory.yml").exists(), "nothing was moved into place"
