@@ -153,3 +153,25 @@ def test_an_sbatch_directive_takes_one_word(tmp_path: Path) -> None:
     fine = type(loaded)(blueprint=loaded.blueprint.model_copy(update={"orchestrator": ok}), file=loaded.file,
                         positions=loaded.positions, data=loaded.data)
     assert "#SBATCH --account=ml\n" in sbatch_script(fine, test)
+
+
+def test_lnet_networks_stay_one_modprobe_option() -> None:
+    lustre = _vars("onprem-dgx-h100-ib", "dgx", "lustre_client")
+    text = render_role_template("lustre_client", "lustre.conf.j2", lustre)
+    assert f'options lnet networks="{lustre["lustre_client_lnet_networks"]}"' in text  # modprobe reads double quotes only
+    for bad in ('o2ib0(ib0)"\ninstall lnet /bin/sh -c id', 'o2ib0(ib0) x', 'o2ib0"'):
+        with pytest.raises(RoleTemplateError, match="modprobe value"):
+            render_role_template("lustre_client", "lustre.conf.j2", {**lustre, "lustre_client_lnet_networks": bad})
+
+
+def test_the_ipoib_ifupdown_stanza_keeps_the_mode_and_interface_one_word() -> None:
+    rdma = _vars("onprem-dgx-h100-ib", "dgx", "rdma")
+    from blueprints.role_templates import _env
+
+    text = _env().get_template("rdma/templates/ipoib-ifupdown.j2").render(
+        {**rdma, "ansible_managed": "x", "rdma_ipoib_mode": "datagram; touch /tmp/x",
+         "item": {"netdev": "ib0", "address": "192.168.100.3/24"}})
+    assert "pre-up echo 'datagram; touch /tmp/x' > /sys/class/net/ib0/mode" in text
+    with pytest.raises(ValueError, match="argument"):
+        _env().get_template("rdma/templates/ipoib-ifupdown.j2").render(
+            {**rdma, "ansible_managed": "x", "item": {"netdev": "-ib0 x", "address": "192.168.100.3/24"}})

@@ -75,6 +75,17 @@ def not_option(value: object) -> str:
     return text
 
 
+def modprobe_value(value: object) -> str:
+    """``value`` as a double-quoted module parameter value of ``modprobe.d`` (``options lnet networks="..."``):
+    unchanged when it holds no ``"``, whitespace or control character; raises :class:`EncodeError` otherwise.
+    modprobe splits an ``options`` line at whitespace outside double quotes and has no escape, and a new line
+    could be an ``install`` command that runs as root (https://man7.org/linux/man-pages/man5/modprobe.d.5.html)."""
+    text = _text(value, "modprobe value")
+    if not text or '"' in text or re.search(r"\s", text) or _CONTROL.search(text):
+        raise EncodeError(f"modprobe value: {text!r} is empty or holds a quote, whitespace or control character")
+    return text
+
+
 def toml_string(value: object) -> str:
     """``value`` as a TOML basic string, quotes included: ``\\`` and ``"`` escaped, control characters as
     ``\\uXXXX`` (https://toml.io/en/v1.0.0#string)."""
@@ -119,6 +130,7 @@ FILTERS = {
     "clusterforge_fstab_field": fstab_field,
     "clusterforge_deb822_field": deb822_field,
     "clusterforge_not_option": not_option,
+    "clusterforge_modprobe_value": modprobe_value,
     "clusterforge_toml_string": toml_string,
     "clusterforge_toml_key": toml_key,
     "clusterforge_systemd_escape": systemd_escape,
