@@ -38,10 +38,11 @@ from blueprints.errors import UsageError
 from .parsers.bounds import MAX_INPUT_CHARS, JsonLimitError
 from .parsers.bounds import loads as bounded_loads
 from .results import VERDICT_ICONS, VERDICTS, JudgeResult, worst
+from .rundir import Damaged, read_results
 from .suites import REGISTRY, find_suite, summary
 from .untrusted import md_code, md_text, safe_href, write_atomic
 
-__all__ = ["NoResults", "build_report", "load_results", "write_reports"]
+__all__ = ["NoResults", "build_report", "load_results", "load_results_damaged", "write_reports"]
 
 _ICON = VERDICT_ICONS
 
@@ -65,22 +66,27 @@ def _read_bounded(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _read_jsonl(path: Path) -> list[JudgeResult]:
-    lines = _read_bounded(path).splitlines()
-    out: list[JudgeResult] = []
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            out.append(JudgeResult.from_json(bounded_loads(line)))
-        except JsonLimitError as e:
-            raise NoResults(f"{path}:{i + 1}: {e.reason}; fix or remove the line") from None
-        except ValueError as e:
-            if i == last:
-                continue  # the runner was interrupted while appending: keep what was complete
-            raise NoResults(f"{path}:{i + 1}: not a judge result ({e}); fix or remove the line") from None
-    return out
+def valid_result(d: Any) -> str | None:
+    """Why ``d`` (a decoded results line) is not a judge result, else ``None``."""
+    try:
+        JudgeResult.from_json(d)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        return f"not a judge result ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})"
+    return None
+
+
+def _read_jsonl(path: Path) -> tuple[list[JudgeResult], list[Damaged]]:
+    """The results of a ``results.jsonl`` and its damaged lines (:func:`validate.rundir.read_results`):
+    those are skipped and named, never a reason to stop; :class:`NoResults` when no line is a result."""
+    try:
+        lines, damaged = read_results(path, valid=valid_result)
+    except OSError as e:
+        raise NoResults(f"{path}: cannot be read ({e.strerror or e})") from None
+    out = [JudgeResult.from_json(d) for d in lines]
+    if not out and damaged:
+        raise NoResults(f"{path}: no intact result; " + "; ".join(d.describe() for d in damaged[:5])
+                        + (f" (and {len(damaged) - 5} more)" if len(damaged) > 5 else ""))
+    return out, damaged
 
 
 def _read_report(path: Path) -> list[JudgeResult]:
@@ -101,8 +107,16 @@ def _read_report(path: Path) -> list[JudgeResult]:
 def load_results(path: Path) -> list[JudgeResult]:
     """Results from a results folder (``results.jsonl``, else ``report.json``) or from one of those files.
 
-    A malformed *last* line of ``results.jsonl`` is skipped (an interrupted run); any other bad
-    line raises. Raises :class:`NoResults` (a usage error, one line) when there is nothing to read, for a
+    Damaged lines of ``results.jsonl`` (a cut-off last line, an undecodable or deep line, a line that is
+    not a result) are skipped: :func:`load_results_damaged` names them. Raises :class:`NoResults` when no
+    line is a result."""
+    return load_results_damaged(path)[0]
+
+
+def load_results_damaged(path: Path) -> tuple[list[JudgeResult], list[Damaged]]:
+    """:func:`load_results` and the damaged ``results.jsonl`` lines it skipped (:class:`validate.rundir.Damaged`).
+
+    Raises :class:`NoResults` (a usage error, one line) when there is nothing to read, for a
     file over ``MAX_INPUT_CHARS`` bytes and for JSON nested deeper than ``MAX_JSON_DEPTH``
     (:mod:`validate.parsers.bounds`).
     """
@@ -115,7 +129,7 @@ def load_results(path: Path) -> list[JudgeResult]:
         if jl.is_file():
             return _read_jsonl(jl)
         if rj.is_file():
-            return _read_report(rj)
+            return _read_report(rj), []
         raise NoResults(f"{p}: no results.jsonl or report.json in this folder (run `clusterforge validate -o {p}` "
                         f"or `clusterforge judge ... -o {p}` first)")
     if p.stat().st_size == 0:
@@ -126,7 +140,7 @@ def load_results(path: Path) -> list[JudgeResult]:
     if p.suffix == ".jsonl":
         return _read_jsonl(p)
     if p.suffix == ".json":
-        return _read_report(p)
+        return _read_report(p), []
     raise NoResults(f"{p}: not a results folder, results.jsonl or report.json")
 
 
@@ -135,7 +149,8 @@ def load_results(path: Path) -> list[JudgeResult]:
 # ---------------------------------------------------------------------------------------------
 
 
-def build_report(results: list[JudgeResult], *, title: str, blueprint: Any) -> dict[str, Any]:
+def build_report(results: list[JudgeResult], *, title: str, blueprint: Any,
+                 damaged: list[Damaged] | None = None) -> dict[str, Any]:
     """The ``report.json`` document: ``{"title", "blueprint", "generated_at", "verdict", "counts", "results"}``.
 
     ``blueprint`` is the blueprint's name (a :class:`~blueprints.models.Blueprint` is accepted: its name is used).
@@ -146,6 +161,10 @@ def build_report(results: list[JudgeResult], *, title: str, blueprint: Any) -> d
         blueprint = getattr(blueprint, "name", str(blueprint))
 
     counts = Counter(r.verdict.value for r in results)
+    extra: dict[str, Any] = {}
+    if damaged:  # lines of results.jsonl that were skipped (named; the results they held are not here)
+        extra["damaged_lines"] = [{k: v for k, v in d.to_json().items() if k != "text"} | {"describe": d.describe()}
+                                  for d in damaged]
     return {
         "title": title,
         "blueprint": blueprint,
@@ -153,6 +172,7 @@ def build_report(results: list[JudgeResult], *, title: str, blueprint: Any) -> d
         "clusterforge_version": __version__,
         "verdict": worst(r.verdict for r in results).value,
         "counts": {v: counts.get(v, 0) for v in VERDICTS},
+        **extra,
         "results": [r.to_json() for r in results],
     }
 
@@ -201,7 +221,14 @@ def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, ra
     if doc.get("blueprint"):
         meta.append(f"Blueprint: {md_code(doc['blueprint'])}")
     meta.append(f"Generated: {_md(doc['generated_at'])} by clusterforge {_md(doc['clusterforge_version'])}")
-    lines += [" · ".join(meta), "", "| verdict | test | kind | measured | expected |", "|---|---|---|---|---|"]
+    lines += [" · ".join(meta), ""]
+    if doc.get("damaged_lines"):
+        lines += [(f"**{len(doc['damaged_lines'])} damaged results line(s) skipped** (their results are not in this "
+                  "report; `clusterforge validate --resume` moves them to results.quarantine.jsonl and runs their "
+                  "tests again):"), ""]
+        lines += [f"- {_md(d['describe'])}" for d in doc["damaged_lines"]]
+        lines.append("")
+    lines += ["| verdict | test | kind | measured | expected |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {_ICON.get(r.verdict, '')} {r.verdict} | {_md(r.title)} | {_md(r.kind)} | {_md(summary(r))} | "
                      f"{_md(_expected_text(r))} |")
@@ -321,7 +348,8 @@ def _html(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_di
 
 
 def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blueprint: Any,
-                  raw_dir: Path | None, html_path: Path | None = None) -> dict[str, Path]:
+                  raw_dir: Path | None, html_path: Path | None = None,
+                  damaged: list[Damaged] | None = None) -> dict[str, Path]:
     """Write ``report.json``, ``report.md``, ``junit.xml`` and ``report.html`` into ``out_dir``.
 
     ``blueprint`` is the blueprint's name (or the Blueprint itself) shown in the reports, ``None`` if none.
@@ -329,7 +357,8 @@ def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blue
     ``raw_dir`` (optional) is where the raw outputs live: reports link to the raw outputs that are files
     inside ``out_dir`` or ``raw_dir`` (the results folder), relative to the report; others are named as
     text. ``html_path`` overrides where the HTML goes. Returns ``{"json", "markdown", "junit", "html"}``
-    -> path. Creates ``out_dir`` if needed.
+    -> path. Creates ``out_dir`` if needed. ``damaged``: results lines that were skipped
+    (:func:`load_results_damaged`), named at the top of each report.
 
     Every file is written atomically (:func:`~validate.untrusted.write_atomic`): a symbolic link at one
     of these paths is replaced, never followed. Raises ``OSError`` when a file cannot be written
@@ -338,7 +367,7 @@ def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blue
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    doc = build_report(results, title=title, blueprint=blueprint)
+    doc = build_report(results, title=title, blueprint=blueprint, damaged=damaged)
     paths = {"json": out / "report.json", "markdown": out / "report.md", "junit": out / "junit.xml",
              "html": Path(html_path) if html_path else out / "report.html"}
     inside = (out,) + ((Path(raw_dir),) if raw_dir is not None else ())

@@ -43,10 +43,23 @@ from blueprints.catalog import catalog
 from blueprints.errors import InvalidRunError, UsageError
 
 from .launchers.common import Launcher, LaunchResult
+from .parsers.bounds import MAX_INPUT_CHARS
+from .parsers.bounds import loads as bounded_loads
 from .plan import Device, PlannedTest
 from .results import JudgeResult, Verdict, exit_code_for, worst
+from .rundir import (
+    HIDDEN,
+    QUARANTINE,
+    Damaged,
+    RunLock,
+    append_lines,
+    quarantine,
+    read_results,
+    remove_stale_temps,
+)
 from .suites import REGISTRY, GroupPlan, get_suite
 from .suites.base import MISMATCH, Explanation
+from .untrusted import write_atomic
 
 __all__ = [
     "MISMATCH",
@@ -176,13 +189,19 @@ def plan_tests(loaded: LoadedBlueprint, *, launcher: str = "local", suites: list
 
 
 def _read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    """``run.json`` within the JSON bounds (:func:`validate.parsers.bounds.loads`); ``None`` when it is
+    missing, unreadable, a symbolic link or not an object."""
     p = out_dir / MANIFEST
-    if not p.exists():
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        with os.fdopen(fd, "rb") as f:
+            doc = bounded_loads(f.read(MAX_INPUT_CHARS + 1).decode("utf-8", errors="replace"))
     except (OSError, ValueError):
         return None
+    return doc if isinstance(doc, dict) else None
 
 
 def prepare_output_dir(out_dir: Path, *, blueprint_name: str, resume: bool, force: bool) -> None:
@@ -194,7 +213,7 @@ def prepare_output_dir(out_dir: Path, *, blueprint_name: str, resume: bool, forc
     """
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a directory — pass a directory for -o")
-    entries = list(out_dir.iterdir()) if out_dir.exists() else []
+    entries = [e for e in out_dir.iterdir() if e.name not in HIDDEN] if out_dir.exists() else []
     is_run = (out_dir / MANIFEST).exists() or (out_dir / RESULTS).exists()
     if resume and force:
         raise UsageError("--resume and --force contradict each other: keep the results (--resume) or replace them (--force)")
@@ -223,21 +242,12 @@ def prepare_output_dir(out_dir: Path, *, blueprint_name: str, resume: bool, forc
 
 
 def read_results_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects in ``results.jsonl``; a torn last line (a killed writer) is skipped."""
-    if not path.exists():
+    """The JSON objects in ``results.jsonl`` (within the bounds); damaged lines, a torn last line (a
+    killed writer) among them, are skipped: :func:`validate.rundir.read_results` names them."""
+    try:
+        return read_results(path)[0]
+    except OSError:
         return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(d, dict):
-            out.append(d)
-    return out
 
 
 def _label_of(d: dict[str, Any]) -> str | None:
@@ -249,28 +259,9 @@ def _label_of(d: dict[str, Any]) -> str | None:
     return None
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a partial last line (a writer killed mid-line) so the next append starts on a fresh line."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
-
-
-def _append_result_lines(path: Path, lines: list[dict[str, Any]]) -> None:
-    """Append JSON lines and fsync, so a kill right after keeps them."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.writelines(json.dumps(d, sort_keys=False) + "\n" for d in lines)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` atomically, replacing (never following) a symbolic link there."""
+    write_atomic(path, json.dumps(data, indent=2) + "\n", root=path.parent)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,8 +376,8 @@ def _ensure_raw(launch: LaunchResult) -> None:
         lines = launch.log.read_text(encoding="utf-8", errors="replace").splitlines()
         tail = "\n".join(lines[-40:])
     raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_text(f"# clusterforge: the payload exited {launch.returncode} without output; last lines of its log:\n"
-                   f"{tail}\n", encoding="utf-8")
+    write_atomic(raw, f"# clusterforge: the payload exited {launch.returncode} without output; last lines of its log:\n"
+                 f"{tail}\n")
 
 
 def run_with(test: PlannedTest) -> dict[str, Any]:
@@ -423,21 +414,33 @@ def _missing_tools(results: list[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _plan_resume(lines: list[dict[str, Any]], tests: list[PlannedTest], *, resume: bool
-                 ) -> tuple[set[str], list[str]]:
+def _plan_resume(lines: list[dict[str, Any]], tests: list[PlannedTest], *, resume: bool,
+                 damaged: list[Damaged] | None = None) -> tuple[set[str], list[str]]:
     """``(kept, notes)``: the planned tests whose recorded results are kept (every verdict in
-    :data:`RESUMABLE` and the same :func:`run_with`), and a note per planned test that runs again."""
+    :data:`RESUMABLE` and the same :func:`run_with`, and no damaged line that may have been one of
+    theirs), and a note per planned test that runs again."""
     by_test: dict[str, list[dict[str, Any]]] = {}
     for d in lines:
         lbl = _label_of(d)
         if lbl:
             by_test.setdefault(lbl, []).append(d)
+    # a damaged line names its test, else it belongs to a planned test without an intact line (which runs
+    # again anyway) or, when every planned test has one, to one of its neighbours
+    without = any(t.id not in by_test for t in tests)
+    hit: dict[str, list[int]] = {}
+    for dmg in damaged or []:
+        for tid in dmg.covers() if dmg.test_id or not without else ():
+            hit.setdefault(tid, []).append(dmg.line)
     kept: set[str] = set()
     notes: list[str] = []
     if not resume:
         return kept, notes
     for t in tests:
         mine = by_test.get(t.id)
+        if t.id in hit:
+            notes.append(f"{t.id}: run again (results.jsonl line(s) {', '.join(map(str, hit[t.id]))} that may hold "
+                         f"its results are damaged; moved to {QUARANTINE})")
+            continue
         if not mine:
             continue  # never ran or interrupted: runs now
         bad = sorted({str(d.get("verdict")) for d in mine} - set(RESUMABLE))
@@ -456,6 +459,37 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                    resume: bool = False, force: bool = False, keep_unplanned: bool = False,
                    notes: list[str] | None = None, events: RunEvents | None = None,
                    title: str | None = None) -> RunSummary:
+    """:func:`_run_validation` holding the folder's exclusive :class:`~validate.rundir.RunLock` (created
+    with the folder; a second run on it raises :class:`~validate.rundir.FolderBusy` naming the holder,
+    before anything in the folder changes). A folder this call created is removed again when the run is
+    refused before anything ran."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir}: exists and is not a directory — pass a directory for -o")
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(out_dir, "validate")
+    try:
+        lock.acquire()
+    except BaseException:
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    try:
+        return _run_validation(loaded, out_dir, launcher, tests, resume=resume, force=force,
+                               keep_unplanned=keep_unplanned, notes=notes, events=events, title=title)
+    except UsageError:
+        if created and not [e for e in out_dir.iterdir() if e.name not in HIDDEN]:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    finally:
+        lock.release()
+
+
+def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, tests: list[PlannedTest], *,
+                    resume: bool = False, force: bool = False, keep_unplanned: bool = False,
+                    notes: list[str] | None = None, events: RunEvents | None = None,
+                    title: str | None = None) -> RunSummary:
     """Run ``tests`` with ``launcher`` into ``out_dir``, judging and recording each as it finishes.
 
     See the module docstring for the files and for ``resume`` (rerun what failed, was invalid,
@@ -465,11 +499,11 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
     is not ready (see :func:`prepare_output_dir`), :class:`InvalidRunError` when nothing could be
     judged, and lets ``KeyboardInterrupt`` through after marking the manifest ``interrupted``.
     """
-    from .report import load_results, write_reports
+    from .report import load_results, valid_result, write_reports
 
     bp = loaded.blueprint
     out_dir = Path(out_dir)
-    fresh = not out_dir.exists() or not any(out_dir.iterdir())
+    fresh = not out_dir.exists() or not any(e.name not in HIDDEN for e in out_dir.iterdir())
     same_run = ((out_dir / MANIFEST).exists() or (out_dir / RESULTS).exists()) and \
         ((_read_manifest(out_dir) or {}).get("blueprint") or {}).get("name") in (None, bp.name)
     partial_force = force and keep_unplanned and same_run and not resume
@@ -482,18 +516,18 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     results_path = out_dir / RESULTS
+    remove_stale_temps(out_dir)  # a killed writer's temporary files (we hold the lock: nobody writes them now)
     reuse = resume or partial_force
-    if reuse:
-        _drop_torn_tail(results_path)
-    old_lines = read_results_lines(results_path) if reuse else []
-    done, rerun_notes = _plan_resume(old_lines, tests, resume=resume)
+    old_lines, damaged = read_results(results_path, valid=valid_result) if reuse else ([], [])
+    notes = list(notes or [])
+    if damaged:  # skipped, named, kept aside; the tests they may have covered run again
+        quarantine(results_path, old_lines, damaged)
+        notes += [f"{d.describe()}; moved to {QUARANTINE}" for d in damaged]
+    done, rerun_notes = _plan_resume(old_lines, tests, resume=resume, damaged=damaged)
     planned_ids = {t.id for t in tests}
     keep_lines = [d for d in old_lines if _label_of(d) not in planned_ids or _label_of(d) in done]
     if len(keep_lines) != len(old_lines):  # results of tests that run again go, so nothing mixes
-        tmp = results_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(d) + "\n" for d in keep_lines), encoding="utf-8")
-        os.replace(tmp, results_path)
-    notes = list(notes or [])
+        write_atomic(results_path, "".join(json.dumps(d) + "\n" for d in keep_lines), root=out_dir)
     prev = _read_manifest(out_dir) if reuse else None
     bp_text = Path(loaded.file).read_bytes() if Path(loaded.file).exists() else b""
     sha = hashlib.sha256(bp_text).hexdigest()
@@ -563,7 +597,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
                                       "or shrink the test (validation sizes, steps, runtime)")
             blockers.update(explanations(results))
             lines = [{**r.to_json(), "test_id": t.id, "run_with": run_with(t)} for r in results]
-            _append_result_lines(results_path, lines)
+            append_lines(results_path, lines)
             recorded.add(t.id)
             vs = [str(r.verdict) for r in results]
             rec.update(status="done", finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -24,17 +24,22 @@ def register(app: typer.Typer) -> None:
         title: str | None = typer.Option(None, "--title", help="Report title (default: from report.json or the folder name)."),
     ) -> None:
         """Write HTML + Markdown + JUnit XML (and report.json) from a results folder."""
+        from rich.markup import escape
+
         from validate.judge import worst
         from validate.parsers.bounds import loads as bounded_loads
-        from validate.report import load_results, write_reports
+        from validate.report import load_results_damaged, write_reports
 
-        from ..console import console, ok
+        from ..console import console, ok, warn
         from ..errors import UsageError
 
-        results = load_results(results_dir)
+        results, damaged = load_results_damaged(results_dir)
         if not results:
             raise UsageError(f"{results_dir}: the results file holds no complete result (a run stopped before its first "
                              "result, or a damaged file: an unreadable last line is taken for an interrupted write)")
+        for d in damaged:  # skipped and named; `validate --resume` moves them aside and reruns their tests
+            warn(f"{escape(d.describe())}; skipped (`clusterforge validate --resume` moves it to results.quarantine.jsonl "
+                 "and runs its test again)")
         folder = results_dir if results_dir.is_dir() else results_dir.parent
         blueprint = None
         old = folder / "report.json"
@@ -50,7 +55,8 @@ def register(app: typer.Typer) -> None:
             raw = folder
         try:
             paths = write_reports(results, folder, title=title or f"clusterforge validation: {folder.resolve().name}",
-                                  blueprint=blueprint, raw_dir=raw if raw.is_dir() else folder, html_path=output)
+                                  blueprint=blueprint, raw_dir=raw if raw.is_dir() else folder, html_path=output,
+                                  damaged=damaged)
         except OSError as e:
             raise UsageError(f"cannot write the report: {e.filename or ''}: {e.strerror or e}") from None
         verdict = worst(r.verdict for r in results)

@@ -66,11 +66,12 @@ class _Progress:
     # -- events ------------------------------------------------------------------------------
     def planned(self, tests: list[Any], done: set[str], notes: list[str]) -> None:
         from rich.live import Live
+        from rich.markup import escape
 
         from ..console import console, warn
 
         for n in notes:
-            warn(n)
+            warn(escape(n))
         for t in tests:
             self.order.append(t.id)
             self.rows[t.id] = {"status": "done (resumed)" if t.id in done else "queued", "what": t.description}

@@ -12,7 +12,7 @@ import pytest
 
 from validate.expectations import context_from_flags
 from validate.judge import JudgeResult, judge_file, judge_text
-from validate.report import NoResults, load_results, write_reports
+from validate.report import NoResults, load_results, load_results_damaged, write_reports
 
 AMP = {
     "kind": "amp", "version": 1, "device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 1,
@@ -83,7 +83,11 @@ def test_load_results_from_jsonl_and_report(results, tmp_path):
     assert load_results(d) == results
     assert load_results(d / "results.jsonl") == results
     (d / "results.jsonl").write_text(lines[0] + "\nnot json\n" + lines[1] + "\n")
-    with pytest.raises(NoResults, match=r"results.jsonl:2"):
+    # a damaged line is skipped and named (issue 34), never a reason to stop
+    got, damaged = load_results_damaged(d)
+    assert got == results[:2] and [x.line for x in damaged] == [2]
+    (d / "results.jsonl").write_text("not json\n")
+    with pytest.raises(NoResults, match=r"results.jsonl:1"):
         load_results(d)
     (d / "results.jsonl").unlink()
     write_reports(results[:2], d, title="t", blueprint=None, raw_dir=None)

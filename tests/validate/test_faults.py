@@ -1,0 +1,162 @@
+"""`clusterforge validate` and `report` under faults injected for real (issue 34): two runs on one folder,
+damaged and cut-off results lines, a kill during a write, a full or read-only folder, a stopped payload,
+fio failing for a reason other than a missing fio, and a moved results folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from validate.rundir import LOCK_NAME, QUARANTINE, RunLock
+from validate.runner import read_results_lines
+
+from .test_runner import CLI, REPO, cli, small_blueprint
+
+
+def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    e = dict(os.environ, COLUMNS="200")
+    e.update(env or {})
+    return subprocess.Popen([*CLI, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=e, start_new_session=True)
+
+
+def _wait_for(cond, proc: subprocess.Popen[str] | None = None, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the run ended first: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            pytest.fail("timed out waiting")
+        time.sleep(0.05)
+
+
+def _manifest(out: Path) -> dict:
+    try:
+        return json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _running(out: Path, test: str) -> bool:
+    return _manifest(out).get("tests", {}).get(test, {}).get("status") == "running"
+
+
+# ---- 1. one run per folder ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_second_run_on_a_busy_folder_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(
+        tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl, amp]", collectives="[all_reduce]")
+    out = tmp_path / "run"
+    first = _start("validate", str(bp), "-o", str(out))
+    _wait_for(lambda: _running(out, "amp"), first)
+    raw_before = sorted(p.name for p in (out / "raw").iterdir())
+    # a --resume and a --force while it runs: both refused in one line naming the holder; nothing touched
+    for extra in ("--resume", "--force"):
+        p = cli("validate", str(bp), "-o", str(out), extra)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert f"pid {first.pid} on " in p.stderr and "in use by `clusterforge validate`" in p.stderr
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert sorted(q.name for q in (out / "raw").iterdir()) == raw_before
+    _, err = first.communicate(timeout=240)
+    assert first.returncode == 0, err
+    lines = read_results_lines(out / "results.jsonl")
+    assert sorted(d["test_id"] for d in lines) == ["amp", "nccl-all_reduce"]  # each once, none lost
+    assert {d["verdict"] for d in lines} <= {"pass", "warn"}
+    # a run killed with SIGKILL leaves its lock file (naming a dead pid): the next run takes it over
+    forced = _start("validate", str(bp), "-o", str(out), "--force")
+    _wait_for(lambda: _running(out, "amp"), forced)
+    assert f'"pid": {forced.pid}' in (out / LOCK_NAME).read_text()
+    os.killpg(forced.pid, signal.SIGKILL)
+    forced.wait()
+    assert f'"pid": {forced.pid}' in (out / LOCK_NAME).read_text()
+    p = cli("validate", str(bp), "-o", str(out), "--resume")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(d["test_id"] for d in read_results_lines(out / "results.jsonl")) == ["amp", "nccl-all_reduce"]
+    assert _manifest(out)["status"] == "complete"
+
+
+def test_the_lock_file_is_never_followed_and_is_not_inherited(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("precious\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_NAME).symlink_to(target)
+    with pytest.raises(Exception, match="symbolic link"):
+        RunLock(tmp_path / "run").acquire()
+    assert target.read_text() == "precious\n"
+    (tmp_path / "run" / LOCK_NAME).unlink()
+    with RunLock(tmp_path / "run") as lock:
+        assert lock.fd is not None and not os.get_inheritable(lock.fd)
+        # another process cannot take it
+        code = ("import sys; from validate.rundir import RunLock, FolderBusy\n"
+                f"try:\n    RunLock(__import__('pathlib').Path({str(tmp_path / 'run')!r})).acquire()\n"
+                "except FolderBusy as e:\n    print(e); sys.exit(7)\n")
+        p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+        assert p.returncode == 7 and f"pid {os.getpid()}" in p.stdout
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+# ---- 2. damaged results lines ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_damaged_lines_are_named_quarantined_and_only_their_tests_rerun(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce, sendrecv, broadcast]")
+    out = tmp_path / "run"
+    assert cli("validate", str(bp), "-o", str(out)).returncode == 0
+    results = out / "results.jsonl"
+    good = results.read_text().splitlines()
+    assert [json.loads(x)["test_id"] for x in good] == ["nccl-all_reduce", "nccl-sendrecv", "nccl-broadcast"]
+    raws = {t: (out / "raw" / f"{t}.txt").stat().st_mtime_ns for t in ("nccl-all_reduce", "nccl-sendrecv",
+                                                                       "nccl-broadcast")}
+    # a line in the middle damaged (a disk error, a hand edit) and the last one cut off (a killed writer)
+    results.write_text(good[0] + "\n" + good[1][:300] + "#garbage\n" + good[2][: len(good[2]) // 2])
+    # report: skips and names both, writes the report of the intact result, exit 0
+    rep = cli("report", str(out))
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "results.jsonl:2: damaged line (test nccl-sendrecv)" in rep.stdout + rep.stderr
+    assert "results.jsonl:3: cut-off last line (test nccl-broadcast)" in rep.stdout + rep.stderr
+    doc = json.loads((out / "report.json").read_text())
+    assert [r["label"].split(":")[0] for r in doc["results"]] == ["nccl-all_reduce"]
+    assert [d["line"] for d in doc["damaged_lines"]] == [2, 3]
+    assert "results.jsonl:2" in (out / "report.md").read_text()
+    # resume: the damaged lines move to the quarantine file, only their tests run again
+    p = cli("validate", str(bp), "-o", str(out), "--resume")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "nccl-sendrecv: run again (results.jsonl line(s) 2" in p.stderr
+    assert "nccl-broadcast: run again (results.jsonl line(s) 3" in p.stderr
+    q = [json.loads(x) for x in (out / QUARANTINE).read_text().splitlines()]
+    assert [(d["line"], d["test_id"], d["cut_off"]) for d in q] == [(2, "nccl-sendrecv", False),
+                                                                     (3, "nccl-broadcast", True)]
+    assert q[0]["text"] == good[1][:300] + "#garbage"  # nothing lost: the damaged text is kept
+    lines = read_results_lines(results)
+    assert sorted(d["test_id"] for d in lines) == ["nccl-all_reduce", "nccl-broadcast", "nccl-sendrecv"]
+    assert lines[0] == json.loads(good[0])  # the intact result kept as it was, not rerun
+    assert (out / "raw" / "nccl-all_reduce.txt").stat().st_mtime_ns == raws["nccl-all_reduce"]
+    assert (out / "raw" / "nccl-sendrecv.txt").stat().st_mtime_ns != raws["nccl-sendrecv"]
+    man = _manifest(out)
+    assert man["status"] == "complete" and any("moved to results.quarantine.jsonl" in n for n in man["notes"])
+    assert len(json.loads((out / "report.json").read_text())["results"]) == 3
+
+
+def test_a_damaged_line_without_a_test_id_reruns_its_neighbours(tmp_path: Path) -> None:
+    from validate.rundir import read_results
+
+    lines = [json.dumps({"test_id": t, "kind": "nccl", "verdict": "pass", "source": "x"}) for t in "abc"]
+    p = tmp_path / "results.jsonl"
+    p.write_text(lines[0] + "\n" + "\x00\x01 binary junk\n" + lines[1] + "\n" + '[1, 2]\n' + lines[2] + "\n"
+                 + "[" * 100000 + "\n")
+    ok, damaged = read_results(p)
+    assert [d["test_id"] for d in ok] == ["a", "b", "c"]
+    assert [(d.line, d.covers(), d.last) for d in damaged] == [(2, {"a", "b"}, False), (4, {"b", "c"}, False),
+                                                               (6, {"c"}, False)]
+    assert "nested deeper" in damaged[2].reason
