@@ -160,3 +160,61 @@ def test_a_damaged_line_without_a_test_id_reruns_its_neighbours(tmp_path: Path) 
     assert [(d.line, d.covers(), d.last) for d in damaged] == [(2, {"a", "b"}, False), (4, {"b", "c"}, False),
                                                                (6, {"c"}, False)]
     assert "nested deeper" in damaged[2].reason
+
+
+# ---- 3. atomic writes, no symbolic link followed --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_kill_during_a_write_leaves_the_old_file_and_no_link_is_followed(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl, amp]", collectives="[all_reduce]")
+    out = tmp_path / "run"
+    assert cli("validate", str(bp), "-o", str(out)).returncode == 0
+    html = (out / "report.html").read_bytes()
+    # a writer killed in the middle of a big write_atomic of report.html: the old page stays whole
+    code = ("import sys; from pathlib import Path; from validate.untrusted import write_atomic\n"
+            f"write_atomic(Path({str(out / 'report.html')!r}), b'x' * (1 << 30), root=Path({str(out)!r}))\n")
+    writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+    _wait_for(lambda: any(p.name.startswith(".report.html.") and p.stat().st_size > 0 for p in out.iterdir()), writer)
+    writer.kill()
+    writer.wait()
+    assert (out / "report.html").read_bytes() == html
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # what a SIGKILL leaves
+    # files outside the folder that links inside it point to are never written
+    outside = {name: tmp_path / f"outside-{name}" for name in ("run.json", "amp.sh", "amp.log", "amp_bench.py")}
+    for f in outside.values():
+        f.write_text("precious\n")
+    for name, place in (("run.json", out / "run.json"), ("amp.sh", out / "launch" / "amp.sh"),
+                        ("amp.log", out / "logs" / "amp.log"), ("amp_bench.py", out / "payloads" / "amp_bench.py")):
+        place.unlink()
+        place.symlink_to(outside[name])
+    p = cli("validate", str(bp), "-o", str(out), "--force", "--suites", "amp")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert all(f.read_text() == "precious\n" for f in outside.values())
+    assert not any(q.is_symlink() for q in (out / "run.json", out / "launch" / "amp.sh", out / "logs" / "amp.log",
+                                            out / "payloads" / "amp_bench.py"))
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert not [q.name for q in out.iterdir() if q.name.endswith(".tmp")]  # the killed writer's temp file removed
+    assert (out / "report.html").read_bytes() != html and b"</html>" in (out / "report.html").read_bytes()
+
+
+@pytest.mark.slow
+def test_run_json_parses_whenever_the_run_is_killed(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce, sendrecv]")
+    out = tmp_path / "run"
+    for delay in (0.5, 2.0, 4.0, 6.0):
+        proc = _start("validate", str(bp), "-o", str(out), "--resume" if (out / "run.json").exists() else "--force")
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if (out / "run.json").exists():
+            assert json.loads((out / "run.json").read_text())["kind"] == "clusterforge-validation-run"
+        for name in ("report.html", "report.json", "report.md", "junit.xml"):
+            if (out / name).exists():
+                assert (out / name).read_text().rstrip().endswith(("</html>", "}", "</testsuites>")) or \
+                    name == "report.md"
+    p = cli("validate", str(bp), "-o", str(out), "--resume" if (out / "run.json").exists() else "--force")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(d["test_id"] for d in read_results_lines(out / "results.jsonl")) == ["nccl-all_reduce",
+                                                                                       "nccl-sendrecv"]
+    assert not [q.name for q in out.iterdir() if q.name.endswith(".tmp")]

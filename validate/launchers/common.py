@@ -14,16 +14,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from ..plan import PlannedTest
 from ..suites import payload_files
+from ..untrusted import write_atomic
 
 __all__ = [
     "MASTER_PORT",
@@ -31,6 +32,7 @@ __all__ = [
     "Launcher",
     "PlannedTest",
     "child_env",
+    "open_nofollow",
     "payload_files",
     "payload_sources",
     "run_logged",
@@ -113,7 +115,7 @@ def stage_payloads(dest: Path) -> list[Path]:
     out = []
     for name, src in payload_files().items():
         target = dest / name
-        shutil.copyfile(src, target)
+        write_atomic(target, src.read_bytes())  # a link at target is replaced, never written through
         out.append(target)
     return out
 
@@ -130,10 +132,15 @@ def shell_join(argv: list[str]) -> str:
 
 def write_launch_script(path: Path, launcher: str, test: PlannedTest, body: str) -> Path:
     """Write the runnable-by-hand ``launch/<id>.sh`` (``#!/bin/sh``, a comment naming the test, ``body``), mode 0755."""
-    path.write_text(f"#!/bin/sh\n# clusterforge validate, {launcher} launcher: {test.description}\n{body}",
-                    encoding="utf-8")
-    path.chmod(0o755)
-    return path
+    return write_atomic(path, f"#!/bin/sh\n# clusterforge validate, {launcher} launcher: {test.description}\n{body}",
+                        mode=0o755)
+
+
+def open_nofollow(path: Path, mode: str = "wb") -> IO[Any]:
+    """``open(path, mode)`` (``"wb"`` or ``"ab"``) that refuses a symbolic link at ``path`` (``O_NOFOLLOW``:
+    ``OSError`` ELOOP) instead of writing through it; close-on-exec, so only the caller holds it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
+    return os.fdopen(os.open(path, flags, 0o644), mode)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,10 +159,10 @@ def run_logged(argv: list[str], log: Path, *, stdout_to: Path | None = None, cwd
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        lf = stack.enter_context(open(log, "ab"))
+        lf = stack.enter_context(open_nofollow(log, "ab"))
         lf.write(f"$ {shell_join(argv)}\n".encode())
         lf.flush()
-        out_f = stack.enter_context(open(stdout_to, "wb")) if stdout_to is not None else None
+        out_f = stack.enter_context(open_nofollow(stdout_to, "wb")) if stdout_to is not None else None
         proc = subprocess.Popen(argv, stdout=out_f or lf, stderr=lf, cwd=cwd, env=child_env(env),
                                 start_new_session=True)
         try:

@@ -32,6 +32,7 @@ then ``kubectl delete``. Without ``kubectl`` on PATH: one ToolMissingError line.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
@@ -51,11 +52,13 @@ from blueprints.settings import on_mount
 from blueprints.values import env_name
 
 from ..suites import Placement, RanksSuite, Suite, get_suite
+from ..untrusted import write_atomic
 from .common import (
     MASTER_PORT,
     Launcher,
     LaunchResult,
     PlannedTest,
+    open_nofollow,
     payload_sources,
     shell_join,
 )
@@ -350,9 +353,9 @@ def dump_yaml(obj: dict[str, Any], path: Path) -> Path:
     yaml.representer.ignore_aliases = lambda *_: True  # shared label dicts are written out, not anchored
     obj = _literal_scripts(obj)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        yaml.dump(obj, f)
-    return path
+    buf = io.StringIO()
+    yaml.dump(obj, buf)
+    return write_atomic(path, buf.getvalue())
 
 
 def write_manifests(loaded: LoadedBlueprint, tests: list[PlannedTest], dest: Path, *,
@@ -461,7 +464,7 @@ class KubernetesLauncher(Launcher):
         self._kubectl("delete", kind, name, "-n", self.ns, "--ignore-not-found", "--wait=true", log=log, timeout=300)
         p = self._kubectl("apply", "-f", str(path), log=log)
         if p.returncode != 0:
-            raw.write_text("", encoding="utf-8")
+            write_atomic(raw, "")
             return LaunchResult(raw=raw, returncode=p.returncode, log=log, command=f"kubectl apply -f {path}",
                                 duration_s=time.perf_counter() - t0, notes=["kubectl apply failed: see the log"])
         deadline = time.monotonic() + (self.timeout_s or 3600) + 300
@@ -474,8 +477,8 @@ class KubernetesLauncher(Launcher):
         logs = self._kubectl("logs", "-n", self.ns, "-l", selector, "--tail=-1",
                              f"--max-log-requests={max(5, test.nodes)}", timeout=300)
         text = logs.stdout
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(text)
+        with open_nofollow(log, "ab") as f:
+            f.write(text.encode("utf-8"))
         suite = get_suite(test.kind)
         if test.raw_suffix == ".json" and JSON_BEGIN in text and suite.placement == Placement.ONE_NODE:
             text = text.split(JSON_BEGIN, 1)[1].split(JSON_END, 1)[0].strip() + "\n"
@@ -489,7 +492,7 @@ class KubernetesLauncher(Launcher):
                 text += json.dumps({"kind": "node-health-cluster", "source": "kubectl get runtimeclass -o json",
                                     "runtimeclasses": [{"name": (i.get("metadata") or {}).get("name"),
                                                         "handler": i.get("handler")} for i in items]}) + "\n"
-        raw.write_text(text, encoding="utf-8")
+        write_atomic(raw, text)
         self._kubectl("delete", kind, name, "-n", self.ns, "--ignore-not-found", "--wait=false", log=log)
         rc = 0 if status == "succeeded" else (124 if status is None else 1)
         return LaunchResult(raw=raw, returncode=rc, log=log, command=f"kubectl apply -f {path}",

@@ -29,6 +29,7 @@ from blueprints.models import SlurmOrchestrator
 from blueprints.role_templates import encoder
 
 from ..suites import Placement, RanksSuite, get_suite
+from ..untrusted import write_atomic
 from .common import (
     MASTER_PORT,
     Launcher,
@@ -122,8 +123,7 @@ def write_scripts(loaded: LoadedBlueprint, tests: list[PlannedTest], dest: Path,
     out = []
     for t in tests:
         p = dest / f"{t.id}.sbatch"
-        p.write_text(sbatch_script(loaded, t, time_limit_s=time_limit_s), encoding="utf-8")
-        p.chmod(0o755)
+        write_atomic(p, sbatch_script(loaded, t, time_limit_s=time_limit_s), mode=0o755)
         out.append(p)
     return out
 

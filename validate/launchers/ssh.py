@@ -53,6 +53,7 @@ from .common import (
     LaunchResult,
     PlannedTest,
     child_env,
+    open_nofollow,
     payload_files,
     run_logged,
     shell_join,
@@ -370,11 +371,11 @@ class SshLauncher(Launcher):
         parts = [raw.with_name(f"{raw.name}.{i}") for i in range(len(cmds))]
         procs = []
         try:
-            with open(log, "ab") as lf:
+            with open_nofollow(log, "ab") as lf:
                 for (h, c), part in zip(cmds, parts):
                     lf.write(f"$ [{h.name}] {c}\n".encode())
                     lf.flush()
-                    with open(part, "wb") as pf:
+                    with open_nofollow(part, "wb") as pf:
                         procs.append(subprocess.Popen(remote_argv(h, c), stdout=pf, stderr=lf, env=child_env(),
                                                       start_new_session=True))
                 codes = []
@@ -392,7 +393,7 @@ class SshLauncher(Launcher):
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-        with open(raw, "wb") as rf:
+        with open_nofollow(raw, "wb") as rf:
             for part in parts:
                 if part.exists():
                     rf.write(part.read_bytes())
@@ -402,7 +403,7 @@ class SshLauncher(Launcher):
     def _run_parallel(self, cmds: list[tuple[SshHost, str]], raw: Path, log: Path) -> int:
         """Start every node's command at once; the first node's stdout is ``raw``. Returns the worst status."""
         procs = []
-        with open(log, "ab") as lf, open(raw, "wb") as rf:
+        with open_nofollow(log, "ab") as lf, open_nofollow(raw, "wb") as rf:
             try:
                 for i, (h, c) in enumerate(cmds):
                     lf.write(f"$ [{h.name}] {c}\n".encode())
