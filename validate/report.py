@@ -198,16 +198,18 @@ def _raw_link(r: JudgeResult, out_dir: Path, raw_dir: Path | None, inside: tuple
     (:func:`~validate.untrusted.safe_href`)."""
     src = Path(r.source)
     cands = []
+    # this folder's own copy first: a moved or copied results folder links its own raw files, not the
+    # original run's (whose absolute path the result recorded)
     if raw_dir is not None:
-        cands += [src if src.is_absolute() else raw_dir / src, raw_dir / src.name]
-    cands.append(src)
+        cands += [raw_dir / src.name] + ([] if src.is_absolute() else [raw_dir / src])
+    cands += [out_dir / "raw" / src.name, src]
     for c in cands:
         try:
             found = c.is_file()
         except (OSError, ValueError):
             found = False
-        if found:
-            return safe_href(c, base=out_dir, inside=inside)
+        if found and (href := safe_href(c, base=out_dir, inside=inside)):
+            return href
     return None
 
 

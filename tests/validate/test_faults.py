@@ -218,3 +218,30 @@ def test_run_json_parses_whenever_the_run_is_killed(tmp_path: Path) -> None:
     assert sorted(d["test_id"] for d in read_results_lines(out / "results.jsonl")) == ["nccl-all_reduce",
                                                                                        "nccl-sendrecv"]
     assert not [q.name for q in out.iterdir() if q.name.endswith(".tmp")]
+
+
+# ---- 4. a moved or copied results folder ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_copied_results_folder_links_its_own_raw_files(tmp_path: Path) -> None:
+    import shutil
+
+    bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
+    out = tmp_path / "run"
+    assert cli("validate", str(bp), "-o", str(out)).returncode == 0
+    copy = tmp_path / "archive" / "copy"
+    shutil.copytree(out, copy)
+    (copy / "raw" / "nccl-all_reduce.txt").write_text((copy / "raw" / "nccl-all_reduce.txt").read_text() + "# copy\n")
+    p = cli("report", str(copy))
+    assert p.returncode == 0, p.stdout + p.stderr
+    md = (copy / "report.md").read_text()
+    assert "- raw output: [nccl-all\\_reduce.txt](./raw/nccl-all_reduce.txt)" in md or \
+        "(./raw/nccl-all_reduce.txt)" in md, md
+    assert str(out) not in md.replace(str(copy), "")
+    assert 'href="./raw/nccl-all_reduce.txt"' in (copy / "report.html").read_text()
+    # moved: the original is gone, the moved folder still links its own files
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    assert cli("report", str(moved)).returncode == 0
+    assert "(./raw/nccl-all_reduce.txt)" in (moved / "report.md").read_text()
