@@ -28,6 +28,7 @@ it (:attr:`RunSummary.missing_tools`); it never turns the run into a ``fail`` an
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -262,6 +263,42 @@ def _label_of(d: dict[str, Any]) -> str | None:
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically, replacing (never following) a symbolic link there."""
     write_atomic(path, json.dumps(data, indent=2) + "\n", root=path.parent)
+
+
+def _write_manifest_last(path: Path, data: dict[str, Any]) -> None:
+    """Write the manifest's final state even on a full disk: atomically when there is room, else in place
+    (``O_NOFOLLOW``) as compact JSON, which is shorter than the indented file it replaces and so needs no
+    new block. Never raises ``OSError``: the error that stopped the run is the one to report."""
+    try:
+        _write_json_atomic(path, data)
+        return
+    except OSError:
+        pass
+    payload = (json.dumps(data, separators=(",", ":")) + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_size >= len(payload):
+            os.pwrite(fd, payload, 0)
+            os.ftruncate(fd, len(payload))
+            os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _check_room(out_dir: Path, launch: LaunchResult) -> None:
+    """Raise ``OSError(ENOSPC)`` naming ``launch.raw`` when the results folder is full after a test: its
+    payload could not write all of its output, so its result would blame the cluster for the disk."""
+    try:
+        st = os.statvfs(out_dir)
+    except OSError:
+        return
+    if st.f_bavail * st.f_frsize < 64 * 1024:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(launch.raw))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,6 +615,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
             if events:
                 events.started(t)
             launch = launcher.run(t)
+            _check_room(out_dir, launch)
             _ensure_raw(launch)
             results = get_suite(t.kind).judge_test(launch.raw, t, loaded, launcher.name)
             mark_explained(results, t.group, blockers)
@@ -616,7 +654,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
         for tid, rec in manifest["tests"].items():
             if rec.get("status") == "running":  # results.jsonl is the record: a test whose lines landed is done
                 rec["status"] = "done" if tid in recorded else "interrupted"
-        _write_json_atomic(out_dir / MANIFEST, manifest)
+        _write_manifest_last(out_dir / MANIFEST, manifest)
         raise
     finally:
         launcher.close()
@@ -625,8 +663,13 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
         manifest["status"] = "complete"
         _write_json_atomic(out_dir / MANIFEST, manifest)
         raise InvalidRunError(f"{out_dir}: no test produced a result (planned: {', '.join(t.id for t in tests) or 'none'})")
-    reports = write_reports(all_results, out_dir, title=title or f"Validation of {bp.name} ({launcher.name} launcher)",
-                            blueprint=bp, raw_dir=out_dir / "raw")
+    try:
+        reports = write_reports(all_results, out_dir, title=title or f"Validation of {bp.name} ({launcher.name} launcher)",
+                                blueprint=bp, raw_dir=out_dir / "raw")
+    except OSError:  # every test is recorded, the reports are not: --resume writes them
+        manifest["status"] = "interrupted"
+        _write_manifest_last(out_dir / MANIFEST, manifest)
+        raise
     all_verdicts = [str(r.verdict) for r in all_results]
     missing = _missing_tools(all_results)
     manifest["missing_tools"] = missing

@@ -179,6 +179,14 @@ def register(app: typer.Typer) -> None:
             # the launcher's own tool (sbatch, kubectl, ssh) is missing or the cluster cannot be reached: nothing about
             # the cluster was measured, so the run is invalid (exit 3), not failed (exit 1 says the cluster fell short)
             raise InvalidRunError(str(e)) from e
+        except OSError as e:
+            from validate.rundir import disk_error_message, is_disk_error
+
+            if not is_disk_error(e):
+                raise
+            progress.stop()
+            fail(disk_error_message(e, where=out, resume=f"clusterforge validate {blueprint} -o {out} --resume"))
+            raise typer.Exit(2) from None
         except KeyboardInterrupt:
             # typer turns KeyboardInterrupt into a silent exit 130: say what was kept and how to go on
             progress.stop()

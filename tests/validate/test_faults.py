@@ -245,3 +245,64 @@ def test_a_copied_results_folder_links_its_own_raw_files(tmp_path: Path) -> None
     out.rename(moved)
     assert cli("report", str(moved)).returncode == 0
     assert "(./raw/nccl-all_reduce.txt)" in (moved / "report.md").read_text()
+
+
+# ---- 5. a full disk -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path):
+    """A 16 MiB tmpfs (root can mount one here; skipped where mount is not allowed)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True, text=True,
+                       check=False)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.slow
+def test_a_full_disk_names_the_path_and_resume_and_leaves_the_run_interrupted(tmp_path: Path, small_tmpfs: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl, amp]", collectives="[all_reduce, sendrecv]")
+    out = small_tmpfs / "run"
+    proc = _start("validate", str(bp), "-o", str(out))
+    _wait_for(lambda: bool(read_results_lines(out / "results.jsonl")), proc)
+    filler = _fill(small_tmpfs)  # the disk fills while the next test runs
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 2, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("✗ cannot write " + str(out)) and "no space left on the device" in line, err
+    assert f"clusterforge validate {bp} -o {out} --resume" in line and "Traceback" not in err
+    man = json.loads((out / "run.json").read_text())
+    assert man["status"] == "interrupted"
+    assert "running" not in {t["status"] for t in man["tests"].values()}
+    assert not [q for q in out.rglob("*.tmp")]
+    kept = read_results_lines(out / "results.jsonl")
+    assert kept and kept[0]["test_id"] == "nccl-all_reduce" and {d["verdict"] for d in kept} <= {"pass", "warn"}
+    # room again: --resume completes the run; nothing lost, nothing blamed on the cluster
+    filler.unlink()
+    p = cli("validate", str(bp), "-o", str(out), "--resume")
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = read_results_lines(out / "results.jsonl")
+    assert sorted(d["test_id"] for d in lines) == ["amp", "nccl-all_reduce", "nccl-sendrecv"]
+    assert {d["verdict"] for d in lines} <= {"pass", "warn"}
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
