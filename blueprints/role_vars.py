@@ -16,7 +16,18 @@ from typing import Any
 from .models import Blueprint
 from .role_templates import AnsibleExpression
 from .settings import NodeSettings
-from .vendor import gvisor_sha512, kata_sha256, kata_tarball, pins_word, vendor_units
+from .vendor import (
+    CUDA_KEY_FINGERPRINTS,
+    DOCA_KEY_FINGERPRINTS,
+    TOOLKIT_KEY_FINGERPRINTS,
+    apt_key_fingerprints,
+    fsx_key_fingerprints,
+    gvisor_sha512,
+    kata_sha256,
+    kata_tarball,
+    pins_word,
+    vendor_units,
+)
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -107,6 +118,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_cuda_repo_dist": p.repo_dist,
                 "nvidia_driver_cuda_repo_arch": dict(p.repo_arch),
                 "nvidia_driver_cuda_repo_key_file": p.repo_key_file,
+                "nvidia_driver_cuda_repo_key_fingerprints": apt_key_fingerprints(CUDA_KEY_FINGERPRINTS),
                 "nvidia_driver_packages": list(p.packages),
                 "nvidia_driver_hold": list(p.hold),
                 "nvidia_driver_apt_pins": [pin.model_dump() for pin in p.apt_pins],
@@ -157,6 +169,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "rdma_doca_dist": d.dist,
                 "rdma_doca_arch": d.arch,
                 "rdma_doca_key_file": d.key_file,
+                "rdma_doca_key_fingerprints": apt_key_fingerprints(DOCA_KEY_FINGERPRINTS),
                 "rdma_doca_packages": list(d.packages),
             })
         return v
@@ -197,6 +210,11 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "lustre_client_apt_repo_components": list(s.lustre_client_repo.components),
             }),
             **({"lustre_client_dnf_packages": list(s.lustre_client_dnf_packages)} if s.lustre_client_dnf_packages else {}),
+            # Amazon's FSx client repository key, checked when the catalog pins its fingerprint (a site repository
+            # has no pin: the blueprint's lustre_client_repos carries none)
+            **({"lustre_client_apt_repo_key_fingerprints": fsx}
+               if s.lustre_client_repo is not None and (fsx := fsx_key_fingerprints(s.lustre_client_repo.key_url))
+               else {}),
         }
     if role == "nfs_client":
         return {
@@ -213,6 +231,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
             "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
             "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
+            "container_runtime_nvidia_toolkit_key_fingerprints": apt_key_fingerprints(TOOLKIT_KEY_FINGERPRINTS),
             "container_runtime_nvidia_persistenced_service": vendor_units()["persistenced"],
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",

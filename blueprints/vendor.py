@@ -28,12 +28,14 @@ __all__ = [
     "DocaRepository",
     "DriverPackages",
     "EfaInstallerPins",
+    "apt_key_fingerprints",
     "bare_metal",
     "container_engine_units",
     "container_toolkit_packages",
     "doca_repository",
     "driver_packages",
     "efa_installer_pins",
+    "fsx_key_fingerprints",
     "gvisor_sha512",
     "kata_sha256",
     "kata_tarball",
@@ -381,3 +383,36 @@ def mpi_operator_manifest_ref(version: str) -> tuple[str, str]:
         raise KeyError(f"MPI operator {version}: no pinned commit in the catalog; add {MPI_OPERATOR_KEY}.{version} "
                        "(commit and sha256 of deploy/v2beta1/mpi-operator.yaml) to blueprints/data/catalog-extras.yaml")
     return str(mo["manifest_url"]).format(commit=rel["commit"]), str(rel["sha256"])
+
+
+# APT signing keys: the primary key fingerprints a downloaded key file must have before a role installs it into the
+# APT keyring (the key file comes from the repository it signs, so it proves nothing by itself).
+CUDA_KEY_FINGERPRINTS = "bare_metal.nvidia_driver.cuda_repo.key_fingerprints"
+"""Catalog key of the CUDA repository key's fingerprints (``nvidia_driver`` role; required)."""
+TOOLKIT_KEY_FINGERPRINTS = "bare_metal.container_toolkit.key_fingerprints"
+"""Catalog key of the libnvidia-container repository key's fingerprints (``container_runtime`` role; required)."""
+DOCA_KEY_FINGERPRINTS = "bare_metal.doca_ofed.key_fingerprints"
+"""Catalog key of the DOCA repository key's fingerprints (``rdma`` role; optional while empty)."""
+FSX_KEY_FINGERPRINTS = "aws.fsx_client.apt.key_fingerprints"
+"""Catalog key of Amazon's FSx Lustre client repository key's fingerprints (``lustre_client`` script; optional
+while empty)."""
+
+
+def apt_key_fingerprints(key: str) -> str:
+    """The fingerprints the catalog pins at ``key`` (one of the ``*_KEY_FINGERPRINTS`` constants) as one
+    space-separated word of upper-case hex, the roles' ``*_key_fingerprints`` variable; empty when none is pinned."""
+    from .catalog import catalog
+
+    root, *path = key.split(".")
+    node: Any = getattr(catalog(), root)
+    for part in path:
+        node = (node or {}).get(part)
+    return " ".join(str(f).replace(" ", "").upper() for f in (node or []))
+
+
+def fsx_key_fingerprints(key_url: str) -> str:
+    """:func:`apt_key_fingerprints` of Amazon's FSx client repository key when ``key_url`` is that key's URL (catalog
+    ``aws.fsx_client.apt.key_url``); empty for any other key (a site's own repository)."""
+    from .catalog import catalog
+
+    return apt_key_fingerprints(FSX_KEY_FINGERPRINTS) if key_url == catalog().aws["fsx_client"]["apt"]["key_url"] else ""

@@ -30,6 +30,7 @@ import email.utils
 import functools
 import hashlib
 import http.server
+import itertools
 import os
 import shutil
 import socketserver
@@ -330,7 +331,25 @@ class VendorMirror:
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
             "rdma_doca_repo_base_url": f"{self.base_url}/doca",
             **self.integrity_pins(),
+            **self.key_pins(),
         }
+
+    def key_fingerprint(self) -> str:
+        """The primary key fingerprint of the stand-ins' repository key (every stand-in repository is signed with
+        it), read with ``gpg --with-colons --show-keys`` from the key file the roles download."""
+        out = subprocess.run(["gpg", "--batch", "--with-colons", "--show-keys", str(self.root / "libnvidia-container" / "gpgkey")],
+                             check=True, capture_output=True, text=True).stdout.splitlines()
+        return next(line.split(":")[9] for prev, line in itertools.pairwise(out)
+                    if prev.startswith("pub:") and line.startswith("fpr:"))
+
+    def key_pins(self) -> dict[str, str]:
+        """The roles' APT key fingerprint pins for the stand-ins, as the catalog pins the vendors' keys
+        (``bare_metal.nvidia_driver.cuda_repo.key_fingerprints``, ``bare_metal.container_toolkit.key_fingerprints``,
+        ``bare_metal.doca_ofed.key_fingerprints``): the roles check the stand-in key exactly as they check the
+        vendors', so another key fails the converge."""
+        fpr = self.key_fingerprint()
+        return {"nvidia_driver_cuda_repo_key_fingerprints": fpr, "container_runtime_nvidia_toolkit_key_fingerprints": fpr,
+                "rdma_doca_key_fingerprints": fpr}
 
     def integrity_pins(self) -> dict[str, str]:
         """The sandbox role's integrity pins for the stand-in release files, as the catalog would pin the real

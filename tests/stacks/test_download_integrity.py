@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import itertools
 import os
 import shutil
 import socketserver
@@ -29,7 +30,17 @@ from ruamel.yaml import YAML
 from blueprints import load_blueprint
 from blueprints.catalog import catalog
 from blueprints.settings import node_settings
-from blueprints.vendor import efa_installer_pins, kata_sha256, mpi_operator_manifest_ref
+from blueprints.vendor import (
+    CUDA_KEY_FINGERPRINTS,
+    DOCA_KEY_FINGERPRINTS,
+    FSX_KEY_FINGERPRINTS,
+    TOOLKIT_KEY_FINGERPRINTS,
+    apt_key_fingerprints,
+    efa_installer_pins,
+    fsx_key_fingerprints,
+    kata_sha256,
+    mpi_operator_manifest_ref,
+)
 from stacks.cloud_init import render_cloud_config
 from stacks.render import placeholder_endpoints
 
@@ -239,3 +250,192 @@ def test_mpi_operator_manifest_is_referenced_by_commit_not_tag() -> None:
     assert "/v0.6.0/" not in url and "/c983759cfa87fd32ed5711804021ea47eb8d712c/" in url and len(sha) == 64
     with pytest.raises(KeyError, match="kubernetes_addons.mpi_operator.releases.v9.9.9"):
         mpi_operator_manifest_ref("v9.9.9")
+
+
+# --- APT signing keys: the roles trust a downloaded key only with the primary key fingerprints the catalog pins ----
+
+KEY_ROLES = {
+    "nvidia_driver": ("roles/nvidia_driver/tasks/install-Debian.yml", CUDA_KEY_FINGERPRINTS),
+    "container_runtime": ("roles/container_runtime/tasks/install-Debian.yml", TOOLKIT_KEY_FINGERPRINTS),
+    "rdma": ("roles/rdma/tasks/install-Debian.yml", DOCA_KEY_FINGERPRINTS),
+}
+"""The roles that add a vendor APT repository, with their task file and the catalog key of the key's pin."""
+
+
+def _tasks(node: object) -> Iterator[dict]:
+    if isinstance(node, list):
+        for t in node:
+            yield from _tasks(t)
+    elif isinstance(node, dict):
+        yield node
+        for k in ("block", "rescue", "always"):
+            yield from _tasks(node.get(k))
+
+
+def _fingerprint_scripts() -> dict[str, str]:
+    """The Python that reads a key file's primary key fingerprints, as each role (and the Lustre script) runs it."""
+    out = {}
+    for role, (path, _) in KEY_ROLES.items():
+        tasks = list(_tasks(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
+        out[role] = next(t["vars"]["__clusterforge_key_fingerprints"] for t in tasks
+                         if str(t.get("name", "")).startswith("Read the primary key fingerprints"))
+    lustre = (REPO / "roles/lustre_client/templates/lustre-client-install.sh.j2").read_text()
+    out["lustre_client"] = lustre.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0] + "\n"
+    return out
+
+
+def _gpg_primary(path: Path) -> list[str]:
+    out = subprocess.run(["gpg", "--batch", "--with-colons", "--show-keys", str(path)], check=True,
+                         capture_output=True, text=True).stdout.splitlines()
+    return [b.split(":")[9] for a, b in itertools.pairwise(out) if a.startswith("pub:") and b.startswith("fpr:")]
+
+
+@pytest.fixture(scope="module")
+def key_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Public key files as vendors publish them: one armoured RSA key, one binary, two keys in one armoured file
+    (RSA and Ed25519), each made for the test."""
+    d = tmp_path_factory.mktemp("keys")
+    homes = {}
+    for name, algo in (("rsa", "rsa3072"), ("ed", "ed25519"), ("other", "rsa2048")):
+        home = d / f"home-{name}"
+        home.mkdir(mode=0o700)
+        subprocess.run(["gpg", "--homedir", str(home), "--batch", "--passphrase", "", "--quick-gen-key",
+                        f"{name} <{name}@example.invalid>", algo, "sign", "never"], check=True, capture_output=True)
+        homes[name] = home
+
+    def export(home: Path, *args: str) -> bytes:
+        return subprocess.run(["gpg", "--homedir", str(home), "--batch", "--export", *args], check=True,
+                              capture_output=True).stdout
+
+    files = {"armoured": d / "rsa.asc", "binary": d / "rsa.gpg", "two": d / "two.asc", "other": d / "other.asc"}
+    files["armoured"].write_bytes(export(homes["rsa"], "--armor"))
+    files["binary"].write_bytes(export(homes["rsa"]))
+    both = d / "both.gpg"
+    both.write_bytes(export(homes["rsa"]) + export(homes["ed"]))
+    files["two"].write_bytes(subprocess.run(["gpg", "--batch", "--enarmor"], input=both.read_bytes(), check=True,
+                                            capture_output=True).stdout.replace(b"PGP ARMORED FILE", b"PGP PUBLIC KEY BLOCK"))
+    files["other"].write_bytes(export(homes["other"], "--armor"))
+    return files
+
+
+def test_every_key_check_reads_the_primary_fingerprints_gpg_shows(key_files: dict[str, Path]) -> None:
+    scripts = _fingerprint_scripts()
+    assert len(set(scripts.values())) == 1, "the roles and the Lustre script read fingerprints with one program"
+    script = scripts["nvidia_driver"]
+    for name, path in key_files.items():
+        want = _gpg_primary(path)
+        assert want, name
+        got = subprocess.run(["python3", "-c", script, str(path)], check=True, capture_output=True, text=True).stdout
+        assert got.split() == want, name
+    assert len(_gpg_primary(key_files["two"])) == 2
+    junk = key_files["other"].with_name("junk")
+    junk.write_text("<html>not found</html>\n")
+    bad = subprocess.run(["python3", "-c", script, str(junk)], capture_output=True, text=True, check=False)
+    assert bad.returncode != 0 and not bad.stdout, "a file that is no key is refused, never read as one"
+
+
+def test_roles_trust_a_downloaded_key_only_after_checking_the_catalogs_fingerprints() -> None:
+    for role, (path, catalog_key) in KEY_ROLES.items():
+        tasks = list(_tasks(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
+        names = [str(t.get("name", "")) for t in tasks]
+        download = next(t for t in tasks if "ansible.builtin.get_url" in t)
+        install = next(t for t in tasks if str(t.get("name", "")).startswith("Install the checked"))
+        check = next(t for t in tasks if "ansible.builtin.assert" in t and "catalog's fingerprints" in str(t["name"]))
+        # downloaded beside the keyring, checked, and only then copied to the file apt's Signed-By names
+        assert download["ansible.builtin.get_url"]["dest"].endswith(".asc.download"), role
+        assert install["ansible.builtin.copy"]["src"] == download["ansible.builtin.get_url"]["dest"], role
+        assert names.index(check["name"]) < names.index(install["name"]), role
+        assert catalog_key in check["ansible.builtin.assert"]["fail_msg"], role
+        pin_var = f"{role}_" + {"nvidia_driver": "cuda_repo", "container_runtime": "nvidia_toolkit",
+                                "rdma": "doca"}[role] + "_key_fingerprints"
+        assert any(pin_var in c for c in check["ansible.builtin.assert"]["that"]), role
+
+
+def test_catalog_pins_the_apt_keys_with_their_sources() -> None:
+    cuda = catalog().bare_metal["nvidia_driver"]["cuda_repo"]
+    assert apt_key_fingerprints(CUDA_KEY_FINGERPRINTS) == "EB693B3035CD5710E231E123A4B469963BF863CC"
+    assert cuda["field_sources"]["key_fingerprints"].startswith("https://github.com/NVIDIA/")
+    toolkit = catalog().bare_metal["container_toolkit"]
+    assert apt_key_fingerprints(TOOLKIT_KEY_FINGERPRINTS) == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+    assert toolkit["field_sources"]["key_fingerprints"].startswith("https://github.com/NVIDIA/")
+    # no vendor-published value found yet: empty, so the key is installed unchecked (the catalog says so)
+    assert apt_key_fingerprints(DOCA_KEY_FINGERPRINTS) == "" and apt_key_fingerprints(FSX_KEY_FINGERPRINTS) == ""
+    fsx_url = catalog().aws["fsx_client"]["apt"]["key_url"]
+    assert fsx_key_fingerprints(fsx_url) == apt_key_fingerprints(FSX_KEY_FINGERPRINTS)
+    assert fsx_key_fingerprints("https://lustre.example.invalid/gpgkey") == "", "a site's repository has no catalog pin"
+
+
+def _lustre_install(tmp: Path, key_url: str, pins: str) -> str:
+    from blueprints.role_templates import render_role_template
+
+    return render_role_template("lustre_client", "lustre-client-install.sh.j2", {
+        "lustre_client_apt_repo_url": "https://lustre.example.invalid/ubuntu", "lustre_client_apt_repo_key_url": key_url,
+        "lustre_client_apt_repo_suite": "jammy", "lustre_client_apt_repo_components": ["main"],
+        "lustre_client_packages": ["lustre-client-utils"], "lustre_client_apt_repo_key_fingerprints": pins}, "Debian")
+
+
+def test_lustre_client_script_trusts_only_a_pinned_key(tmp_path: Path, key_files: dict[str, Path]) -> None:
+    # unpinned (a site repository; Amazon's while the catalog pins none): rendered without the check, as before
+    assert "KEY_FPRS" not in _lustre_install(tmp_path, "file:///k.asc", "")
+    pinned = _gpg_primary(key_files["armoured"])[0]
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool, body in (("dpkg-query", 'echo -n "install ok installed"'), ("apt-get", "exit 0")):
+        (bindir / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / tool).chmod(0o755)
+    (tmp_path / "os-release").write_text("ID=ubuntu\nVERSION_CODENAME=jammy\n")
+    keyring = tmp_path / "keyrings/lustre-client.asc"
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "KEYRING": str(keyring), "SOURCES": str(tmp_path / "lustre.sources"),
+           "OS_RELEASE": str(tmp_path / "os-release")}
+
+    def run(key: Path, pins: str) -> subprocess.CompletedProcess[str]:
+        script = _lustre_install(tmp_path, f"file://{key}", pins)
+        return subprocess.run([BASH, "-c", script, "x"], capture_output=True, text=True, env=env, check=False)
+
+    # another key than the pinned one (a substituted file at the key URL): refused, nothing trusted or written
+    other = run(key_files["other"], pinned.lower())
+    assert other.returncode == 1 and "is not the key pinned for it" in other.stderr, other.stderr
+    assert "aws.fsx_client.apt.key_fingerprints" in other.stderr and not keyring.exists()
+    assert not (tmp_path / "lustre.sources").exists()
+    # a file with the pinned key and one more: the unpinned one is refused
+    two = run(key_files["two"], pinned)
+    assert two.returncode == 1 and "is not the key pinned for it" in two.stderr, two.stderr
+    assert not keyring.exists()
+    # the pinned key: installed into the keyring
+    ok = run(key_files["armoured"], pinned)
+    assert ok.returncode == 0, ok.stderr
+    assert keyring.read_bytes() == key_files["armoured"].read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")
+def test_nvidia_driver_role_refuses_a_key_without_the_pinned_fingerprint(tmp_path: Path) -> None:
+    """The real nvidia_driver role against the stand-in CUDA repository: pinned by another fingerprint than the
+    stand-in key's, the converge fails at the check, naming the catalog key, and apt's keyring never gets the key;
+    pinned by the stand-in key's own fingerprint (as the converge tests pin it), the key is installed."""
+    from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
+    from clusterforge.blueprint_io import load_checked
+    from tests.roles.conftest import copy_rootfs, dgx_variant, shape_as, vendor_mirror
+
+    loaded = load_checked(dgx_variant(tmp_path, "dgx-default", "debian-12"))
+    root = copy_rootfs(tmp_path / "root")
+    shape_as(root, "debian-12")
+    keyring = root / "etc/apt/keyrings/nvidia-cuda.asc"
+    mirror = vendor_mirror()
+    try:
+        runs = {}
+        for name, pin in (("other", "0" * 40), ("pinned", None)):
+            extravars = {**mirror.extravars(), **({"nvidia_driver_cuda_repo_key_fingerprints": pin} if pin else {})}
+            out = tmp_path / f"ansible-{name}"
+            rc = run_site(loaded, out, tags=["nvidia_driver"], extravars=extravars,
+                          connection_override=chroot_connection({"dgx-01": root}))
+            runs[name] = (rc, load_summary(out), keyring.exists())
+    finally:
+        mirror.stop()
+    rc, summary, trusted = runs["other"]
+    assert rc != 0 and not trusted
+    failed = [f for f in summary["failures"] if f["task"].startswith("Check the NVIDIA CUDA repository signing key")]
+    assert failed and "catalog bare_metal.nvidia_driver.cuda_repo.key_fingerprints" in failed[0]["message"], summary["failures"]
+    assert mirror.key_fingerprint() in failed[0]["message"]
+    rc, summary, trusted = runs["pinned"]
+    assert rc == 0 and trusted, summary["failures"]
