@@ -631,8 +631,9 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
                     else:
                         r.note(n)
                 if launch.returncode == 124:
-                    r.degrade(Verdict.FAIL, f"the test was stopped after the --timeout of {launcher.timeout_s:g} s: raise --timeout "
-                                      "or shrink the test (validation sizes, steps, runtime)")
+                    given = "--timeout" if launcher.timeout_s is not None else "default timeout (from the test's size)"
+                    r.degrade(Verdict.FAIL, f"the test was stopped after the {given} of {launcher.timeout_for(t):g} s: "
+                                            "raise --timeout or shrink the test (validation sizes, steps, runtime)")
             blockers.update(explanations(results))
             lines = [{**r.to_json(), "test_id": t.id, "run_with": run_with(t)} for r in results]
             append_lines(results_path, lines)

@@ -9,7 +9,7 @@ Exit status: 0 every result pass or warn, 1 any fail, 2 usage error (also a blue
 (no result, or invalid results and no fail: a suite whose tool is not installed, or a local run
 on a machine without the declared hardware, which stops before running unless ``--run-anyway``;
 or the launcher could not reach the cluster: its tool, ``sbatch``, ``kubectl`` or ``ssh``, is missing,
-or the cluster or a host does not answer), 130 interrupted (results so far are kept: rerun with
+or the cluster or a host does not answer), 130 interrupted by Ctrl-C, 143 by SIGTERM (results so far are kept: rerun with
 ``--resume``).
 """
 
@@ -112,7 +112,11 @@ class _Progress:
             self.live = None
 
 
+_SIGNALLED: list[int] = []
+
+
 def _sigterm(signum: int, frame: Any) -> None:
+    _SIGNALLED.append(signum)
     raise KeyboardInterrupt
 
 
@@ -195,7 +199,7 @@ def register(app: typer.Typer) -> None:
             kept = {d.get("test_id") for d in read_results_lines(out / RESULTS)}
             fail(f"interrupted: {len(kept)} finished test(s) kept in {out}; continue with "
                  f"`clusterforge validate {blueprint} -o {out} --resume`")
-            raise typer.Exit(130) from None
+            raise typer.Exit(128 + signal.SIGTERM if _SIGNALLED else 130) from None
         finally:
             progress.stop()
             signal.signal(signal.SIGTERM, old)

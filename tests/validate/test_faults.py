@@ -306,3 +306,118 @@ def test_a_full_disk_names_the_path_and_resume_and_leaves_the_run_interrupted(tm
     assert sorted(d["test_id"] for d in lines) == ["amp", "nccl-all_reduce", "nccl-sendrecv"]
     assert {d["verdict"] for d in lines} <= {"pass", "warn"}
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
+
+
+# ---- 6. bounded waits and the right blame ---------------------------------------------------------
+
+
+def _procs_under(marker: str) -> list[int]:
+    """Processes whose command line names ``marker`` (the run's payload folder), this one excepted."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_stopped_payload_is_killed_with_its_whole_group_at_the_timeout(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
+    out = tmp_path / "run"
+    proc = _start("validate", str(bp), "-o", str(out), "--timeout", "10")
+    _wait_for(lambda: _running(out, "nccl-all_reduce") and bool(_procs_under(str(out / "payloads"))), proc)
+    time.sleep(1.0)  # its ranks start
+    pgid = os.getpgid(_procs_under(str(out / "payloads"))[0])
+    os.killpg(pgid, signal.SIGSTOP)  # the payload and its ranks stopped: they ignore SIGTERM until continued
+    members = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and _pgid(int(d.name)) == pgid]
+    assert members
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    (d,) = read_results_lines(out / "results.jsonl")
+    assert d["verdict"] == "fail" and any("stopped after the --timeout of 10 s" in x for x in d["reasons"])
+    assert [p for p in members if _pgid(p) == pgid] == []  # none survives, stopped or not
+
+
+def _pgid(pid: int) -> int | None:
+    """The process group of a live process (``None`` when gone or a zombie, which only waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return None if state in ("Z", "X") else os.getpgid(pid)
+    except (OSError, IndexError):
+        return None
+
+
+def test_every_planned_test_has_a_default_timeout_from_its_size(tmp_path: Path) -> None:
+    from blueprints import load_blueprint
+    from validate.launchers.local import LocalLauncher
+    from validate.runner import plan_tests
+
+    loaded = load_blueprint(REPO / "blueprints" / "examples" / "local-workstation.yaml")
+    tests, _ = plan_tests(loaded, launcher="local", local_gpus=0)
+    launcher = LocalLauncher(tmp_path)
+    bounds = {t.id: launcher.timeout_for(t) for t in tests}
+    assert all(600 <= b < 4 * 3600 for b in bounds.values()), bounds
+    fio = next(t for t in tests if t.kind == "fio")
+    assert bounds[fio.id] >= 600 + 6 * fio.params.runtime_s
+    assert LocalLauncher(tmp_path, timeout_s=5).timeout_for(fio) == 5
+
+
+@pytest.mark.slow
+def test_fio_killed_by_a_signal_is_blamed_on_the_signal_not_on_a_missing_fio(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[fio]")
+    out = tmp_path / "run"
+    proc = _start("validate", str(bp), "-o", str(out))
+
+    def fio_pids() -> list[int]:
+        pids = []
+        for d in Path("/proc").iterdir():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if d.name.isdigit() and argv and argv[0].endswith(b"fio") and b".clusterforge-fio-" in b" ".join(argv):
+                pids.append(int(d.name))
+        return pids
+
+    _wait_for(lambda: bool(fio_pids()), proc)
+    for pid in fio_pids():
+        os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1, err
+    lines = read_results_lines(out / "results.jsonl")
+    reasons = " ".join(x for d in lines for x in d["reasons"])
+    assert "killed by SIGKILL" in reasons and "not installed" not in reasons, reasons
+
+
+def test_fio_on_a_full_target_is_blamed_on_the_full_target(tmp_path: Path, small_tmpfs: Path) -> None:
+    from .test_payloads import PAYLOADS
+
+    raw = tmp_path / "fio.json"
+    _fill(small_tmpfs)  # the target is full before fio lays out its files
+    p = subprocess.run([sys.executable, str(PAYLOADS / "fio_bench.py"), "--target", str(small_tmpfs), "--size", "64M",
+                        "--runtime", "2", "--numjobs", "1", "--iodepth", "1", "--output", str(raw)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode != 0, p.stderr
+    j = cli("judge", str(raw), "--json", "--kind", "fio")
+    assert j.stdout.strip(), j.stderr
+    doc = json.loads(j.stdout)
+    reasons = " ".join(x for r in doc["results"] for x in r["reasons"])
+    assert "target file system is full" in reasons and "not installed" not in reasons, reasons
+
+
+@pytest.mark.slow
+def test_sigterm_exits_143(tmp_path: Path) -> None:
+    bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
+    out = tmp_path / "run"
+    proc = _start("validate", str(bp), "-o", str(out))
+    _wait_for(lambda: _running(out, "nccl-all_reduce"), proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "--resume" in err
+    assert _manifest(out)["status"] == "interrupted"

@@ -85,6 +85,11 @@ class Launcher(ABC):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         stage_payloads(self.out_dir / "payloads")
 
+    def timeout_for(self, test: PlannedTest) -> float:
+        """Seconds ``test`` may run: ``--timeout`` when given, else :func:`default_timeout_s` of its planned size
+        (a hung payload never hangs the run for ever)."""
+        return self.timeout_s if self.timeout_s is not None else default_timeout_s(test)
+
     def raw_path(self, test: PlannedTest) -> Path:
         """``out_dir/raw/<id>.txt|.json``."""
         return self.raw_dir / f"{test.id}{test.raw_suffix}"
@@ -107,6 +112,23 @@ class Launcher(ABC):
     def close(self) -> None:
         """Remove what the run left on the nodes (the ssh launcher's private run directories); called once
         when the run ends, however it ends."""
+
+
+def default_timeout_s(test: PlannedTest) -> float:
+    """A generous bound on one test from its planned size, used when no ``--timeout`` is given: 10 minutes,
+    plus 6 x the fio runtime (three jobs, their ramp and file layout), 2 s per MiB of the largest collective
+    message, or 30 minutes for a training run (AMP)."""
+    p = test.params
+    base = 600.0
+    runtime = getattr(p, "runtime_s", None)
+    if isinstance(runtime, (int, float)):
+        base += 6 * float(runtime)
+    max_bytes = getattr(p, "max_bytes", None)
+    if isinstance(max_bytes, int):
+        base += 2 * max_bytes / (1 << 20)
+    if test.kind == "amp":
+        base += 1800
+    return base
 
 
 def stage_payloads(dest: Path) -> list[Path]:
@@ -167,6 +189,7 @@ def run_logged(argv: list[str], log: Path, *, stdout_to: Path | None = None, cwd
                                 start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout_s)
+            _kill_rest(proc)  # a child it left behind (stopped, or detached from it) does not outlive the test
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             lf.write(f"\n# killed after {timeout_s:g} s (timeout)\n".encode())
@@ -186,15 +209,25 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group of ``proc`` (its own session), SIGKILL after 5 s."""
+    """SIGTERM the process group of ``proc`` (its own session) and SIGCONT it (a stopped process acts on
+    SIGTERM only once continued), wait up to 5 s for ``proc``, then SIGKILL the whole group: members
+    that ignored SIGTERM, stayed stopped or outlived the leader go too."""
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_rest(proc)
+
+
+def _kill_rest(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL what is left of ``proc``'s process group (stopped members included) and reap ``proc``."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    proc.wait()

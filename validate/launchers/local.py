@@ -101,5 +101,5 @@ class LocalLauncher(Launcher):
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, test.ranks_per_node))))
         if get_suite(test.kind).placement == Placement.RANKS and test.device == "cpu":
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        rc, dt = run_logged(argv, log, env=env, timeout_s=self.timeout_s)
+        rc, dt = run_logged(argv, log, env=env, timeout_s=self.timeout_for(test))
         return LaunchResult(raw=raw, returncode=rc, log=log, command=shell_join(argv), duration_s=dt, notes=notes)

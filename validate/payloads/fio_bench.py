@@ -220,6 +220,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         stdout, stderr = proc.communicate()
         rc = proc.returncode
         proc = None
+        meta["fio_returncode"] = rc  # negative: killed by that signal (the judge names it)
+        meta["fio_stderr"] = "\n".join(stderr.strip().splitlines()[-10:])[-4000:]
         text = ""
         if os.path.exists(out_json):
             with open(out_json, encoding="utf-8", errors="replace") as f:

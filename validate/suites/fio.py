@@ -650,12 +650,47 @@ def _judge_fio_text(text: str, ctx: JudgeContext, source: str, label: str | None
                                  "nothing about the hardware")
             return [r]
         if payload_error:
-            r.degrade(Verdict.FAIL, f"fio did not run: {payload_error}. Likely cause: fio is not installed on the node or the "
-                              "target directory is missing or not writable; fix: install fio (validation_tools role) and "
-                              "check the mount")
+            r.degrade(Verdict.FAIL, f"fio did not run to the end: {payload_error}. {_diagnose_fio(text, payload_error)}")
             return [r]
         return [nothing(r, text, "no fio job, result or verify line found")]
     return judge_fio_report(report, ctx, source=source, label=label)
+
+
+def _diagnose_fio(text: str, error: str) -> str:
+    """Likely cause and fix of a fio run that failed, from fio's own exit status and stderr (recorded by the
+    payload as ``fio_returncode`` / ``fio_stderr``) rather than a guess: a signal, a full target, a target
+    that cannot be written, an interrupted payload."""
+    import signal as _signal
+
+    meta: dict[str, Any] = {}
+    start = text.find("{")
+    if start >= 0:
+        try:
+            doc = bounded_loads(text[start:])
+            meta = doc.get("clusterforge") or {} if isinstance(doc, dict) else {}
+        except ValueError:
+            meta = {}
+    rc = meta.get("fio_returncode") if isinstance(meta, dict) else None
+    m = re.search(r"fio exited (-?\d+)", error)
+    if not isinstance(rc, int) and m:
+        rc = int(m.group(1))
+    said = f"{error}\n{meta.get('fio_stderr') or ''}" if isinstance(meta, dict) else error
+    if isinstance(rc, int) and rc < 0:
+        try:
+            name = _signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return (f"Likely cause: fio was killed by {name} (the OOM killer, a timeout or an operator); fix: check "
+                "`dmesg` for an out-of-memory kill on the node and rerun")
+    if re.search(r"No space left on device|ENOSPC|error=28\b|MiB free: fio needs", said):
+        return ("Likely cause: the target file system is full (ENOSPC); fix: free space on the target or lower "
+                "validation.fio size, and rerun")
+    if re.search(r"Permission denied|Read-only file system|EACCES|EROFS|error=13\b|error=30\b", said):
+        return "Likely cause: the target cannot be written (permissions or a read-only mount); fix: check the mount"
+    if "interrupted by" in error:
+        return "Likely cause: the run was interrupted (a signal to the payload); fix: rerun with --resume"
+    return ("Likely cause: fio reported an error (quoted above) on the target; fix: check the target directory exists, "
+            "is writable and is the mount the blueprint declares")
 
 
 def _fio_payload_error(text: str) -> tuple[str | None, str | None]:
