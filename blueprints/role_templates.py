@@ -13,7 +13,8 @@ https://docs.ansible.com/ansible/latest/collections/ansible/builtin/template_mod
 ``trim_blocks`` on, ``lstrip_blocks`` off, trailing newlines kept, ``ansible_managed`` set to
 :data:`ANSIBLE_MANAGED` (the ``ansible.cfg`` value clusterforge writes). Undefined variables raise,
 and only the few Ansible filters and tests the shared templates use are provided (``quote``,
-``bool``, ``version`` and the roles' own encoders, ``clusterforge_*``); a template that needs another one fails to compile here instead of
+``bool``, ``version``, the roles' own encoders, ``clusterforge_*``, and the ``file`` lookup of files inside the
+roles); a template that needs another one fails to compile here instead of
 rendering something Ansible would not.
 
 Blueprint values are data (``docs/security.md``): the variables handed in are never evaluated as
@@ -126,7 +127,20 @@ def encoder(name: str) -> Any:
     return _encoders()[name]
 
 
+def _lookup(plugin: str, path: str) -> str:
+    """Ansible's ``file`` lookup (``lookup('ansible.builtin.file', PATH)``: the file's text, trailing whitespace
+    stripped), for files inside the roles only; any other lookup or path raises :class:`RoleTemplateError`.
+    https://docs.ansible.com/ansible/latest/collections/ansible/builtin/file_lookup.html"""
+    if plugin not in ("ansible.builtin.file", "file"):
+        raise RoleTemplateError(f"lookup {plugin!r} is not available outside Ansible")
+    target = Path(path).resolve()
+    if ROLES_DIR.resolve() not in target.parents:
+        raise RoleTemplateError(f"lookup('file', {path!r}): only files of the roles are read")
+    return target.read_text().rstrip()
+
+
 def _configure(env: jinja2.Environment) -> jinja2.Environment:
+    env.globals["lookup"] = _lookup
     env.filters.update(_encoders())
     env.filters["quote"] = lambda s: shlex.quote(str(s))
     env.filters["bool"] = _ansible_bool
@@ -197,6 +211,7 @@ def role_variables(role: str, variables: Mapping[str, Any], os_family: OsFamily 
         **dict(variables),
         **role_vars,
         "ansible_managed": ANSIBLE_MANAGED,
+        "role_path": str(d),
     }
     data = {k for k, v in variables.items() if not isinstance(v, AnsibleExpression)} - set(role_vars)  # never evaluated
     pending = {k for k, v in merged.items() if k not in data and _templated(v)}

@@ -272,14 +272,26 @@ def _tasks(node: object) -> Iterator[dict]:
             yield from _tasks(node.get(k))
 
 
+PROGRAM = REPO / "roles/clusterforge_common/files/openpgp-fingerprints.py"
+"""The one program that reads a key file's primary key fingerprints."""
+
+
 def _fingerprint_scripts() -> dict[str, str]:
-    """The Python that reads a key file's primary key fingerprints, as each role (and the Lustre script) runs it."""
+    """The Python each role (and the Lustre script) runs to read a key file's primary key fingerprints."""
+    lookup = "lookup('ansible.builtin.file', role_path ~ '/../clusterforge_common/files/openpgp-fingerprints.py')"
     out = {}
     for role, (path, _) in KEY_ROLES.items():
         tasks = list(_tasks(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
-        out[role] = next(t["vars"]["__clusterforge_key_fingerprints"] for t in tasks
-                         if str(t.get("name", "")).startswith("Read the primary key fingerprints"))
-    lustre = (REPO / "roles/lustre_client/templates/lustre-client-install.sh.j2").read_text()
+        argv = next(t["ansible.builtin.command"]["argv"] for t in tasks
+                    if str(t.get("name", "")).startswith("Read the primary key fingerprints"))
+        assert argv[:2] == ["python3", "-c"] and argv[2] == "{{ " + lookup + " }}", role
+        out[role] = PROGRAM.read_text()
+    from blueprints.role_templates import render_role_template
+
+    lustre = render_role_template("lustre_client", "lustre-client-install.sh.j2", {
+        "lustre_client_apt_repo_url": "https://x.invalid/", "lustre_client_apt_repo_key_url": "https://x.invalid/k",
+        "lustre_client_apt_repo_suite": "./", "lustre_client_apt_repo_components": [],
+        "lustre_client_packages": ["lustre-client-utils"], "lustre_client_apt_repo_key_fingerprints": "AB"}, "Debian")
     out["lustre_client"] = lustre.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0] + "\n"
     return out
 
