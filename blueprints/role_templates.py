@@ -40,6 +40,7 @@ from jinja2.nativetypes import NativeEnvironment
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .datacache import parse_yaml
+from .values import AnsibleExpression
 from .versions import version
 
 __all__ = [
@@ -65,14 +66,6 @@ Ansible passes the value through ``time.strftime``)."""
 
 OsFamily = Literal["Debian", "RedHat"]
 """Ansible's ``os_family`` fact: which ``vars/<family>.yml`` of a role applies."""
-
-
-class AnsibleExpression(str):
-    """A variable value that clusterforge itself writes as an Ansible template (``"{{ playbook_dir }}/..."``).
-
-    The one kind of string that is evaluated: :func:`role_variables` evaluates it, and the rendered
-    ``group_vars`` leave it templatable, while every other value is data (``!unsafe``). Never built from a
-    blueprint value."""
 
 
 class RoleTemplateError(RuntimeError):

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .models import Blueprint
-from .role_templates import AnsibleExpression
 from .settings import NodeSettings
+from .values import AnsibleExpression
 from .vendor import (
     CUDA_KEY_FINGERPRINTS,
     DOCA_KEY_FINGERPRINTS,

@@ -33,6 +33,7 @@ from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 __all__ = [
     "KINDS",
     "TEMPLATE_DELIMITERS",
+    "AnsibleExpression",
     "ValueKind",
     "env_name",
     "shell_export",
@@ -45,6 +46,14 @@ TEMPLATE_DELIMITERS = ("{{", "}}", "{%", "%}", "{#", "#}")
 variable it reads (https://jinja.palletsprojects.com/en/3.1.x/templates/#synopsis,
 https://docs.ansible.com/ansible/latest/playbook_guide/playbooks_advanced_syntax.html#unsafe-or-raw-strings).
 No blueprint string may hold one."""
+
+
+class AnsibleExpression(str):
+    """A variable value that clusterforge itself writes as an Ansible template (``"{{ playbook_dir }}/..."``).
+
+    The one kind of string that is evaluated: :func:`blueprints.role_templates.role_variables` evaluates it, and
+    the rendered ``group_vars`` leave it templatable, while every other value is data (``!unsafe``). Never built
+    from a blueprint value."""
 
 
 def template_delimiter(text: str) -> str | None:

@@ -38,9 +38,10 @@ from blueprints import LoadedBlueprint
 from blueprints.models import Blueprint, Host, NodeGroup, OnpremTarget
 from blueprints.naming import inventory_group
 from blueprints.resolved import ResolvedCluster
-from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR, AnsibleExpression
+from blueprints.role_templates import ANSIBLE_MANAGED, ROLES_DIR
 from blueprints.role_vars import ROLE_ORDER, node_role_vars, roles_for
 from blueprints.settings import NodeSettings
+from blueprints.values import AnsibleExpression
 
 from ..errors import ClusterforgeError, UsageError
 

@@ -65,6 +65,9 @@ def render_into(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
         files = sorted({g for fs in staged.values() for f in fs for g in ([f] if f.is_file() else f.rglob("*"))
                         if g.is_file() and not g.is_symlink()})
         moves = [(f, out / f.relative_to(staging)) for f in files]
+        # folders a renderer made empty on purpose (validation/slurm/logs: sbatch opens --output there)
+        folders = [out / d.relative_to(staging) for d in staging.rglob("*") if d.is_dir() and not d.is_symlink()
+                   and not any(d.iterdir())]
         from ..ansible.render import RENDERED_MARKER
         from ..errors import UsageError
 
@@ -72,7 +75,7 @@ def render_into(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
             dest = out / marker.parent.relative_to(staging)
             if dest.exists() and not (dest / RENDERED_MARKER).exists():
                 raise UsageError(f"{dest} exists and was not written by clusterforge — choose another output directory")
-        for _, dest in moves:  # check every destination before moving anything
+        for dest in [d for _, d in moves] + [f / "." for f in folders]:  # every destination, before anything moves
             parent = dest.parent
             while parent != out and not (parent.exists() or parent.is_symlink()):
                 parent = parent.parent  # the nearest folder on the way that exists: what mkdir would go through
@@ -85,6 +88,8 @@ def render_into(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
         for src, dest in moves:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dest)
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
         return {sub: [out / f.relative_to(staging) for f in fs] for sub, fs in staged.items()}
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -153,7 +153,7 @@ def test_nccl_conf_and_rdma_files_match_the_blueprint(converges, example, os_nam
             qos = _keyvals((root / "etc/clusterforge/roce-qos.conf").read_text())
             assert qos["PFC_VECTOR"] == s.roce.pfc_vector == "0,0,0,1,0,0,0,0" and qos["DSCP"] == "26" and qos["TRUST"] == "dscp"
             assert qos["MTU"] == str(net.mtu) and qos["ECN"] == ("1" if net.roce.ecn else "0")
-            assert qos["INTERFACES"] == '"' + " ".join(n.netdev for n in bp.group(gname).hardware.nics) + '"'
+            assert qos["INTERFACES"] == "'" + " ".join(n.netdev for n in bp.group(gname).hardware.nics) + "'"  # one word
             assert _enabled(root, "clusterforge-roce-qos.service")
         if isinstance(net, InfinibandNetwork):
             hca = conf["NCCL_IB_HCA"]

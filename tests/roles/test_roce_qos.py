@@ -13,17 +13,18 @@ import os
 import subprocess
 from pathlib import Path
 
-import jinja2
 import pytest
 
+from blueprints.role_templates import _env
 from clusterforge.ansible.render import ROLES_DIR
 
 TEMPLATES = ROLES_DIR / "rdma" / "templates"
 
 
 def _render(name: str, **variables) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True)
-    return env.get_template(name).render(ansible_managed="Ansible managed", **variables)
+    """The rdma role's template ``name`` as the roles render it (the cloud renderer's sandboxed environment, with
+    Ansible's ``quote`` and the roles' own encoders)."""
+    return _env().get_template(f"rdma/templates/{name}").render(ansible_managed="Ansible managed", **variables)
 
 
 def _host(tmp: Path, netdevs: list[str], *, mlnx_qos: bool, ofed_ecn: bool) -> tuple[Path, dict[str, str], Path]:

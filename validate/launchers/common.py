@@ -115,20 +115,10 @@ class Launcher(ABC):
 
 
 def default_timeout_s(test: PlannedTest) -> float:
-    """A generous bound on one test from its planned size, used when no ``--timeout`` is given: 10 minutes,
-    plus 6 x the fio runtime (three jobs, their ramp and file layout), 2 s per MiB of the largest collective
-    message, or 30 minutes for a training run (AMP)."""
-    p = test.params
-    base = 600.0
-    runtime = getattr(p, "runtime_s", None)
-    if isinstance(runtime, (int, float)):
-        base += 6 * float(runtime)
-    max_bytes = getattr(p, "max_bytes", None)
-    if isinstance(max_bytes, int):
-        base += 2 * max_bytes / (1 << 20)
-    if test.kind == "amp":
-        base += 1800
-    return base
+    """The bound on ``test`` when no ``--timeout`` is given: its suite's :meth:`~validate.suites.base.Suite.default_timeout_s`."""
+    from ..suites import get_suite
+
+    return get_suite(test.kind).default_timeout_s(test)
 
 
 def stage_payloads(dest: Path) -> list[Path]:

@@ -181,6 +181,10 @@ class AmpSuite(Suite):
 
     # -- planning -------------------------------------------------------------------------------
 
+    def default_timeout_s(self, test: PlannedTest) -> float:
+        """The base bound plus 30 minutes: a training run (compile, AMP and the fp32 baseline) on a slow node."""
+        return super().default_timeout_s(test) + 1800
+
     def plan(self, gp: GroupPlan) -> tuple[list[PlannedTest], list[str]]:
         """One test on one GPU (or the CPU) of the group."""
         a = gp.bp.validation.amp

@@ -254,6 +254,21 @@ class Suite(ABC):
         """Directories of the node the payload works in, which a pod must mount at the same path."""
         return ()
 
+    def default_timeout_s(self, test: PlannedTest) -> float:
+        """A generous bound in seconds on ``test`` from its planned size, used when no ``--timeout`` is given:
+        10 minutes, plus 6 x a planned ``runtime_s`` (fio: three jobs, their ramp and file layout) and 2 s per MiB
+        of a planned ``max_bytes`` (the largest collective message). A suite whose payload runs longer (training)
+        adds to it."""
+        p = test.params
+        base = 600.0
+        runtime = getattr(p, "runtime_s", None)
+        if isinstance(runtime, (int, float)):
+            base += 6 * float(runtime)
+        max_bytes = getattr(p, "max_bytes", None)
+        if isinstance(max_bytes, int):
+            base += 2 * max_bytes / (1 << 20)
+        return base
+
     # -- recognising its outputs -------------------------------------------------------------------
 
     def kinds_in_documents(self) -> tuple[str, ...]:
