@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from .values import DNS_LABEL_PATTERN
 from .values import KINDS as VK
 from .values import templated_strings
 
@@ -30,7 +31,7 @@ __all__ = [
 
 API_VERSION = "clusterforge/v1"
 
-DNS_LABEL = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+DNS_LABEL = rf"^{DNS_LABEL_PATTERN}$"
 """RFC 1123 label, lower case: used for the blueprint and node group names (resource prefixes)."""
 
 
@@ -79,7 +80,7 @@ class CapacityBlockCapacity(StrictModel):
         int | None, Field(description="Instances in the block (for size checks); unset = not checked.", ge=1)
     ] = None
     node_groups: Annotated[
-        list[Annotated[str, VK["dns-label-list-item"]]] | None,
+        list[Annotated[str, VK["node-group-name"]]] | None,
         Field(description="Node groups that launch into the block; unset = the `compute` groups. The others launch "
                           "on demand."),
     ] = None
@@ -100,7 +101,7 @@ class ReservationCapacity(StrictModel):
         Field(description="Name of the cluster placement group the reservation was created in, if any."),
     ] = None
     node_groups: Annotated[
-        list[Annotated[str, VK["dns-label-list-item"]]] | None,
+        list[Annotated[str, VK["node-group-name"]]] | None,
         Field(description="Node groups that launch into the reservation; unset = the `compute` groups. The others "
                           "launch on demand."),
     ] = None
@@ -858,7 +859,7 @@ class Software(StrictModel):
         str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
     ] = Field(default_factory=lambda: _bare_metal()["container_toolkit"]["default_version"])
     efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
-    aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+")] = "1.11.0"
+    aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$")] = "1.11.0"
     doca_ofed: Annotated[Annotated[str, VK["version"]] | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
     lustre_client_repos: Annotated[
         dict[OnpremOs, LustreClientRepository],

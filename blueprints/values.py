@@ -31,6 +31,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 __all__ = [
+    "DNS_LABEL_PATTERN",
     "KINDS",
     "TEMPLATE_DELIMITERS",
     "AnsibleExpression",
@@ -135,6 +136,8 @@ def _no_dot_dot(value: str) -> None:
         raise ValueError("`..` leaves the directory")
 
 
+DNS_LABEL_PATTERN = r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?"
+"""RFC 1123 label, lower case, starting with a letter: the blueprint's and node groups' names (resource prefixes)."""
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _K8S_NAME = r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?"
 _IFNAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}"
@@ -251,7 +254,7 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
         "https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-subdomain-names",
         max_length=253),
     ValueKind(
-        "dns-label-list-item", r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?",
+        "node-group-name", DNS_LABEL_PATTERN,
         "a node group name",
         "name a node group of this blueprint",
         "https://www.rfc-editor.org/rfc/rfc1123#section-2.1", max_length=63),
@@ -358,7 +361,7 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
         "https://yaml.org/spec/1.2.2/#51-character-set", max_length=4096),
 )}
 """Every kind of blueprint string by name. Each field of :mod:`blueprints.models` that holds a string names
-one (``tests/blueprints/test_value_kinds.py`` checks that none is left a bare ``str``)."""
+one, or a pattern of its own (``tests/blueprints/test_value_kinds.py`` checks that no string is left without one)."""
 
 
 def env_name(name: str) -> str:

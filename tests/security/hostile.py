@@ -155,6 +155,21 @@ def locate(doc: dict[str, Any], field: Path_) -> Path_ | None:
     return walk(doc, field, ())
 
 
+def value_at(doc: dict[str, Any], path: Path_) -> str | None:
+    """The string at ``path`` (from :func:`locate`) in ``doc``: the value, or the key for a ``("<key>", key)``
+    element; ``None`` for a place that does not hold a string yet."""
+    node: Any = doc
+    for part in path:
+        if part == ("<new-list>",):
+            return None
+        if isinstance(part, tuple):
+            return str(part[1])
+        if isinstance(node, dict) and part not in node:
+            return None
+        node = node[part]
+    return node if isinstance(node, str) else None
+
+
 def with_value(doc: dict[str, Any], path: Path_, value: str) -> dict[str, Any]:
     """A copy of ``doc`` with ``value`` at ``path`` (from :func:`locate`): a ``("<key>", key)`` last element
     renames that mapping key, a ``("<new-list>",)`` one makes a one-item list, a missing list becomes one."""

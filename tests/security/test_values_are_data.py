@@ -35,7 +35,7 @@ from stacks.cloud_init import SHARED_TEMPLATES, placeholder_endpoints, render_cl
 from tests.ansible_vars import is_unsafe, load_vars
 from tests.blueprints.rule_cases.emit import emit
 
-from .hostile import BASES, HOSTILE, Path_, locate, string_fields, with_value
+from .hostile import BASES, HOSTILE, Path_, locate, string_fields, value_at, with_value
 
 FIELDS = string_fields()
 
@@ -177,7 +177,11 @@ def test_a_hostile_value_is_refused_at_its_field_or_stays_inert_data(field: Path
     base, path = _base_for(field)
     canary = tmp_path / "canary"
     accepted = []
-    for raw in HOSTILE:
+    valid = value_at(BASES[base], path)
+    # each hostile value alone, and after the field's valid value (a pattern that only checks how a value starts
+    # would let `1.11.0$(...)` through)
+    tries = [raw for raw in HOSTILE] + ([valid + raw for raw in HOSTILE] if valid else [])
+    for n, raw in enumerate(tries):
         value = raw.replace("CANARY", str(canary))
         doc = with_value(BASES[base], path, value)
         text, _ = emit(doc)
@@ -192,9 +196,9 @@ def test_a_hostile_value_is_refused_at_its_field_or_stays_inert_data(field: Path
             located = [f for f in findings if tuple(f.path[: len(parent)]) == parent and f.line >= 1]
             assert located, f"{field} = {raw!r}: refused, but not at the field: {[str(f) for f in findings]}"
             continue
-        accepted.append((raw, value, text))
-    for raw, value, text in accepted:
-        work = tmp_path / f"accepted-{HOSTILE.index(raw)}"
+        accepted.append((n, raw, value, text))
+    for n, raw, value, text in accepted:
+        work = tmp_path / f"accepted-{n}"
         work.mkdir()
         aws = BASES[base]["target"]["provider"] == "aws"
         files = _outputs(text, work, aws)
