@@ -32,7 +32,7 @@ from blueprints.errors import UsageError
 
 from .parsers.bounds import MAX_INPUT_CHARS, MAX_LINE_CHARS
 from .parsers.bounds import loads as bounded_loads
-from .untrusted import write_atomic
+from .untrusted import open_nofollow, read_nofollow, write_atomic
 
 __all__ = [
     "DISK_ERRNOS",
@@ -46,6 +46,7 @@ __all__ = [
     "quarantine",
     "read_results",
     "remove_stale_temps",
+    "line_test_id",
 ]
 
 LOCK_NAME = ".clusterforge.lock"
@@ -82,12 +83,7 @@ class RunLock:
     def holder(self) -> str:
         """Who holds the lock, as the lock file says (``pid N on HOST since T``)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                data = os.read(fd, 4096)
-            finally:
-                os.close(fd)
-            info = bounded_loads(data.decode("utf-8", errors="replace"))
+            info = bounded_loads(read_nofollow(self.path, 4096).decode("utf-8", errors="replace"))
             return (f"`clusterforge {info.get('command', '?')}` pid {info.get('pid', '?')} on {info.get('host', '?')} "
                     f"since {info.get('started', '?')}")
         except (OSError, ValueError, AttributeError):
@@ -182,7 +178,8 @@ _TEST_ID = re.compile(r'"test_id":\s?"([A-Za-z0-9_.:@-]{1,200})"')
 _LABEL = re.compile(r'"label":\s?"([A-Za-z0-9_.:@-]{1,200}?)(?::\s|")')
 
 
-def _label_of(d: dict[str, Any]) -> str | None:
+def line_test_id(d: dict[str, Any]) -> str | None:
+    """The test id a results.jsonl line belongs to: ``test_id``, else the label before ``": "``."""
     if isinstance(d.get("test_id"), str):
         return str(d["test_id"])
     if isinstance(d.get("label"), str):
@@ -203,9 +200,7 @@ def read_results(path: Path, *, valid: Any = None) -> tuple[list[dict[str, Any]]
     the content; ``OSError`` when the file cannot be read. Reads at most ``MAX_INPUT_CHARS`` bytes."""
     if not path.exists():
         return [], []
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_INPUT_CHARS + 1)
+    data = read_nofollow(path, MAX_INPUT_CHARS)
     over = len(data) > MAX_INPUT_CHARS
     data = data[:MAX_INPUT_CHARS]
     raw_lines = data.split(b"\n")
@@ -238,7 +233,7 @@ def read_results(path: Path, *, valid: Any = None) -> tuple[list[dict[str, Any]]
             order.append(("bad", dmg))
         else:
             out.append(d)
-            order.append(("ok", _label_of(d)))
+            order.append(("ok", line_test_id(d)))
     if over:
         damaged.append(Damaged(line=len(raw_lines) + 1, reason=f"the file is over {MAX_INPUT_CHARS:,} bytes: the rest "
                                                              "was not read", text="", last=True))
@@ -254,15 +249,10 @@ def append_lines(path: Path, lines: list[dict[str, Any]]) -> None:
     """Append JSON lines to ``path`` (created) with ``O_APPEND | O_NOFOLLOW`` (a symbolic link there is
     refused, never followed) and fsync, so a kill right after keeps them."""
     data = "".join(json.dumps(d) + "\n" for d in lines).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open_nofollow(path, "ab") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def quarantine(path: Path, lines: list[dict[str, Any]], damaged: list[Damaged]) -> Path | None:

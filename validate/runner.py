@@ -57,10 +57,11 @@ from .rundir import (
     quarantine,
     read_results,
     remove_stale_temps,
+    line_test_id,
 )
 from .suites import REGISTRY, GroupPlan, get_suite
 from .suites.base import MISMATCH, Explanation
-from .untrusted import write_atomic
+from .untrusted import read_nofollow, write_atomic
 
 __all__ = [
     "MISMATCH",
@@ -194,12 +195,7 @@ def _read_manifest(out_dir: Path) -> dict[str, Any] | None:
     missing, unreadable, a symbolic link or not an object."""
     p = out_dir / MANIFEST
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            doc = bounded_loads(f.read(MAX_INPUT_CHARS + 1).decode("utf-8", errors="replace"))
+        doc = bounded_loads(read_nofollow(p, MAX_INPUT_CHARS).decode("utf-8", errors="replace"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
@@ -249,15 +245,6 @@ def read_results_lines(path: Path) -> list[dict[str, Any]]:
         return read_results(path)[0]
     except OSError:
         return []
-
-
-def _label_of(d: dict[str, Any]) -> str | None:
-    """The test id a results.jsonl line belongs to: ``test_id``, else the label before ``": "``."""
-    if isinstance(d.get("test_id"), str):
-        return d["test_id"]
-    if isinstance(d.get("label"), str):
-        return d["label"].split(": ", 1)[0]
-    return None
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -458,7 +445,7 @@ def _plan_resume(lines: list[dict[str, Any]], tests: list[PlannedTest], *, resum
     theirs), and a note per planned test that runs again."""
     by_test: dict[str, list[dict[str, Any]]] = {}
     for d in lines:
-        lbl = _label_of(d)
+        lbl = line_test_id(d)
         if lbl:
             by_test.setdefault(lbl, []).append(d)
     # a damaged line names its test, else it belongs to a planned test without an intact line (which runs
@@ -562,7 +549,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
         notes += [f"{d.describe()}; moved to {QUARANTINE}" for d in damaged]
     done, rerun_notes = _plan_resume(old_lines, tests, resume=resume, damaged=damaged)
     planned_ids = {t.id for t in tests}
-    keep_lines = [d for d in old_lines if _label_of(d) not in planned_ids or _label_of(d) in done]
+    keep_lines = [d for d in old_lines if line_test_id(d) not in planned_ids or line_test_id(d) in done]
     if len(keep_lines) != len(old_lines):  # results of tests that run again go, so nothing mixes
         write_atomic(results_path, "".join(json.dumps(d) + "\n" for d in keep_lines), root=out_dir)
     prev = _read_manifest(out_dir) if reuse else None
@@ -575,7 +562,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
                      f"{prev['launcher']} launcher")
     notes += rerun_notes
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    kept_unplanned = {lbl for lbl in (_label_of(d) for d in keep_lines) if lbl and lbl not in planned_ids}
+    kept_unplanned = {lbl for lbl in (line_test_id(d) for d in keep_lines) if lbl and lbl not in planned_ids}
     manifest: dict[str, Any] = {
         "kind": "clusterforge-validation-run",
         "version": 1,
@@ -681,7 +668,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
     _write_json_atomic(out_dir / MANIFEST, manifest)
     per_test_all: dict[str, list[str]] = {}
     for d in read_results_lines(results_path):
-        lbl = _label_of(d)
+        lbl = line_test_id(d)
         if lbl and isinstance(d.get("verdict"), str):
             per_test_all.setdefault(lbl, []).append(d["verdict"])
     per_test = {k: worst(v) for k, v in per_test_all.items()}

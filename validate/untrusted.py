@@ -20,9 +20,10 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
-__all__ = ["UnsafeOutputPath", "md_code", "md_text", "safe_href", "write_atomic"]
+__all__ = ["UnsafeOutputPath", "md_code", "md_text", "open_nofollow", "read_nofollow", "safe_href", "write_atomic"]
 
 _UNSAFE_URL_CHARS = re.compile(r"[\s\x00-\x1f\x7f\\\"'<>`]")
 _MD_SPECIAL = re.compile(r"([\\`*\[\]|~<>&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
@@ -92,6 +93,21 @@ def _check_inside(path: Path, root: Path) -> None:
     if parent != real_root and real_root not in parent.parents:
         raise UnsafeOutputPath(f"{path}: its folder leads to {parent}, outside the output folder {root} "
                                "(a symbolic link or ..); not written — remove the link or choose another folder")
+
+
+def open_nofollow(path: Path, mode: str = "wb") -> IO[Any]:
+    """``open(path, mode)`` (``"wb"`` or ``"ab"``) that refuses a symbolic link at ``path`` (``O_NOFOLLOW``:
+    ``OSError`` ELOOP) instead of writing through it; close-on-exec, so only the caller holds it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
+    return os.fdopen(os.open(path, flags, 0o644), mode)
+
+
+def read_nofollow(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (so a caller sees that a file is over ``limit``), refusing a
+    symbolic link there (``O_NOFOLLOW``: ``OSError`` ELOOP). Raises ``OSError`` when it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit + 1)
 
 
 def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None, mode: int | None = None) -> Path:

@@ -20,11 +20,10 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
 
 from ..plan import PlannedTest
 from ..suites import payload_files
-from ..untrusted import write_atomic
+from ..untrusted import open_nofollow, write_atomic
 
 __all__ = [
     "MASTER_PORT",
@@ -146,13 +145,6 @@ def write_launch_script(path: Path, launcher: str, test: PlannedTest, body: str)
     """Write the runnable-by-hand ``launch/<id>.sh`` (``#!/bin/sh``, a comment naming the test, ``body``), mode 0755."""
     return write_atomic(path, f"#!/bin/sh\n# clusterforge validate, {launcher} launcher: {test.description}\n{body}",
                         mode=0o755)
-
-
-def open_nofollow(path: Path, mode: str = "wb") -> IO[Any]:
-    """``open(path, mode)`` (``"wb"`` or ``"ab"``) that refuses a symbolic link at ``path`` (``O_NOFOLLOW``:
-    ``OSError`` ELOOP) instead of writing through it; close-on-exec, so only the caller holds it."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
-    return os.fdopen(os.open(path, flags, 0o644), mode)
 
 
 # ---------------------------------------------------------------------------------------------
