@@ -43,10 +43,10 @@ __all__ = [
     "RunLock",
     "append_lines",
     "disk_error_message",
+    "line_test_id",
     "quarantine",
     "read_results",
     "remove_stale_temps",
-    "line_test_id",
 ]
 
 LOCK_NAME = ".clusterforge.lock"

@@ -54,10 +54,10 @@ from .rundir import (
     Damaged,
     RunLock,
     append_lines,
+    line_test_id,
     quarantine,
     read_results,
     remove_stale_temps,
-    line_test_id,
 )
 from .suites import REGISTRY, GroupPlan, get_suite
 from .suites.base import MISMATCH, Explanation
