@@ -4,12 +4,14 @@ fio failing for a reason other than a missing fio, and a moved results folder.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +21,36 @@ from validate.runner import read_results_lines
 
 from .test_runner import CLI, REPO, cli, small_blueprint
 
+Start = Callable[..., "subprocess.Popen[str]"]
+"""The ``start`` fixture: ``start(*args, env=None)`` runs ``clusterforge ARGS`` in the background."""
 
-def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    e = dict(os.environ, COLUMNS="200")
-    e.update(env or {})
-    return subprocess.Popen([*CLI, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=e, start_new_session=True)
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Start]:
+    """Start ``clusterforge ARGS`` in its own session (``start(*args, env=...)``). On teardown, passed or failed,
+    every process this test left is killed by its PID: each started run's process group, then every process whose
+    command line names the test's folder (payloads run in process groups of their own), stopped ones included."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        e = dict(os.environ, COLUMNS="200")
+        e.update(env or {})
+        p = subprocess.Popen([*CLI, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=e, start_new_session=True)
+        procs.append(p)
+        return p
+
+    yield run
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+    for pid in _procs_under(str(tmp_path)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.communicate(timeout=30)
 
 
 def _wait_for(cond, proc: subprocess.Popen[str] | None = None, timeout: float = 120) -> None:
@@ -53,10 +79,10 @@ def _running(out: Path, test: str) -> bool:
 
 @pytest.mark.slow
 def test_a_second_run_on_a_busy_folder_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(
-        tmp_path: Path) -> None:
+        tmp_path: Path, start: Start) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl, amp]", collectives="[all_reduce]")
     out = tmp_path / "run"
-    first = _start("validate", str(bp), "-o", str(out))
+    first = start("validate", str(bp), "-o", str(out))
     _wait_for(lambda: _running(out, "amp"), first)
     raw_before = sorted(p.name for p in (out / "raw").iterdir())
     # a --resume and a --force while it runs: both refused in one line naming the holder; nothing touched
@@ -72,7 +98,7 @@ def test_a_second_run_on_a_busy_folder_is_refused_naming_the_holder_and_a_dead_h
     assert sorted(d["test_id"] for d in lines) == ["amp", "nccl-all_reduce"]  # each once, none lost
     assert {d["verdict"] for d in lines} <= {"pass", "warn"}
     # a run killed with SIGKILL leaves its lock file (naming a dead pid): the next run takes it over
-    forced = _start("validate", str(bp), "-o", str(out), "--force")
+    forced = start("validate", str(bp), "-o", str(out), "--force")
     _wait_for(lambda: _running(out, "amp"), forced)
     assert f'"pid": {forced.pid}' in (out / LOCK_NAME).read_text()
     os.killpg(forced.pid, signal.SIGKILL)
@@ -199,11 +225,11 @@ def test_a_kill_during_a_write_leaves_the_old_file_and_no_link_is_followed(tmp_p
 
 
 @pytest.mark.slow
-def test_run_json_parses_whenever_the_run_is_killed(tmp_path: Path) -> None:
+def test_run_json_parses_whenever_the_run_is_killed(tmp_path: Path, start: Start) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce, sendrecv]")
     out = tmp_path / "run"
     for delay in (0.5, 2.0, 4.0, 6.0):
-        proc = _start("validate", str(bp), "-o", str(out), "--resume" if (out / "run.json").exists() else "--force")
+        proc = start("validate", str(bp), "-o", str(out), "--resume" if (out / "run.json").exists() else "--force")
         time.sleep(delay)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -281,10 +307,11 @@ def _fill(folder: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_full_disk_names_the_path_and_resume_and_leaves_the_run_interrupted(tmp_path: Path, small_tmpfs: Path) -> None:
+def test_a_full_disk_names_the_path_and_resume_and_leaves_the_run_interrupted(tmp_path: Path, small_tmpfs: Path,
+                                                                               start: Start) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl, amp]", collectives="[all_reduce, sendrecv]")
     out = small_tmpfs / "run"
-    proc = _start("validate", str(bp), "-o", str(out))
+    proc = start("validate", str(bp), "-o", str(out))
     _wait_for(lambda: bool(read_results_lines(out / "results.jsonl")), proc)
     filler = _fill(small_tmpfs)  # the disk fills while the next test runs
     _, err = proc.communicate(timeout=240)
@@ -327,21 +354,25 @@ def _procs_under(marker: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_stopped_payload_is_killed_with_its_whole_group_at_the_timeout(tmp_path: Path) -> None:
+def test_a_stopped_payload_is_killed_with_its_whole_group_at_the_timeout(tmp_path: Path, start: Start) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
     out = tmp_path / "run"
-    proc = _start("validate", str(bp), "-o", str(out), "--timeout", "10")
+    proc = start("validate", str(bp), "-o", str(out), "--timeout", "10")
     _wait_for(lambda: _running(out, "nccl-all_reduce") and bool(_procs_under(str(out / "payloads"))), proc)
     time.sleep(1.0)  # its ranks start
     pgid = os.getpgid(_procs_under(str(out / "payloads"))[0])
-    os.killpg(pgid, signal.SIGSTOP)  # the payload and its ranks stopped: they ignore SIGTERM until continued
     members = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and _pgid(int(d.name)) == pgid]
-    assert members
+    ranks = [m for m in members if m != pgid]
+    assert pgid in members and ranks, members  # the payload leads its group, its ranks are in it
+    # the ranks stopped, the payload itself running: SIGTERM ends the payload, and a timeout that signalled only
+    # the process it started would leave the stopped ranks behind for ever
+    for m in ranks:
+        os.kill(m, signal.SIGSTOP)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     (d,) = read_results_lines(out / "results.jsonl")
     assert d["verdict"] == "fail" and any("stopped after the --timeout of 10 s" in x for x in d["reasons"])
-    assert [p for p in members if _pgid(p) == pgid] == []  # none survives, stopped or not
+    assert [p for p in members if _pgid(p) == pgid] == []  # none survives, the stopped ranks included
 
 
 def _pgid(pid: int) -> int | None:
@@ -369,10 +400,10 @@ def test_every_planned_test_has_a_default_timeout_from_its_size(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_fio_killed_by_a_signal_is_blamed_on_the_signal_not_on_a_missing_fio(tmp_path: Path) -> None:
+def test_fio_killed_by_a_signal_is_blamed_on_the_signal_not_on_a_missing_fio(tmp_path: Path, start: Start) -> None:
     bp = small_blueprint(tmp_path, suites="[fio]")
     out = tmp_path / "run"
-    proc = _start("validate", str(bp), "-o", str(out))
+    proc = start("validate", str(bp), "-o", str(out))
 
     def fio_pids() -> list[int]:
         pids = []
@@ -412,10 +443,10 @@ def test_fio_on_a_full_target_is_blamed_on_the_full_target(tmp_path: Path, small
 
 
 @pytest.mark.slow
-def test_sigterm_exits_143(tmp_path: Path) -> None:
+def test_sigterm_exits_143(tmp_path: Path, start: Start) -> None:
     bp = small_blueprint(tmp_path, suites="[nccl]", collectives="[all_reduce]")
     out = tmp_path / "run"
-    proc = _start("validate", str(bp), "-o", str(out))
+    proc = start("validate", str(bp), "-o", str(out))
     _wait_for(lambda: _running(out, "nccl-all_reduce"), proc)
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
