@@ -50,6 +50,7 @@ __all__ = [
     "OsFamily",
     "RoleFile",
     "RoleTemplateError",
+    "each_task",
     "encoder",
     "render_role_template",
     "role_file",
@@ -243,22 +244,24 @@ def render_role_template(role: str, template: str, variables: Mapping[str, Any],
         raise RoleTemplateError(f"roles/{role}/templates/{template}: {e}") from e
 
 
-def _tasks(node: Any) -> Iterator[dict[str, Any]]:
+def each_task(node: Any) -> Iterator[dict[str, Any]]:
+    """Every task of a task file's YAML data ``node``, the tasks inside ``block`` / ``rescue`` / ``always`` included
+    (the block itself too), in file order."""
     if isinstance(node, list):
         for item in node:
-            yield from _tasks(item)
+            yield from each_task(item)
     elif isinstance(node, dict):
         yield node
         for key in ("block", "rescue", "always"):
             if key in node:
-                yield from _tasks(node[key])
+                yield from each_task(node[key])
 
 
 @cache
 def _template_tasks(role: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for path in sorted((ROLES_DIR / role / "tasks").glob("*.yml")):
-        for task in _tasks(_parsed(path)):
+        for task in each_task(_parsed(path)):
             args = task.get("ansible.builtin.template", task.get("template"))
             if isinstance(args, dict) and "loop" not in task and "with_items" not in task:
                 out.setdefault(str(args.get("src")), []).append(task)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprints.role_templates import each_task
 from clusterforge.ansible.render import ROLE_ORDER, ROLES_DIR
 
 TASK_KEYWORDS = {
@@ -30,13 +31,6 @@ TASK_KEYWORDS = {
 
 def _load(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
-
-
-def _tasks(items: list[dict[str, Any]]):
-    for t in items or []:
-        yield t
-        for key in ("block", "rescue", "always"):
-            yield from _tasks(t.get(key, []))
 
 
 SUPPORT_ROLE = "clusterforge_common"
@@ -119,7 +113,7 @@ def test_role_layout_phases_and_tasks(role):
     assert "EL" not in platforms
     defaults = _load(d / "defaults/main.yml")
     for path in [*(d / "tasks").glob("*.yml"), *(d / "handlers").glob("*.yml")]:
-        for t in _tasks(_load(path)):
+        for t in each_task(_load(path)):
             name = t.get("name", "")
             assert name and name[0].isupper() and name.endswith("."), f"{path.name}: task name not a sentence: {name!r}"
             modules = [k for k in t if k not in TASK_KEYWORDS]
@@ -147,7 +141,7 @@ def test_shared_modules_come_from_the_support_role():
     assert SHARED_MODULES == {"clusterforge_file_probe", "clusterforge_package_probe"}
     users = set()
     for role in ROLE_ORDER:
-        used = {m for path in (ROLES_DIR / role / "tasks").glob("*.yml") for t in _tasks(_load(path)) for m in t
+        used = {m for path in (ROLES_DIR / role / "tasks").glob("*.yml") for t in each_task(_load(path)) for m in t
                 if m in SHARED_MODULES}
         deps = [d["role"] if isinstance(d, dict) else d for d in _load(ROLES_DIR / role / "meta/main.yml")["dependencies"]]
         assert bool(used) == (SUPPORT_ROLE in deps), f"{role}: uses {sorted(used)}, depends on {deps}"
@@ -161,7 +155,7 @@ def test_roles_read_packages_only_through_the_package_probe():
     no role task runs dpkg-query itself."""
     for role in ROLE_ORDER:
         for path in (ROLES_DIR / role / "tasks").glob("*.yml"):
-            for t in _tasks(_load(path)):
+            for t in each_task(_load(path)):
                 for module in ("ansible.builtin.command", "ansible.builtin.shell", "command", "shell"):
                     assert "dpkg-query" not in str(t.get(module, "")), f"{role}/{path.name}: {t['name']} runs dpkg-query"
 
@@ -169,7 +163,7 @@ def test_roles_read_packages_only_through_the_package_probe():
 def test_restarts_go_through_handlers():
     for role in ROLE_ORDER:
         for path in (ROLES_DIR / role / "tasks").glob("*.yml"):
-            for t in _tasks(_load(path)):
+            for t in each_task(_load(path)):
                 svc = t.get("ansible.builtin.systemd_service") or {}
                 assert svc.get("state") not in ("restarted", "reloaded"), f"{role}/{path.name}: {t['name']} restarts in a task"
 

@@ -29,6 +29,7 @@ from ruamel.yaml import YAML
 
 from blueprints import load_blueprint
 from blueprints.catalog import catalog
+from blueprints.role_templates import each_task
 from blueprints.settings import node_settings
 from blueprints.vendor import (
     CUDA_KEY_FINGERPRINTS,
@@ -262,16 +263,6 @@ KEY_ROLES = {
 """The roles that add a vendor APT repository, with their task file and the catalog key of the key's pin."""
 
 
-def _tasks(node: object) -> Iterator[dict]:
-    if isinstance(node, list):
-        for t in node:
-            yield from _tasks(t)
-    elif isinstance(node, dict):
-        yield node
-        for k in ("block", "rescue", "always"):
-            yield from _tasks(node.get(k))
-
-
 PROGRAM = REPO / "roles/clusterforge_common/files/openpgp-fingerprints.py"
 """The one program that reads a key file's primary key fingerprints."""
 
@@ -281,7 +272,7 @@ def _fingerprint_scripts() -> dict[str, str]:
     lookup = "lookup('ansible.builtin.file', role_path ~ '/../clusterforge_common/files/openpgp-fingerprints.py')"
     out = {}
     for role, (path, _) in KEY_ROLES.items():
-        tasks = list(_tasks(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
+        tasks = list(each_task(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
         argv = next(t["ansible.builtin.command"]["argv"] for t in tasks
                     if str(t.get("name", "")).startswith("Read the primary key fingerprints"))
         assert argv[:2] == ["python3", "-c"] and argv[2] == "{{ " + lookup + " }}", role
@@ -348,7 +339,7 @@ def test_every_key_check_reads_the_primary_fingerprints_gpg_shows(key_files: dic
 
 def test_roles_trust_a_downloaded_key_only_after_checking_the_catalogs_fingerprints() -> None:
     for role, (path, catalog_key) in KEY_ROLES.items():
-        tasks = list(_tasks(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
+        tasks = list(each_task(YAML(typ="safe", pure=True).load((REPO / path).read_text())))
         names = [str(t.get("name", "")) for t in tasks]
         download = next(t for t in tasks if "ansible.builtin.get_url" in t)
         install = next(t for t in tasks if str(t.get("name", "")).startswith("Install the checked"))
