@@ -17,9 +17,8 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .values import DNS_LABEL_PATTERN
+from .values import DNS_LABEL_PATTERN, templated_strings
 from .values import KINDS as VK
-from .values import templated_strings
 
 __all__ = [
     "API_VERSION",

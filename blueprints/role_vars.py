@@ -3,8 +3,8 @@ configures a node.
 
 Bare metal puts these variables into the rendered ``group_vars`` (``clusterforge render``); the
 cloud path renders the roles' own templates with the very same variables into user data
-(:mod:`blueprints.role_templates`). Nothing here re-derives a setting from the blueprint: each
-variable is a field of :class:`blueprints.settings.NodeSettings`.
+(:mod:`blueprints.role_templates`). Nothing here re-derives a setting from the blueprint or the catalog: each
+variable is a field of :class:`blueprints.settings.NodeSettings` (the download and key pins included).
 """
 
 from __future__ import annotations
@@ -16,18 +16,7 @@ from typing import Any
 from .models import Blueprint
 from .settings import NodeSettings
 from .values import AnsibleExpression
-from .vendor import (
-    CUDA_KEY_FINGERPRINTS,
-    DOCA_KEY_FINGERPRINTS,
-    TOOLKIT_KEY_FINGERPRINTS,
-    apt_key_fingerprints,
-    fsx_key_fingerprints,
-    gvisor_sha512,
-    kata_sha256,
-    kata_tarball,
-    pins_word,
-    vendor_units,
-)
+from .vendor import kata_tarball, vendor_units
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -118,7 +107,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_cuda_repo_dist": p.repo_dist,
                 "nvidia_driver_cuda_repo_arch": dict(p.repo_arch),
                 "nvidia_driver_cuda_repo_key_file": p.repo_key_file,
-                "nvidia_driver_cuda_repo_key_fingerprints": apt_key_fingerprints(CUDA_KEY_FINGERPRINTS),
+                "nvidia_driver_cuda_repo_key_fingerprints": p.repo_key_fingerprints,
                 "nvidia_driver_packages": list(p.packages),
                 "nvidia_driver_hold": list(p.hold),
                 "nvidia_driver_apt_pins": [pin.model_dump() for pin in p.apt_pins],
@@ -169,7 +158,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "rdma_doca_dist": d.dist,
                 "rdma_doca_arch": d.arch,
                 "rdma_doca_key_file": d.key_file,
-                "rdma_doca_key_fingerprints": apt_key_fingerprints(DOCA_KEY_FINGERPRINTS),
+                "rdma_doca_key_fingerprints": d.key_fingerprints,
                 "rdma_doca_packages": list(d.packages),
             })
         return v
@@ -210,11 +199,9 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "lustre_client_apt_repo_components": list(s.lustre_client_repo.components),
             }),
             **({"lustre_client_dnf_packages": list(s.lustre_client_dnf_packages)} if s.lustre_client_dnf_packages else {}),
-            # Amazon's FSx client repository key, checked when the catalog pins its fingerprint (a site repository
-            # has no pin: the blueprint's lustre_client_repos carries none)
-            **({"lustre_client_apt_repo_key_fingerprints": fsx}
-               if s.lustre_client_repo is not None and (fsx := fsx_key_fingerprints(s.lustre_client_repo.key_url))
-               else {}),
+            # the repository key's pinned fingerprints (Amazon's FSx repository's, when the catalog pins any)
+            **({"lustre_client_apt_repo_key_fingerprints": s.lustre_client_repo.key_fingerprints}
+               if s.lustre_client_repo is not None and s.lustre_client_repo.key_fingerprints else {}),
         }
     if role == "nfs_client":
         return {
@@ -231,7 +218,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "container_runtime_nvidia_toolkit_version": s.container_toolkit,
             "container_runtime_nvidia_toolkit_packages": list(s.container_toolkit_packages),
             "container_runtime_nvidia_toolkit_repo_url": s.container_toolkit_repo_url,
-            "container_runtime_nvidia_toolkit_key_fingerprints": apt_key_fingerprints(TOOLKIT_KEY_FINGERPRINTS),
+            "container_runtime_nvidia_toolkit_key_fingerprints": s.container_toolkit_key_fingerprints,
             "container_runtime_nvidia_persistenced_service": vendor_units()["persistenced"],
             "container_runtime_kata_runtime_class": (sb.runtime_class or "") if sb.runtime == "kata" else "",
             "container_runtime_gvisor_runtime_class": (sb.runtime_class or "") if sb.runtime == "gvisor" else "",
@@ -248,9 +235,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "sandbox_gvisor_release": sb.gvisor_release,
             "sandbox_gvisor_release_url": sb.gvisor_release_url,
             # the catalog's integrity pins: the sandbox script refuses a download that has none
-            "sandbox_kata_sha256": pins_word(kata_sha256(sb.kata_version)),
-            "sandbox_gvisor_sha512": pins_word({f"{m}/{f}": h for m, files in gvisor_sha512(sb.gvisor_release).items()
-                                                for f, h in files.items()}),
+            "sandbox_kata_sha256": sb.kata_sha256,
+            "sandbox_gvisor_sha512": sb.gvisor_sha512,
             "sandbox_vfio_nvswitches": sb.nvswitch_plan != "shared-nvswitch",
             "sandbox_kata_pcie_root_ports": sb.pcie_root_ports or 0,
         }

@@ -30,13 +30,19 @@ from .models import (
     RoceNetwork,
 )
 from .vendor import (
+    FSX_KEY_FINGERPRINTS,
+    TOOLKIT_KEY_FINGERPRINTS,
     DocaRepository,
     DriverPackages,
+    apt_key_fingerprints,
     bare_metal,
     container_toolkit_packages,
     doca_repository,
     driver_packages,
+    gvisor_sha512,
+    kata_sha256,
     kata_tarball,
+    pins_word,
 )
 from .versions import version
 
@@ -99,6 +105,9 @@ class LustreClientRepo(_Frozen):
     url: str
     key_url: str
     """ASCII-armoured signing key (apt's ``Signed-By``)."""
+    key_fingerprints: str = ""
+    """Primary key fingerprints the key must have before it is trusted (space-separated upper-case hex): Amazon's
+    FSx repository's from the catalog (``aws.fsx_client.apt.key_fingerprints``); a site's repository has none."""
     suite: str
     """``Suites:`` of the sources entry; ``{codename}`` is the node's distribution codename."""
     components: list[str]
@@ -194,6 +203,12 @@ class SandboxSettings(_Frozen):
     """Base URL of Kata's GitHub releases (``<url>/<version>/<kata_tarball>``; catalog ``bare_metal.kata``)."""
     gvisor_release_url: str
     """Base URL of gVisor's release bucket (``<url>/<release>/<arch>/runsc``; catalog ``bare_metal.gvisor``)."""
+    kata_sha256: str = ""
+    """The catalog's SHA-256 pins of ``kata_version``'s release files, ``ARCH=SHA256 ...`` (``bare_metal.kata.sha256``;
+    empty: none pinned, the sandbox script refuses the download)."""
+    gvisor_sha512: str = ""
+    """The catalog's SHA-512 pins of ``gvisor_release``'s binaries, ``MACHINE/FILE=SHA512 ...``
+    (``bare_metal.gvisor.sha512``; empty: none pinned, the sandbox script refuses the download)."""
     runtime_handler: str | None = None
     """The containerd runtime handler Kata / gVisor pods of this group run under (what the group's
     RuntimeClass ``handler`` names and the node checks look for in containerd's configuration): on
@@ -342,6 +357,9 @@ class NodeSettings(_Frozen):
     """The group's workload sandbox runtime (container, Kata, gVisor or VM) and GPU passthrough plan."""
     container_toolkit_repo_url: str
     """NVIDIA's libnvidia-container apt repository (catalog ``bare_metal.container_toolkit``)."""
+    container_toolkit_key_fingerprints: str
+    """Primary key fingerprints its signing key must have (space-separated; catalog
+    ``bare_metal.container_toolkit.key_fingerprints``)."""
     lustre_client_packages: list[str]
     """Lustre client packages installed with apt (``{kernel}``: the running kernel's release, ``uname -r``):
     from the site's repository on premises (``software.lustre_client_repos``, else catalog
@@ -623,9 +641,13 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             kata_tarball=kata_tarball(sw.kata) if g.sandbox.runtime == "kata" else None,
             kata_release_url=bare_metal()["kata"]["release_url"],
             gvisor_release_url=bare_metal()["gvisor"]["release_url"],
+            kata_sha256=pins_word(kata_sha256(sw.kata)),
+            gvisor_sha512=pins_word({f"{m}/{f}": h for m, files in gvisor_sha512(sw.gvisor).items()
+                                     for f, h in files.items()}),
             runtime_handler=_sandbox_handler(bp, g),
         ),
         container_toolkit_repo_url=bare_metal()["container_toolkit"]["repo_url"],
+        container_toolkit_key_fingerprints=apt_key_fingerprints(TOOLKIT_KEY_FINGERPRINTS),
         **_lustre_client(bp),
         instance_type=g.instance_type if bp.target.instance_types else None,
         efa_interfaces=_efa_interfaces(bp, g),
@@ -662,7 +684,8 @@ def _lustre_client(bp: Blueprint) -> dict[str, Any]:
         apt = fsx["apt"]
         return {"lustre_client_packages": list(apt["packages"]),
                 "lustre_client_repo": LustreClientRepo(url=apt["repo_url"], key_url=apt["key_url"], suite=apt["suite"],
-                                                       components=list(apt["components"])),
+                                                       components=list(apt["components"]),
+                                                       key_fingerprints=apt_key_fingerprints(FSX_KEY_FINGERPRINTS)),
                 "lustre_client_dnf_packages": list(fsx["dnf"]["packages"])}
     packages = list(bare_metal()["lustre_client"]["packages"])
     site_os = getattr(bp.target, "os", None)  # a target whose hosts use the site's client declares their OS

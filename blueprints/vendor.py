@@ -35,7 +35,6 @@ __all__ = [
     "doca_repository",
     "driver_packages",
     "efa_installer_pins",
-    "fsx_key_fingerprints",
     "gvisor_sha512",
     "kata_sha256",
     "kata_tarball",
@@ -109,6 +108,9 @@ class DriverPackages(BaseModel):
     repo_dist: str
     repo_arch: dict[str, str]
     repo_key_file: str
+    repo_key_fingerprints: str = ""
+    """Primary key fingerprints ``repo_key_file`` must have (space-separated upper-case hex; catalog
+    ``bare_metal.nvidia_driver.cuda_repo.key_fingerprints``)."""
     packages: list[str]
     hold: list[str]
     apt_pins: list[AptPin]
@@ -201,7 +203,8 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
                           nvlsm=lsm, dcgm_specs=dcgm_specs)
     return DriverPackages(
         branch=branch, version=version, repo_base_url=repo["base_url"], repo_dist=repo["dists"][os],
-        repo_arch=dict(repo["arch"]), repo_key_file=repo["key_file"], packages=packages, hold=hold,
+        repo_arch=dict(repo["arch"]), repo_key_file=repo["key_file"],
+        repo_key_fingerprints=apt_key_fingerprints(CUDA_KEY_FINGERPRINTS), packages=packages, hold=hold,
         apt_pins=pins, nvlsm_version=lsm, services=services, persistenced_service=persistenced,
         fabricmanager_service=sw["services"]["fabricmanager"] if nvswitch else None,
         fabricmanager_config=sw["fabricmanager_config"] if nvswitch else None,
@@ -286,6 +289,9 @@ class DocaRepository(BaseModel):
     dist: str
     arch: str
     key_file: str
+    key_fingerprints: str = ""
+    """Primary key fingerprints ``key_file`` must have (space-separated; catalog ``bare_metal.doca_ofed``); empty
+    while the catalog pins none (the key is then installed unchecked)."""
     packages: list[str]
 
 
@@ -297,7 +303,8 @@ def doca_repository(release: str, os: str) -> DocaRepository | None:
     if dist is None:
         return None
     return DocaRepository(release=release, base_url=d["repo_base_url"], dist=dist, arch=d["arch"],
-                          key_file=d["key_file"], packages=list(d["packages"]))
+                          key_file=d["key_file"], key_fingerprints=apt_key_fingerprints(DOCA_KEY_FINGERPRINTS),
+                          packages=list(d["packages"]))
 
 
 def kata_tarball(version: str, arch: str = "amd64") -> str:
@@ -408,11 +415,3 @@ def apt_key_fingerprints(key: str) -> str:
     for part in path:
         node = (node or {}).get(part)
     return " ".join(str(f).replace(" ", "").upper() for f in (node or []))
-
-
-def fsx_key_fingerprints(key_url: str) -> str:
-    """:func:`apt_key_fingerprints` of Amazon's FSx client repository key when ``key_url`` is that key's URL (catalog
-    ``aws.fsx_client.apt.key_url``); empty for any other key (a site's own repository)."""
-    from .catalog import catalog
-
-    return apt_key_fingerprints(FSX_KEY_FINGERPRINTS) if key_url == catalog().aws["fsx_client"]["apt"]["key_url"] else ""

@@ -38,7 +38,6 @@ from blueprints.vendor import (
     TOOLKIT_KEY_FINGERPRINTS,
     apt_key_fingerprints,
     efa_installer_pins,
-    fsx_key_fingerprints,
     kata_sha256,
     mpi_operator_manifest_ref,
 )
@@ -363,9 +362,15 @@ def test_catalog_pins_the_apt_keys_with_their_sources() -> None:
     assert toolkit["field_sources"]["key_fingerprints"].startswith("https://github.com/NVIDIA/")
     # no vendor-published value found yet: empty, so the key is installed unchecked (the catalog says so)
     assert apt_key_fingerprints(DOCA_KEY_FINGERPRINTS) == "" and apt_key_fingerprints(FSX_KEY_FINGERPRINTS) == ""
-    fsx_url = catalog().aws["fsx_client"]["apt"]["key_url"]
-    assert fsx_key_fingerprints(fsx_url) == apt_key_fingerprints(FSX_KEY_FINGERPRINTS)
-    assert fsx_key_fingerprints("https://lustre.example.invalid/gpgkey") == "", "a site's repository has no catalog pin"
+    # the node settings carry the pins the roles read: Amazon's FSx repository's on AWS, none for a site's repository
+    aws = node_settings(load_blueprint(REPO / "blueprints/examples/aws-p5-efa-lustre.yaml").blueprint, "gpu")
+    assert aws.lustre_client_repo is not None
+    assert aws.lustre_client_repo.key_fingerprints == apt_key_fingerprints(FSX_KEY_FINGERPRINTS)
+    dgx = node_settings(load_blueprint(REPO / "blueprints/examples/onprem-dgx-h100-ib.yaml").blueprint, "dgx")
+    assert dgx.lustre_client_repo is not None and dgx.lustre_client_repo.key_fingerprints == "", "a site repository"
+    assert dgx.gpu_packages is not None and dgx.gpu_packages.repo_key_fingerprints == apt_key_fingerprints(
+        CUDA_KEY_FINGERPRINTS)
+    assert dgx.container_toolkit_key_fingerprints == apt_key_fingerprints(TOOLKIT_KEY_FINGERPRINTS)
 
 
 def _lustre_install(tmp: Path, key_url: str, pins: str) -> str:
