@@ -112,12 +112,12 @@ class _Progress:
             self.live = None
 
 
-_SIGNALLED: list[int] = []
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM during a run: stops it the way Ctrl-C does (results kept), and exits 143 (128 + SIGTERM)."""
 
 
 def _sigterm(signum: int, frame: Any) -> None:
-    _SIGNALLED.append(signum)
-    raise KeyboardInterrupt
+    raise _Terminated
 
 
 def register(app: typer.Typer) -> None:
@@ -191,7 +191,7 @@ def register(app: typer.Typer) -> None:
             progress.stop()
             fail(disk_error_message(e, where=out, resume=f"clusterforge validate {blueprint} -o {out} --resume"))
             raise typer.Exit(2) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             # typer turns KeyboardInterrupt into a silent exit 130: say what was kept and how to go on
             progress.stop()
             from validate.runner import RESULTS, read_results_lines
@@ -199,7 +199,7 @@ def register(app: typer.Typer) -> None:
             kept = {d.get("test_id") for d in read_results_lines(out / RESULTS)}
             fail(f"interrupted: {len(kept)} finished test(s) kept in {out}; continue with "
                  f"`clusterforge validate {blueprint} -o {out} --resume`")
-            raise typer.Exit(128 + signal.SIGTERM if _SIGNALLED else 130) from None
+            raise typer.Exit(128 + signal.SIGTERM if isinstance(e, _Terminated) else 130) from None
         finally:
             progress.stop()
             signal.signal(signal.SIGTERM, old)
