@@ -126,15 +126,13 @@ def remote_argv(host: SshHost, command: str) -> list[str]:
     -p PORT -- ADDRESS COMMAND``, so neither the address nor the command can be read as an option."""
     if host.local:
         return ["sh", "-c", command]
-    check_ssh_target(host.name, host.address, host.user, host.port)
-    user = ["-l", host.user] if host.user else []
+    user = ["-l", host.user] if host.user else []  # address, user and port were checked when the host was made
     return ["ssh", *ssh_options(host), *user, "-p", str(host.port), "--", host.address, command]
 
 
 def scp_argv(host: SshHost, files: list[str], remote_dir: str) -> list[str]:
     """argv that copies ``files`` into ``remote_dir`` on ``host``: ``scp -q [options] -o User=USER -P PORT --
-    FILES ADDRESS:DIR/``."""
-    check_ssh_target(host.name, host.address, host.user, host.port)
+    FILES ADDRESS:DIR/`` (``host`` was checked when it was made)."""
     user = ["-o", f"User={host.user}"] if host.user else []
     return ["scp", "-q", *ssh_options(host), *user, "-P", str(host.port), "--", *files,
             f"{host.scp_host}:{remote_dir}/"]
