@@ -326,6 +326,19 @@ class NvmeHardware(StrictModel):
     ] = []
 
 
+class CpuTopology(StrictModel):
+    """CPU topology of one host, as `slurmd -C` prints it (https://slurm.schedmd.com/slurm.conf.html#OPT_Sockets)."""
+
+    sockets: Annotated[int, Field(description="CPU sockets (packages) per host.", ge=1, le=16)]
+    cores_per_socket: Annotated[int, Field(description="Physical cores per socket.", ge=1, le=1024)]
+    threads_per_core: Annotated[int, Field(description="Hardware threads per core (2 with SMT on).", ge=1, le=8)] = 1
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs per host: sockets x cores per socket x threads per core."""
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
 class Hardware(StrictModel):
     """Hardware of on-prem hosts (cloud hosts take it from the instance type in the catalog)."""
 
@@ -338,6 +351,16 @@ class Hardware(StrictModel):
     ] = None
     system: Annotated[
         Annotated[str, VK["catalog-key"]] | None, Field(description="Informational system model from the catalog, e.g. `dgx-h100`.")
+    ] = None
+    cpu: Annotated[
+        CpuTopology | None,
+        Field(description="CPU topology of one host (what `slurmd -C` reports); unset = the catalog system's. "
+                          "Slurm's node lines need it."),
+    ] = None
+    memory_gib: Annotated[
+        float | None,
+        Field(description="Installed memory of one host in GiB (2^30 bytes); unset = the catalog system's. Slurm's "
+                          "`RealMemory` is 95 % of it.", gt=0),
     ] = None
 
     @field_validator("gpu", mode="before")
@@ -900,12 +923,89 @@ class KubernetesOrchestrator(StrictModel):
     ] = None
 
 
+class SlurmPartition(StrictModel):
+    """One Slurm partition over some node groups (https://slurm.schedmd.com/slurm.conf.html#SECTION_PARTITION-CONFIGURATION)."""
+
+    name: Annotated[Annotated[str, VK["slurm-partition"]], Field(description="Partition name.")]
+    groups: Annotated[
+        list[Annotated[str, Field(pattern=DNS_LABEL)]], Field(description="Node groups (role `compute`) whose nodes it holds.", min_length=1)
+    ]
+    default: Annotated[bool, Field(description="The partition jobs land in when they name none.")] = False
+    max_time: Annotated[
+        Annotated[str, VK["slurm-time"]] | None,
+        Field(description="`MaxTime` (`UNLIMITED`, `MM`, `HH:MM:SS`, `D-HH`); unset = Slurm's default (UNLIMITED)."),
+    ] = None
+    exclusive: Annotated[
+        bool, Field(description="`OverSubscribe=EXCLUSIVE`: every job gets whole nodes (the default for GPU training).")
+    ] = True
+
+
+class SlurmAccounting(StrictModel):
+    """Job accounting: slurmdbd with a database (https://slurm.schedmd.com/accounting.html)."""
+
+    enabled: Annotated[bool, Field(description="Run slurmdbd and record every job (`sacct`).")] = True
+    database_host: Annotated[
+        Annotated[str, VK["host-address"]] | None,
+        Field(description="An external MySQL / MariaDB server; unset = MariaDB on the controller."),
+    ] = None
+    database_port: Annotated[int, Field(description="Port of the database server.", ge=1, le=65535)] = 3306
+    password_file: Annotated[
+        Annotated[str, VK["abs-path"]] | None,
+        Field(description="For an external database: a file on the controller holding slurmdbd's database password "
+                          "(put there by your secret store; never written by clusterforge). Unset with a local "
+                          "database: generated once on the controller."),
+    ] = None
+
+
 class SlurmOrchestrator(StrictModel):
-    """Slurm (declared now; validation jobs render as sbatch scripts)."""
+    """Slurm: a controller (`role: controller`), compute groups as partitions with GPUs as gres, login groups as clients.
+
+    The Slurm version is the distribution's package on the nodes' OS (catalog `slurm.distributions`); every
+    rendered option exists in that version (catalog `slurm.features`).
+    """
 
     kind: Annotated[Literal["slurm"], Field(description="Orchestrator tag.")]
-    partition: Annotated[Annotated[str, VK["slurm-name"]], Field(description="Partition of the GPU nodes.")] = "gpu"
+    partition: Annotated[
+        Annotated[str, VK["slurm-partition"]],
+        Field(description="Name of the default partition holding every GPU compute group (when `partitions` is unset)."),
+    ] = "gpu"
     account: Annotated[Annotated[str, VK["slurm-name"]] | None, Field(description="Slurm account for validation jobs.")] = None
+    cluster_name: Annotated[
+        Annotated[str, VK["slurm-cluster-name"]] | None,
+        Field(description="`ClusterName` (lower case; what accounting records); unset = the blueprint's name."),
+    ] = None
+    partitions: Annotated[
+        list[SlurmPartition] | None,
+        Field(description="Partitions; unset = one partition per GPU model and fabric over the compute groups, the "
+                          "first named `partition`."),
+    ] = None
+    gres: Annotated[
+        Literal["explicit", "autodetect"],
+        Field(description="`explicit`: gres.conf lists each `/dev/nvidiaN` with its type from the catalog; "
+                          "`autodetect`: `AutoDetect=nvidia` (Slurm 24.11 and later only)."),
+    ] = "explicit"
+    configless: Annotated[
+        bool, Field(description="Compute nodes fetch the configuration from slurmctld (`enable_configless`).")
+    ] = True
+    accounting: Annotated[SlurmAccounting, Field(description="slurmdbd and its database.")] = SlurmAccounting()
+    pyxis: Annotated[bool, Field(description="Containers in jobs: enroot + pyxis (`srun --container-image`).")] = True
+    topology: Annotated[
+        Literal["auto", "none", "tree", "block"],
+        Field(description="`tree`: a topology.conf switch tree from the declared fabric; `block`: NVLink domains "
+                          "(Slurm 23.11 and later); `auto`: tree on a multi-node RDMA fabric, else none."),
+    ] = "auto"
+    health_check_interval_s: Annotated[
+        int, Field(description="Seconds between health checks on every node (`HealthCheckInterval`); 0 = off.", ge=0, le=86400)
+    ] = 300
+    os_memory_gib: Annotated[
+        float, Field(description="Memory per compute node kept for the OS and the Slurm daemons (`MemSpecLimit`), GiB.",
+                     ge=0.5, le=1024)
+    ] = 4
+    cgroup_version: Annotated[
+        Literal["v2", "v1"],
+        Field(description="The nodes' cgroup hierarchy: `v2` (every supported OS's default); `v1` only for hosts booted "
+                          "with `systemd.unified_cgroup_hierarchy=0`."),
+    ] = "v2"
 
 
 Orchestrator = Annotated[

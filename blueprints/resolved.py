@@ -38,6 +38,7 @@ from .catalog import Catalog, catalog
 from .hardware import GroupHardware, group_hardware
 from .models import Blueprint, InfinibandNetwork, NodeGroup
 from .settings import NodeSettings, node_settings
+from .slurm import SlurmSettings, slurm_settings
 
 __all__ = ["IpoibAssignment", "ResolvedCluster", "ResolvedGroup", "assign_ipoib", "resolve", "smallest_ipoib_prefix"]
 
@@ -219,6 +220,8 @@ class ResolvedCluster:
     catalog: Catalog
     groups: tuple[ResolvedGroup, ...]
     ipoib: IpoibAssignment
+    slurm: SlurmSettings | None = None
+    """The Slurm cluster's settings (:func:`blueprints.slurm.slurm_settings`); ``None`` without ``orchestrator: slurm``."""
 
     def __iter__(self) -> Any:
         return iter(self.groups)
@@ -295,7 +298,7 @@ def resolve(bp: Blueprint, cat: Catalog | None = None) -> ResolvedCluster:
         groups.append(ResolvedGroup(index=i, group=g, hardware=group_hardware(bp, g, cat),
                                     settings=node_settings(bp, g), efa=efa_group(bp, g, cat)))
     ipoib = assign_ipoib(bp, [r.settings.ipoib_netdev for r in groups])
-    out = ResolvedCluster(blueprint=bp, catalog=cat, groups=tuple(groups), ipoib=ipoib)
+    out = ResolvedCluster(blueprint=bp, catalog=cat, groups=tuple(groups), ipoib=ipoib, slurm=slurm_settings(bp))
     _CACHE[key] = out
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)

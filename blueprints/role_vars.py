@@ -29,13 +29,22 @@ ROLE_ORDER = (
     "nfs_client",
     "container_runtime",
     "sandbox",
+    "munge",
+    "slurm_dbd",
+    "slurm_controller",
+    "slurm_node",
+    "slurm_login",
+    "enroot_pyxis",
     "validation_tools",
     "kernel_updates",
 )
 """Every role in ``roles/``, in the order ``site.yml`` runs them. ``rdma`` runs before ``nvidia_driver``:
 with DOCA-OFED the driver's modules (nvidia-peermem) must be built against OFED's ``ib_core``, not the
 inbox one (https://docs.nvidia.com/networking/display/mlnxofedv24010331/gpudirect+rdma).
-``kernel_updates`` runs last, after every role that installs kernel packages or modules."""
+``kernel_updates`` runs last, after every role that installs kernel packages or modules. The Slurm roles run after the
+driver (slurmd waits for the GPU device files): ``munge`` first (every daemon authenticates with it), ``slurm_dbd``
+before ``slurm_controller`` (slurmctld registers with slurmdbd when it starts, https://slurm.schedmd.com/accounting.html),
+the controller before the nodes and login hosts, ``enroot_pyxis`` last (pyxis builds against the installed Slurm)."""
 
 
 def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
@@ -46,6 +55,9 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
     nvme_scratch / lustre_client / nfs_client: when declared. container_runtime: GPU hosts, Kata / gVisor
     sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
     validation_tools: compute groups. kernel_updates: hosts with out-of-tree modules or a kernel hold.
+    munge / slurm_*: the group's part in a Slurm cluster (:attr:`NodeSettings.slurm`): slurm_dbd and
+    slurm_controller on the controller, slurm_node on compute groups, slurm_login on login groups, enroot_pyxis where
+    jobs run or are submitted (when ``orchestrator.pyxis``).
     """
     compute = bp.group(s.group).compute
     wanted = {
@@ -58,6 +70,12 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
         "container_runtime": s.gpu_count > 0 or s.sandbox.runtime in ("kata", "gvisor")
         or bp.orchestrator.kind == "kubernetes",
         "sandbox": s.sandbox.runtime != "container" or s.sandbox.gpu_passthrough,
+        "munge": s.slurm is not None,
+        "slurm_dbd": s.slurm is not None and s.slurm.accounting,
+        "slurm_controller": s.slurm is not None and s.slurm.part == "controller",
+        "slurm_node": s.slurm is not None and s.slurm.part == "node",
+        "slurm_login": s.slurm is not None and s.slurm.part == "login",
+        "enroot_pyxis": s.slurm is not None and s.slurm.pyxis,
         "validation_tools": compute,
         "kernel_updates": bool(s.out_of_tree_modules or s.kernel_hold_packages),
     }
@@ -74,6 +92,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
     (``<dns>@tcp:/<mount_name>``, known at deploy time); without one an FSx mount is left out of
     ``lustre_client_mounts``. Raises ``KeyError`` for an unknown role.
     """
+    if role in SLURM_ROLES:
+        return _slurm_role_vars(s, role)
     if role == "kernel_updates":
         return {
             "kernel_updates_mode": s.kernel_updates or "",
@@ -253,3 +273,47 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
         return {"validation_tools_payload_src": AnsibleExpression("{{ playbook_dir }}/files/validate")}
     raise KeyError(role)
 
+
+
+SLURM_ROLES = ("munge", "slurm_dbd", "slurm_controller", "slurm_node", "slurm_login", "enroot_pyxis")
+
+
+def _slurm_role_vars(s: NodeSettings, role: str) -> dict[str, Any]:
+    """The variables of the Slurm roles (:attr:`NodeSettings.slurm`); ``{}`` for a group without Slurm. Package
+    names come from the catalog's ``slurm.packages``; file texts from :func:`blueprints.slurm.slurm_files`."""
+    sl = s.slurm
+    if sl is None:
+        return {}
+    pk = sl.packages
+    if role == "munge":
+        return {"munge_packages": list(pk["munge"]), "munge_key_host": sl.munge_key_host}
+    if role == "slurm_dbd":
+        return {
+            "slurm_dbd_packages": list(pk["dbd"]) + (list(pk["database"]) if sl.local_database else []),
+            "slurm_dbd_conf": sl.dbd_conf or "",
+            "slurm_dbd_local_database": sl.local_database,
+            "slurm_dbd_database": "slurm_acct_db",
+            "slurm_dbd_database_user": "slurm",
+            "slurm_dbd_cluster_name": sl.cluster_name,
+            "slurm_dbd_password_file": sl.password_file,
+        }
+    if role == "slurm_controller":
+        return {
+            "slurm_controller_packages": list(pk["controller"]),
+            "slurm_controller_files": dict(sl.files),
+            "slurm_controller_state_dir": "/var/spool/slurmctld",
+            "slurm_controller_accounting": sl.accounting,
+        }
+    if role == "slurm_node":
+        return {
+            "slurm_node_packages": list(pk["node"]),
+            "slurm_node_files": dict(sl.files),
+            "slurm_node_conf_server": sl.conf_server,
+            "slurm_node_gpu_devices": list(sl.gpu_devices),
+            "slurm_node_health": dict(sl.health),
+        }
+    if role == "slurm_login":
+        return {"slurm_login_packages": list(pk["login"]), "slurm_login_files": dict(sl.files)}
+    if role == "enroot_pyxis":
+        return {"enroot_pyxis_build_packages": list(pk["pyxis_build"])}
+    raise KeyError(role)

@@ -50,6 +50,7 @@ __all__ = [
     "SOURCES",
     "LustreClientRepo",
     "NodeSettings",
+    "SlurmNodeSettings",
     "cluster_settings",
     "generated_nccl_env",
     "node_settings",
@@ -174,6 +175,35 @@ class RoceQos(_Frozen):
     """``NCCL_IB_GID_INDEX``: a fixed index, or ``discover``: each node looks up the GID table
     entry of type ``RoCE v2`` whose GID is its data-plane IPv4 address (``::ffff:a.b.c.d``) on
     the first RoCE interface and writes that index (renderers do the lookup on the node)."""
+
+
+class SlurmNodeSettings(_Frozen):
+    """What a node of one group needs for Slurm (:mod:`blueprints.slurm` renders the cluster's files once).
+
+    ``part``: ``controller`` (slurmctld, and slurmdbd with accounting), ``node`` (slurmd) or ``login`` (clients);
+    ``packages``: catalog ``slurm.packages`` by purpose (``munge``, ``controller``, ``node``, ``login``, ``dbd``,
+    ``database``, ``pyxis_build``); ``files``: the cluster's configuration files, ``{absolute path: text}``, for the
+    controller and login nodes and for compute nodes that are not configless (``slurmdbd.conf`` is separate,
+    ``dbd_conf``, and has no password); ``conf_server``: ``host:port`` configless slurmds fetch from (``""`` when the
+    node reads its own files); ``munge_key_host``: the inventory host that generates the one munge key;
+    ``gpu_devices``: the device files slurmd waits for; ``health``: the health check's expectations (JSON document).
+    """
+
+    part: Literal["controller", "node", "login"]
+    version: str
+    cluster_name: str
+    packages: dict[str, list[str]]
+    files: dict[str, str]
+    dbd_conf: str | None
+    accounting: bool
+    local_database: bool
+    password_file: str
+    conf_server: str
+    munge_key_host: str
+    gpu_devices: list[str]
+    health: dict[str, Any]
+    pyxis: bool
+    cgroup_version: Literal["v1", "v2"]
 
 
 class SandboxSettings(_Frozen):
@@ -379,6 +409,9 @@ class NodeSettings(_Frozen):
     """EFA interfaces attached to each node (``network.efa.interfaces``; ``max``: the instance type's
     ``max_efa_interfaces`` in the catalog); 0 for nodes without EFA. A Kubernetes pod that uses
     them requests this many ``vpc.amazonaws.com/efa`` devices."""
+    slurm: SlurmNodeSettings | None = None
+    """The group's part in the Slurm cluster (``orchestrator: slurm``); ``None`` without Slurm and for groups that take
+    no part (storage)."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -651,6 +684,39 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         **_lustre_client(bp),
         instance_type=g.instance_type if bp.target.instance_types else None,
         efa_interfaces=_efa_interfaces(bp, g),
+        slurm=_slurm_node(bp, g, [m.mount for m in lustre] + [m.mount for m in nfs]),
+    )
+
+
+def _slurm_node(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> SlurmNodeSettings | None:
+    """:attr:`NodeSettings.slurm` of group ``g`` (:func:`blueprints.slurm.slurm_settings` renders the cluster once per
+    call; it is a pure function of the blueprint)."""
+    from .slurm import health_expectations, slurm_catalog, slurm_files, slurm_settings
+
+    s = slurm_settings(bp)
+    part = {"controller": "controller", "compute": "node", "login": "login"}.get(g.role)
+    if s is None or part is None or (part == "controller" and g.name != s.controller_group):
+        return None
+    files = slurm_files(s)
+    dbd = files.pop("/etc/slurm/slurmdbd.conf", None)
+    configless_node = part == "node" and s.configless and s.has("configless")
+    nodes = s.group_nodes(g.name)
+    return SlurmNodeSettings(
+        part=part,  # type: ignore[arg-type]
+        version=s.version,
+        cluster_name=s.cluster_name,
+        packages={k: list(v) for k, v in slurm_catalog()["packages"].items()},
+        files={} if configless_node else files,
+        dbd_conf=dbd if part == "controller" else None,
+        accounting=s.accounting and part == "controller",
+        local_database=s.accounting and s.database_host is None and part == "controller",
+        password_file=s.password_file,
+        conf_server=s.conf_server if configless_node else "",
+        munge_key_host=s.controller or "",
+        gpu_devices=nodes[0].gpu_devices if nodes else [],
+        health=health_expectations(s, g.name, mounts) if part == "node" else {},
+        pyxis=s.pyxis and part in ("node", "login"),
+        cgroup_version=s.cgroup_version,
     )
 
 

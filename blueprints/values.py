@@ -350,6 +350,21 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
         "use letters, digits, `_`, `.` and `-` (the rule `slurm-partition-name` checks for one partition)",
         "https://slurm.schedmd.com/sacctmgr.html#SECTION_SPECIFICATIONS-FOR-ACCOUNTS", max_length=64),
     ValueKind(
+        "slurm-partition", r"[A-Za-z0-9_][A-Za-z0-9_.-]*",
+        "a Slurm partition name",
+        "use letters, digits, `_`, `.` and `-` (no `,`: slurm.conf separates lists with it)",
+        "https://slurm.schedmd.com/slurm.conf.html#OPT_PartitionName", max_length=64),
+    ValueKind(
+        "slurm-cluster-name", r"[a-z][a-z0-9_-]*",
+        "a Slurm cluster name",
+        "use lower-case letters, digits, `_` and `-`, starting with a letter (slurmdbd stores it lower-cased)",
+        "https://slurm.schedmd.com/slurm.conf.html#OPT_ClusterName", max_length=40),
+    ValueKind(
+        "slurm-time", r"UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d+(:\d{2}(:\d{2})?)?",
+        "a Slurm time limit",
+        "write `UNLIMITED`, minutes (`90`), `HH:MM:SS` or `D-HH[:MM[:SS]]`",
+        "https://slurm.schedmd.com/slurm.conf.html#OPT_MaxTime", max_length=16),
+    ValueKind(
         "image-ref", r"(/|(https?|file)://)[A-Za-z0-9._~:/?#\[\]@!&()*+,;=%-]*",
         "an image path or URL",
         "write an absolute path or an http(s) URL, with special characters percent-encoded",

@@ -4,6 +4,9 @@ Writes, for the blueprint's target (:mod:`clusterforge.targets`, by ``target.pro
 
 * ``DIR/ansible/``: inventory.yml, group_vars/, site.yml (on-prem; ``ansible-playbook -i inventory.yml site.yml``);
 * ``DIR/pulumi/``: the Pulumi project, the stack config ``Pulumi.<name>.yaml`` and each node group's cloud-init (AWS);
+* ``DIR/slurm/``: with ``orchestrator: slurm``, the cluster's Slurm files at their node paths
+  (``DIR/slurm/etc/slurm/slurm.conf``, ``gres.conf``, ``cgroup.conf``, ``topology.conf``, ``slurmdbd.conf`` without its
+  password), the texts the nodes get;
 
 and for every blueprint ``DIR/validation/``: Slurm batch scripts and Kubernetes manifests for the
 validation suites.
@@ -41,10 +44,29 @@ def render_all(loaded: LoadedBlueprint, out: Path) -> dict[str, list[Path]]:
 
     target = checked_target(loaded)
     written: dict[str, list[Path]] = {}
-    for sub, fn in ((target.render_dir, target.render), ("validation", render_artifacts)):
+    for sub, fn in ((target.render_dir, target.render), ("slurm", render_slurm), ("validation", render_artifacts)):
         files = fn(loaded, out / sub)
         if files:
             written[sub] = files
+    return written
+
+
+def render_slurm(loaded: LoadedBlueprint, out: Path) -> list[Path]:
+    """The Slurm cluster's configuration files for review, at their node paths under ``out``
+    (``out/etc/slurm/slurm.conf``, ``gres.conf``, ``cgroup.conf``, ...; :func:`blueprints.slurm.slurm_files`); nothing
+    when the orchestrator is not Slurm. These are the very texts the roles and the cloud user data install."""
+    from blueprints.slurm import slurm_files
+    from validate.untrusted import write_atomic
+
+    s = loaded.cluster.slurm
+    if s is None:
+        return []
+    written = []
+    for node_path, text in slurm_files(s).items():
+        dest = out / node_path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(dest, text, root=out)
+        written.append(dest)
     return written
 
 
