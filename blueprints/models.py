@@ -966,7 +966,7 @@ class SlurmOrchestrator(StrictModel):
 
     kind: Annotated[Literal["slurm"], Field(description="Orchestrator tag.")]
     partition: Annotated[
-        Annotated[str, VK["slurm-partition"]],
+        Annotated[str, VK["slurm-name"]],
         Field(description="Name of the default partition holding every GPU compute group (when `partitions` is unset)."),
     ] = "gpu"
     account: Annotated[Annotated[str, VK["slurm-name"]] | None, Field(description="Slurm account for validation jobs.")] = None
@@ -1001,6 +1001,11 @@ class SlurmOrchestrator(StrictModel):
         float, Field(description="Memory per compute node kept for the OS and the Slurm daemons (`MemSpecLimit`), GiB.",
                      ge=0.5, le=1024)
     ] = 4
+    extra: Annotated[
+        dict[Annotated[str, VK["slurm-key"]], Annotated[str, VK["slurm-value"]]],
+        Field(description="More slurm.conf options, `{Key: value}`: scheduling, limits, timeouts, priorities, logging "
+                          "(the rule `slurm-extra-key` lists the keys allowed; none names a program or a file)."),
+    ] = {}
     cgroup_version: Annotated[
         Literal["v2", "v1"],
         Field(description="The nodes' cgroup hierarchy: `v2` (every supported OS's default); `v1` only for hosts booted "

@@ -298,7 +298,7 @@ def resolve(bp: Blueprint, cat: Catalog | None = None) -> ResolvedCluster:
         groups.append(ResolvedGroup(index=i, group=g, hardware=group_hardware(bp, g, cat),
                                     settings=node_settings(bp, g), efa=efa_group(bp, g, cat)))
     ipoib = assign_ipoib(bp, [r.settings.ipoib_netdev for r in groups])
-    out = ResolvedCluster(blueprint=bp, catalog=cat, groups=tuple(groups), ipoib=ipoib, slurm=slurm_settings(bp))
+    out = ResolvedCluster(blueprint=bp, catalog=cat, groups=tuple(groups), ipoib=ipoib, slurm=slurm_settings(bp, cat))
     _CACHE[key] = out
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .catalog import catalog
+from .catalog import Catalog, catalog
 from .hardware import group_hardware
 from .models import (
     Blueprint,
@@ -69,10 +69,10 @@ DATABASE_USER = "slurm"
 DB_PASSWORD_FILE = f"{CONF_DIR}/slurmdbd.dbpass"
 
 
-def slurm_catalog() -> dict[str, Any]:
-    """The catalog's ``slurm`` section (``blueprints/data/catalog-extras.yaml``): distributions, packages, features,
-    ports, CPU topologies, each with its source."""
-    return catalog().extras["slurm"]
+def slurm_catalog(cat: Catalog | None = None) -> dict[str, Any]:
+    """The ``slurm`` section of ``cat`` (default: the catalog, ``blueprints/data/catalog-extras.yaml``):
+    distributions, packages, features, ports, CPU topologies, each with its source."""
+    return (cat or catalog()).extras["slurm"]
 
 
 def version_tuple(v: str) -> tuple[int, ...]:
@@ -172,6 +172,7 @@ class SlurmSettings:
     health_check_interval_s: int
     rdma: bool
     ports: Mapping[str, int] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict)
 
     def has(self, feature: str) -> bool:
         """Whether the cluster's Slurm version has ``feature`` (a key of catalog ``slurm.features``)."""
@@ -187,15 +188,16 @@ class SlurmSettings:
         return f"{self.controller}:{self.ports['slurmctld']}"
 
 
-def _features(version: str) -> frozenset[str]:
+def _features(version: str, cat: dict[str, Any]) -> frozenset[str]:
     have = version_tuple(version)
-    return frozenset(k for k, v in slurm_catalog()["features"].items() if have >= version_tuple(str(v["since"])))
+    return frozenset(k for k, v in cat["features"].items() if have >= version_tuple(str(v["since"])))
 
 
-def _cpu_topology(bp: Blueprint, g: NodeGroup) -> tuple[int | None, int | None, int | None, int | None, float | None]:
+def _cpu_topology(bp: Blueprint, g: NodeGroup,
+                  cat: dict[str, Any]) -> tuple[int | None, int | None, int | None, int | None, float | None]:
     """``(cpus, sockets, cores_per_socket, threads_per_core, memory_gib)`` of one host of ``g``: declared hardware
     first, then the catalog's system / instance type (``slurm.cpu_topology``, ``aws_instance_types``)."""
-    topo = slurm_catalog().get("cpu_topology", {})
+    topo = cat.get("cpu_topology", {})
     hw = g.hardware
     key = g.instance_type if bp.is_aws else (hw.system if hw else None)
     entry = topo.get(key or "", {})
@@ -228,15 +230,16 @@ def _fabric(bp: Blueprint) -> str | None:
     return None
 
 
-def real_memory_mib(memory_gib: float) -> int:
+def real_memory_mib(memory_gib: float, cat: dict[str, Any] | None = None) -> int:
     """``RealMemory`` (MiB) for a host with ``memory_gib`` GiB installed: 95 % of it, rounded down (catalog
     ``slurm.real_memory_fraction``; ParallelCluster's rule, because slurmd measures less than is installed and drains a
     node whose ``RealMemory`` is above what it measures)."""
-    return math.floor(memory_gib * 1024 * float(slurm_catalog()["real_memory_fraction"]))
+    return math.floor(memory_gib * 1024 * float((cat or slurm_catalog())["real_memory_fraction"]))
 
 
-def slurm_settings(bp: Blueprint) -> SlurmSettings | None:
-    """The :class:`SlurmSettings` of ``bp``, or ``None`` when its orchestrator is not Slurm.
+def slurm_settings(bp: Blueprint, catalog_: Catalog | None = None) -> SlurmSettings | None:
+    """The :class:`SlurmSettings` of ``bp`` against ``catalog_`` (default: the catalog), or ``None`` when its
+    orchestrator is not Slurm.
 
     Never raises for a blueprint the models accepted: what cannot be known (no controller group, an OS without a
     catalogued Slurm, a host without CPU or memory figures) is left ``None`` / empty and the rules in
@@ -245,9 +248,10 @@ def slurm_settings(bp: Blueprint) -> SlurmSettings | None:
     orch = bp.orchestrator
     if not isinstance(orch, SlurmOrchestrator):
         return None
-    cat = slurm_catalog()
+    full = catalog_ or catalog()
+    cat = slurm_catalog(full)
     # every node runs one Slurm version: the OS of the GPU nodes' image (on-prem: the declared OS of every host)
-    os_name = bp.target.node_os(catalog().aws["node_images"], kubernetes=False, gpus=True)
+    os_name = bp.target.node_os(full.aws["node_images"], kubernetes=False, gpus=True)
     dist = cat["distributions"].get(os_name, {})
     version = str(dist.get("version", "0"))
     controllers = [g for g in bp.node_groups if g.role == "controller"]
@@ -261,12 +265,12 @@ def slurm_settings(bp: Blueprint) -> SlurmSettings | None:
     nodes: list[SlurmNode] = []
     compute = [g for g in bp.node_groups if g.compute]
     for g in compute:
-        hw = group_hardware(bp, g)
-        cpus, sockets, cores, threads, memory = _cpu_topology(bp, g)
-        real = real_memory_mib(memory) if memory else None
+        hw = group_hardware(bp, g, full)
+        cpus, sockets, cores, threads, memory = _cpu_topology(bp, g, cat)
+        real = real_memory_mib(memory, cat) if memory else None
         spec = math.floor(orch.os_memory_gib * 1024) if real else None
         gpu_type = hw.gpu_key if hw.nvidia_gpus else None
-        feats = tuple(f for f in (g.name, gpu_type, fabric) if f)
+        feats = tuple(dict.fromkeys(f for f in (g.name, gpu_type, fabric) if f))
         names = [(h.name, h.address) for h in g.hosts] if g.hosts else [
             (f"{g.name}-{i}", None) for i in range(g.size)]
         for name, addr in names:
@@ -291,7 +295,7 @@ def slurm_settings(bp: Blueprint) -> SlurmSettings | None:
         version=version,
         package_version=str(dist.get("package_version", "")),
         version_source=str(dist.get("source", cat["source"])),
-        features=_features(version),
+        features=_features(version, cat),
         controller=controller,
         controller_address=controller_address,
         controller_group=ctl_group.name if ctl_group else None,
@@ -312,6 +316,7 @@ def slurm_settings(bp: Blueprint) -> SlurmSettings | None:
         health_check_interval_s=orch.health_check_interval_s,
         rdma=bp.network.rdma,
         ports=dict(cat["ports"]),
+        extra=dict(orch.extra),
     )
 
 
@@ -355,6 +360,24 @@ def _partitions(orch: SlurmOrchestrator, compute: list[NodeGroup], nodes: list[S
 
 
 # --- rendering -------------------------------------------------------------------------------------------------------
+
+EXTRA_KEYS = (
+    "AccountingStorageEnforce", "CompleteWait", "DebugFlags", "DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU",
+    "DefMemPerNode", "EnforcePartLimits", "FairShareDampeningFactor", "GetEnvTimeout", "InactiveLimit", "JobRequeue",
+    "KillOnBadExit", "KillWait", "LaunchParameters", "MaxArraySize", "MaxJobCount", "MaxMemPerCPU", "MaxMemPerNode",
+    "MaxStepCount", "MaxTasksPerNode", "MessageTimeout", "MinJobAge", "MpiDefault", "OverTimeLimit",
+    "PriorityDecayHalfLife", "PriorityFavorSmall", "PriorityMaxAge", "PriorityType", "PriorityWeightAge",
+    "PriorityWeightFairshare", "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS",
+    "PriorityWeightTRES", "PrivateData", "PropagateResourceLimits", "PropagateResourceLimitsExcept",
+    "ReturnToService", "SchedulerParameters", "SlurmctldDebug", "SlurmctldTimeout", "SlurmdDebug", "SlurmdTimeout",
+    "TCPTimeout", "TreeWidth", "UnkillableStepTimeout", "VSizeFactor", "Waittime",
+)
+"""The slurm.conf options ``orchestrator.extra`` may set (https://slurm.schedmd.com/slurm.conf.html): scheduling,
+limits, timeouts, priorities and logging. Anything else is refused by the rule ``slurm-extra-key``: node and partition
+lines are the blueprint's, ``Include`` would load a file ``check`` never saw, and the options that name a program
+(``Prolog``, ``PrologSlurmctld``, ``ResumeProgram``, ``MailProg`` ...) or a plugin would let a blueprint value run code
+as root on every node. Those that clusterforge writes itself (``PropagateResourceLimitsExcept``, ``ReturnToService``)
+are replaced by the user's value."""
 
 LEADING_KEYS = ("NodeName", "PartitionName", "SwitchName", "Name", "BlockName")
 """Keys that open a line of their own kind (slurm.conf, gres.conf, topology.conf) and so come first."""
@@ -470,8 +493,16 @@ def slurm_conf(s: SlurmSettings) -> str:
             "AccountingStoragePort": s.ports["slurmdbd"],
             "AccountingStorageTRES": "gres/gpu",
         })
+    allowed = {k.lower(): k for k in EXTRA_KEYS}
+    extra = {allowed[k.lower()]: v for k, v in s.extra.items() if k.lower() in allowed}
+    for k in extra:
+        pairs.pop(k, None)
+    if "PropagateResourceLimits" in extra:  # the two are alternatives: the user's replaces clusterforge's
+        pairs.pop("PropagateResourceLimitsExcept", None)
     lines = [_header(s, "slurm.conf")]
     lines += [f"{k}={conf_value(v)}" for k, v in pairs.items() if v is not None and v != [] and v != ()]
+    if extra:
+        lines += ["", "# orchestrator.extra"] + [f"{k}={conf_value(v)}" for k, v in extra.items()]
     lines.append("")
     lines.append("# Nodes: CPUs and memory from the blueprint's hardware or the catalog; RealMemory is 95 % of the "
                  "installed memory")

@@ -360,6 +360,16 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
         "use lower-case letters, digits, `_` and `-`, starting with a letter (slurmdbd stores it lower-cased)",
         "https://slurm.schedmd.com/slurm.conf.html#OPT_ClusterName", max_length=40),
     ValueKind(
+        "slurm-key", r"[A-Za-z][A-Za-z0-9]*",
+        "a slurm.conf option name",
+        "write the option as the slurm.conf man page spells it, e.g. `MaxJobCount`",
+        "https://slurm.schedmd.com/slurm.conf.html#SECTION_PARAMETERS", max_length=64),
+    ValueKind(
+        "slurm-value", r"[A-Za-z0-9_.,:/@%+=*()\[\]-]+",
+        "a slurm.conf option value",
+        "write one value without spaces, quotes or `#` (lists comma-separated, as slurm.conf wants them)",
+        "https://slurm.schedmd.com/slurm.conf.html#SECTION_PARAMETERS", max_length=1024),
+    ValueKind(
         "slurm-time", r"UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d+(:\d{2}(:\d{2})?)?",
         "a Slurm time limit",
         "write `UNLIMITED`, minutes (`90`), `HH:MM:SS` or `D-HH[:MM[:SS]]`",

@@ -102,6 +102,26 @@ def _catalog_with_instance(name: str, **changes: Any) -> Callable[[], Catalog]:
     return make
 
 
+def _catalog_without_slurm_os(os_name: str) -> Catalog:
+    """The catalog with no Slurm package listed for ``os_name``."""
+    c = catalog()
+    extras = copy.deepcopy(c.extras)
+    del extras["slurm"]["distributions"][os_name]
+    return Catalog(c.data, extras)
+
+
+def _catalog_with_gpu_image(os_name: str) -> Callable[[], Catalog]:
+    """A catalog whose GPU EC2 image runs ``os_name`` while CPU-only instances (a Slurm controller) keep theirs."""
+
+    def make() -> Catalog:
+        c = catalog()
+        aws = copy.deepcopy(c.aws)
+        aws["node_images"]["ec2_gpu"]["os"] = os_name
+        return Catalog(c.data, c.extras, aws)
+
+    return make
+
+
 @dataclass
 class Case:
     """``bad`` ops on ``base`` trip ``rule`` at the key ``at`` with fix ``fix``; ``good`` ops
@@ -424,6 +444,34 @@ CASES: list[Case] = [
     Case("secret-in-blueprint", "p5", [S("description", "key AKIAABCDEFGHIJKLMNOP for the bucket")], "description"),
     Case("shared-mount-netdev", "roce", [S("storage.0.mount_options", ["nconnect=8"])], "storage.0.mount_options",
          good=[S("storage.0.mount_options", ["_netdev", "nconnect=16"])]),
+    Case("slurm-controller", "dgx", [S("node_groups.0.role", "login")], "orchestrator.kind"),
+    Case("slurm-os-version", "dgx", [], "target", patch=lambda: _catalog_without_slurm_os("ubuntu-22.04"),
+         good_base="roce"),
+    Case("slurm-host-name", "dgx", [S("node_groups.1.hosts.0.name", "dgx-01.example.com")], "node_groups.1.hosts.0.name",
+         "set `name: dgx-01` (the node's `hostname -s`)"),
+    Case("slurm-node-resources", "roce", [D("node_groups.0.hardware.cpu")], "node_groups.0"),
+    Case("slurm-real-memory", "dgx", [S("node_groups.1.hardware.memory_gib", 4096)], "node_groups.1.hardware.memory_gib",
+         good=[S("node_groups.1.hardware.memory_gib", 2048)]),
+    Case("slurm-gres-count", "dgx", [S("node_groups.1.hardware.gpu", "h100-sxm:4")], "node_groups.1.hardware.gpu",
+         "set `hardware.gpu: h100-sxm:8`"),
+    Case("slurm-version-feature", "dgx", [S("orchestrator.topology", "block")], "orchestrator.topology",
+         good=[S("orchestrator.topology", "tree")]),
+    Case("slurm-version-order", "p5", [S("orchestrator", {"kind": "slurm"}),
+                                       A("node_groups", {"name": "ctl", "role": "controller",
+                                                         "instance_type": "m7i.xlarge", "count": 1})],
+         "node_groups.0", patch=_catalog_with_gpu_image("ubuntu-24.04"),
+         good=[S("orchestrator", {"kind": "slurm"}),
+               A("node_groups", {"name": "ctl", "role": "controller", "instance_type": "g6e.48xlarge", "count": 1})]),
+    Case("slurm-extra-key", "dgx", [S("orchestrator.extra", {"PrologSlurmctld": "/tmp/run-me"})],
+         "orchestrator.extra.PrologSlurmctld", good=[S("orchestrator.extra", {"MaxJobCount": "20000"})]),
+    Case("slurm-memlock-rdma", "dgx", [S("orchestrator.extra", {"PropagateResourceLimits": "ALL"})],
+         "orchestrator.extra.PropagateResourceLimits",
+         good=[S("orchestrator.extra", {"PropagateResourceLimitsExcept": "MEMLOCK,STACK"})]),
+    Case("slurm-accounting-database", "dgx", [S("orchestrator.accounting", {"database_host": "db.example.com"})],
+         "orchestrator.accounting.database_host",
+         good=[S("orchestrator.accounting", {"database_host": "db.example.com", "password_file": "/etc/slurm/db.pass"})]),
+    Case("slurm-partition-groups", "dgx", [S("orchestrator.partitions", [{"name": "gpu", "groups": ["mgmt"]}])],
+         "orchestrator.partitions.0.groups.0", good=[S("orchestrator.partitions", [{"name": "gpu", "groups": ["dgx"]}])]),
     Case("slurm-partition-name", "dgx", [S("orchestrator.partition", "gpu,debug")], "orchestrator.partition",
          good=[S("orchestrator.partition", "gpu-h100")]),
     Case("spot-multi-node", "p5", [S("target.capacity", "spot")], "target.capacity",
