@@ -22,6 +22,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 AREAS = {
     "stacks": "planned cloud resources of every AWS example (tests/stacks/test_golden.py)",
     "ansible": "Ansible inventory and group_vars of every on-prem example (tests/clusterforge/ansible/test_render.py)",
+    "slurm": "Slurm configuration files of every Slurm example (tests/blueprints/test_slurm.py)",
     "validation": "Slurm batch scripts and Kubernetes manifests of the suites (tests/validate/test_validation_artifacts.py)",
     "reports": "Markdown and JUnit reports (tests/validate/test_validation_artifacts.py)",
 }
