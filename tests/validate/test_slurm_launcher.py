@@ -360,3 +360,32 @@ def test_sigterm_cancels_the_job_keeps_the_results_so_far_and_resume_finishes(sl
     ids = [d["test_id"] for d in read_results_lines(out / "results.jsonl")]
     assert ids[0] == "node" and ids[-1] == "amp"
     assert _manifest(out)["status"] == "complete"
+
+
+@pytest.mark.slow
+def test_a_killed_run_leaves_its_job_queued_and_resume_waits_for_that_job(slurm: MiniSlurm, tmp_path: Path) -> None:
+    """SIGKILL (a lost SSH session) cannot cancel anything: --resume finds the job by its record and collects it
+    instead of submitting the same test a second time."""
+    out = tmp_path / "run"
+    bp = blueprint(tmp_path, suites="[amp]")
+    e = {**slurm.env, "COLUMNS": "200", "CLUSTERFORGE_SLURM_POLL": "1"}
+    proc = subprocess.Popen([*CLI, *_validate_args(bp, out)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=e, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "slurm" / "amp.job").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no job was recorded"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    job = json.loads((out / "slurm" / "amp.job").read_text())["job_id"]
+    assert any(j.split()[0] == job for j in slurm.jobs())  # nobody cancelled it
+    again = cli(slurm, *_validate_args(bp, out, "--resume"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"amp: job {job} " in again.stderr  # the same job, watched to its end
+    (amp,) = read_results_lines(out / "results.jsonl")
+    assert amp["verdict"] == "pass" and any(f"Slurm job {job}, submitted by an earlier run" in n for n in amp["notes"])
+    assert "$ sbatch" not in (out / "logs" / "amp.log").read_text()
+    assert slurm.jobs() == []

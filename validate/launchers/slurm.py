@@ -88,6 +88,18 @@ def job_name(loaded: LoadedBlueprint, test: PlannedTest) -> str:
     return f"cf-{loaded.blueprint.name}-{test.id}"[:64]
 
 
+def partition_of(loaded: LoadedBlueprint, group: str) -> str:
+    """The Slurm partition that holds node group ``group``: the first rendered partition listing it
+    (:attr:`blueprints.slurm.SlurmSettings.partitions`), else ``orchestrator.partition``."""
+    orch = loaded.blueprint.orchestrator
+    default = orch.partition if isinstance(orch, SlurmOrchestrator) else ""
+    settings = getattr(loaded.cluster, "slurm", None)
+    for part in getattr(settings, "partitions", None) or ():
+        if group in part.groups:
+            return str(part.name)
+    return default
+
+
 def _time_limit(seconds: float) -> str:
     s = int(max(60, seconds))
     return f"{s // 3600:02d}:{(s % 3600) // 60:02d}:{s % 60:02d}"
@@ -120,7 +132,7 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
             lines.append(f"#SBATCH --gpus-per-node={suite.gpus(test)}")
     if orch is not None:
         word = encoder("clusterforge_not_option")  # one word of the directive line, never a newline
-        lines.append(f"#SBATCH --partition={word(orch.partition)}")
+        lines.append(f"#SBATCH --partition={word(partition_of(loaded, test.group))}")
         if orch.account:
             lines.append(f"#SBATCH --account={word(orch.account)}")
     lines += [
@@ -534,8 +546,7 @@ class SlurmLauncher(Launcher):
 
     def _blocked_message(self, test: PlannedTest, st: JobStatus, waited: float, limit_env: str) -> str:
         reason = st.reason or "no reason given"
-        orch = self.loaded.blueprint.orchestrator
-        partition = orch.partition if isinstance(orch, SlurmOrchestrator) else "<partition>"
+        partition = partition_of(self.loaded, test.group) or "<partition>"
         hint = {
             "PartitionDown": f"`scontrol show partition {partition}`; an administrator brings it back with "
                              f"`scontrol update PartitionName={partition} State=UP`",
