@@ -38,8 +38,10 @@ __all__ = [
     "SlurmNode",
     "SlurmPartitionSettings",
     "SlurmSettings",
+    "aws_dns_zone",
     "compress_hostlist",
     "conf_line",
+    "describe",
     "slurm_catalog",
     "slurm_files",
     "slurm_settings",
@@ -237,6 +239,15 @@ def real_memory_mib(memory_gib: float, cat: dict[str, Any] | None = None) -> int
     return math.floor(memory_gib * 1024 * float((cat or slurm_catalog())["real_memory_fraction"]))
 
 
+def aws_dns_zone(blueprint: str) -> str:
+    """The Route 53 private hosted zone of an AWS Slurm cluster, ``<blueprint>.clusterforge.internal``: known at
+    render time, so slurm.conf names every host ``NodeAddr=<name>.<zone>`` and no user data waits for another
+    instance's IP (the stack makes the zone and one A record per instance, ``stacks/components/slurm.py``).
+    ``.internal`` is the top-level domain ICANN reserved for private use
+    (https://www.icann.org/en/board-activities-and-meetings/materials/approved-resolutions-special-meeting-of-the-icann-board-29-07-2024-en)."""
+    return f"{blueprint}.clusterforge.internal"
+
+
 def slurm_settings(bp: Blueprint, catalog_: Catalog | None = None) -> SlurmSettings | None:
     """The :class:`SlurmSettings` of ``bp`` against ``catalog_`` (default: the catalog), or ``None`` when its
     orchestrator is not Slurm.
@@ -259,8 +270,9 @@ def slurm_settings(bp: Blueprint, catalog_: Catalog | None = None) -> SlurmSetti
     controller = controller_address = None
     if ctl_group is not None and ctl_group.hosts:
         controller, controller_address = ctl_group.hosts[0].name, ctl_group.hosts[0].address
-    elif ctl_group is not None:
+    elif ctl_group is not None:  # AWS: named by its instance tag, reached through its Route 53 record
         controller = f"{ctl_group.name}-0"
+        controller_address = f"{controller}.{aws_dns_zone(bp.name)}" if bp.is_aws else None
     fabric = _fabric(bp)
     nodes: list[SlurmNode] = []
     compute = [g for g in bp.node_groups if g.compute]
@@ -272,7 +284,7 @@ def slurm_settings(bp: Blueprint, catalog_: Catalog | None = None) -> SlurmSetti
         gpu_type = hw.gpu_key if hw.nvidia_gpus else None
         feats = tuple(dict.fromkeys(f for f in (g.name, gpu_type, fabric) if f))
         names = [(h.name, h.address) for h in g.hosts] if g.hosts else [
-            (f"{g.name}-{i}", None) for i in range(g.size)]
+            (f"{g.name}-{i}", f"{g.name}-{i}.{aws_dns_zone(bp.name)}" if bp.is_aws else None) for i in range(g.size)]
         for name, addr in names:
             nodes.append(SlurmNode(name, addr, g.name, cpus, sockets, cores, threads, real, spec, gpu_type,
                                    hw.nvidia_gpus, feats))
@@ -622,6 +634,20 @@ def slurm_files(s: SlurmSettings) -> dict[str, str]:
         if text is not None:
             out[path] = text
     return out
+
+
+def describe(s: SlurmSettings) -> str:
+    """One line for ``check``: the Slurm version and its source, the controller, each partition with its nodes and
+    gres, accounting and containers."""
+    parts = []
+    for p in s.partitions:
+        nodes = [n for n in s.nodes if n.name in p.nodes]
+        gres = f", gres gpu:{nodes[0].gpu_type}:{nodes[0].gpus} each" if nodes and nodes[0].gpus else ""
+        parts.append(f"`{p.name}`{' (default)' if p.default else ''} {len(nodes)} node(s){gres}")
+    extras = [w for w, on in (("accounting (slurmdbd)", s.accounting), ("pyxis + enroot", s.pyxis),
+                              ("configless", s.configless), (f"topology {s.topology}", s.topology != "none")) if on]
+    return (f"Slurm {s.version} from {s.os}'s packages, controller `{s.controller}`; partitions: {'; '.join(parts)}"
+            f"{'; ' if extras else ''}{', '.join(extras)}")
 
 
 def health_expectations(s: SlurmSettings, group: str, mounts: list[str]) -> dict[str, Any]:

@@ -44,6 +44,11 @@ def register(app: typer.Typer) -> None:
             bp = loaded.blueprint if loaded else None
             what = f"{bp.name}: {len(bp.node_groups)} node group(s), {sum(g.size for g in bp.node_groups)} node(s), fabric {bp.network.fabric}" if bp else ""
             ok(f"{blueprint}: ok ({what}{', ' if what else ''}{warnings})")
+            slurm = loaded.cluster.slurm if loaded else None
+            if slurm is not None:
+                from blueprints.slurm import describe
+
+                ok(describe(slurm))
         else:
             parts = [f"{n_err} error{'s' if n_err != 1 else ''}"] if n_err else []
             if n_warn:
