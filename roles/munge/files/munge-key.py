@@ -75,7 +75,7 @@ def main(argv):
                 os.chown(path, munge.pw_uid, munge.pw_gid, follow_symlinks=False)
                 os.chmod(path, 0o400)
     elif action == "write":
-        data = base64.b64decode(sys.stdin.read(), validate=True)
+        data = base64.b64decode(sys.stdin.read().strip(), validate=True)
         changed = True
         if not check:
             put(path, data)
