@@ -29,6 +29,7 @@ from stacks.components import (
     NodeIamArgs,
     Placement,
     PlacementArgs,
+    SlurmCluster,
 )
 from stacks.config import load_stack_blueprint, read_stack_config
 from stacks.outputs import ansible_inventory
@@ -59,7 +60,23 @@ def in_placement_group(name: str) -> bool:
     that launch into the reservation."""
     return resolved.group(name).compute and (decision.use_existing is None or name in reserved)
 
-iam = NodeIam(naming.name("node-iam"), NodeIamArgs(naming=naming, eks=orchestrator is not None), aws_opts)
+slurm_settings = translate.slurm(bp)
+slurm = SlurmCluster(naming.name("slurm"), translate.slurm_cluster_args(bp, resolved, naming, vpc_id=network.vpc_id),
+                     aws_opts) if slurm_settings is not None else None
+iam = NodeIam(naming.name("node-iam"), NodeIamArgs(
+    naming=naming, eks=orchestrator is not None, policy_arns=(slurm.node_policy_arn,) if slurm else ()), aws_opts)
+# the Slurm controller has its own role: the only one that may store the munge key
+controller_iam = NodeIam(naming.name("controller-iam"), NodeIamArgs(
+    naming=naming, policy_arns=(slurm.controller_policy_arn,), purpose="Slurm controller", role_tag="controller-role"),
+    aws_opts) if slurm is not None else None
+
+
+def profile_of(name: str):
+    """The instance profile of node group ``name``: the controller's for the Slurm controller group."""
+    if controller_iam is not None and slurm_settings is not None and name == slurm_settings.controller_group:
+        return controller_iam.instance_profile_name
+    return iam.instance_profile_name
+
 
 filesystems = {
     s.name: LustreFileSystem(naming.name("fsx", s.name), translate.lustre_args(
@@ -83,10 +100,13 @@ for r in resolved.groups:
         subnet_id=network.public_subnet_id if r.group.public_ip and network.public_subnet_id is not None
         else network.subnet_id,
         security_group_ids=security_groups, placement_group=placement.group_name if in_placement_group(r.name) else None,
-        instance_profile_name=iam.instance_profile_name, node_role_arn=iam.role_arn,
+        instance_profile_name=profile_of(r.name), node_role_arn=iam.role_arn,
         lustre={k: (fs.dns_name, fs.mount_name) for k, fs in filesystems.items()},
         eks=EksAttachment(cluster_name=cluster.cluster_name, version=orchestrator.version)
         if cluster is not None and orchestrator is not None else None,
+        slurm=translate.slurm_group_args(
+            bp, r, zone_id=slurm.zone_id, munge_secret_arn=slurm.munge_secret_arn, bundle_urls=slurm.bundle_urls,
+            bundles=slurm.bundle_objects, state_volume_id=slurm.state_volume_id) if slurm is not None else None,
     ), aws_opts)
 
 if cluster is not None and orchestrator is not None:

@@ -64,6 +64,8 @@ from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
 from blueprints.values import shell_export
 
+from .slurm_boot import AWS_HELPER, SlurmBoot, helper_source, sizing_boot, slurm_script
+
 __all__ = [
     "COMPRESS_OVER_BYTES",
     "INSTANCE_STORE_MODEL",
@@ -395,6 +397,7 @@ def render_cloud_config(
     *,
     platform: Platform = "ubuntu",
     compress_files: bool = False,
+    slurm: SlurmBoot | None = None,
 ) -> str:
     """The ``#cloud-config`` document for one node group.
 
@@ -402,6 +405,10 @@ def render_cloud_config(
     or :func:`placeholder_endpoints`). ``compress_files``: every file over
     :data:`COMPRESS_OVER_BYTES` travels gzip'd and base64-encoded (``encoding: gz+b64``, which
     cloud-init's ``write_files`` unpacks), for user data that must stay text (EKS).
+    ``slurm``: the deploy-time values of a Slurm node (:class:`stacks.slurm_boot.SlurmBoot`; ``None``: stand-ins
+    of their real length, :func:`stacks.slurm_boot.sizing_boot`) for a group with ``settings.slurm``: the group then
+    also gets ``clusterforge-slurm-aws`` and its Slurm boot script (:func:`stacks.slurm_boot.slurm_script`), run
+    last, and cloud-init keeps the hostname that script sets from the node's tag (``preserve_hostname``).
     Returns YAML text starting with ``#cloud-config``.
     Raises ``KeyError`` when an FSx mount has no endpoint.
     """
@@ -447,6 +454,12 @@ def render_cloud_config(
         if settings.passthrough_host:
             doc["power_state"] = {"mode": "reboot", "message": "clusterforge: reboot into the IOMMU kernel command line",
                                   "condition": "test -f /run/clusterforge-reboot-required"}
+    if settings.slurm is not None:
+        files.append(_file(AWS_HELPER, helper_source(), "0755"))
+        files.append(_file("/usr/local/sbin/clusterforge-slurm.sh",
+                           slurm_script(settings, slurm or sizing_boot(settings)), "0755"))
+        runcmd.append("/usr/local/sbin/clusterforge-slurm.sh")
+        doc["preserve_hostname"] = True  # the Slurm NodeName set from the instance tag survives reboots
     doc["runcmd"] = runcmd
     if compress_files:
         for f in files:
@@ -488,6 +501,7 @@ def render_user_data(
     lustre: Mapping[str, LustreEndpoint],
     *,
     eks: bool = False,
+    slurm: SlurmBoot | None = None,
 ) -> str:
     """User data text for a launch template (not yet base64).
 
@@ -497,10 +511,10 @@ def render_user_data(
     as text, so when it would exceed :data:`USER_DATA_LIMIT_BYTES` the cloud-config's larger
     files travel ``gz+b64``-encoded instead, and when that is still too large the whole
     cloud-config part travels gzip'd (``application/x-gzip``, base64; an EC2 cloud-config is
-    compressed as a whole by :func:`encode_user_data`).
+    compressed as a whole by :func:`encode_user_data`). ``slurm``: see :func:`render_cloud_config`.
     """
     if not eks:
-        return render_cloud_config(settings, lustre, platform="ubuntu")
+        return render_cloud_config(settings, lustre, platform="ubuntu", slurm=slurm)
     cc = render_cloud_config(settings, lustre, platform="al2023")
     text = _mime(settings, cc)
     if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:

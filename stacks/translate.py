@@ -30,6 +30,7 @@ from blueprints.models import (
 )
 from blueprints.naming import Naming
 from blueprints.resolved import ResolvedCluster, ResolvedGroup
+from blueprints.slurm import SlurmSettings, aws_dns_zone, slurm_settings
 
 from .components import (
     AddonsArgs,
@@ -43,7 +44,9 @@ from .components import (
     decide_placement,
 )
 from .components.lustre import FsxS3Link
-from .components.nodes import Purchase
+from .components.nodes import Purchase, SlurmGroupArgs
+from .components.slurm import SlurmClusterArgs
+from .slurm_boot import slurm_bundle
 
 __all__ = [
     "NotAwsBlueprint",
@@ -57,6 +60,9 @@ __all__ = [
     "placement_decision",
     "purchase",
     "reserved_group_names",
+    "slurm",
+    "slurm_cluster_args",
+    "slurm_group_args",
 ]
 
 
@@ -144,10 +150,11 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, naming: Naming, *, subnet_i
                     security_group_ids: Sequence[pulumi.Input[str]], placement_group: pulumi.Input[str] | None,
                     instance_profile_name: pulumi.Input[str], node_role_arn: pulumi.Input[str],
                     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]],
-                    eks: EksAttachment | None) -> NodeGroupArgs:
+                    eks: EksAttachment | None, slurm: SlurmGroupArgs | None = None) -> NodeGroupArgs:
     """:class:`NodeGroupArgs` of resolved group ``r``: its node group's values, resolved settings and
     catalog entry, the group's own purchase (:func:`blueprints.aws.capacity_for`), ``network.efa.interfaces``
-    and the target's AMI, root volume and key pair; the keyword arguments are other components' outputs."""
+    and the target's AMI, root volume and key pair; the keyword arguments are other components' outputs
+    (``slurm``: :func:`slurm_group_args`)."""
     target = aws_target(bp)
     g = r.group
     if g.instance_type is None:
@@ -160,7 +167,47 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, naming: Naming, *, subnet_i
         availability_zone=target.availability_zone, subnet_id=subnet_id, security_group_ids=security_group_ids,
         placement_group=placement_group, instance_profile_name=instance_profile_name, node_role_arn=node_role_arn,
         ami_id=target.ami_id, root_volume_gib=target.root_volume_gib, key_name=target.key_name, lustre=lustre, eks=eks,
+        slurm=slurm,
     )
+
+
+def slurm(bp: Blueprint) -> SlurmSettings | None:
+    """The cluster's Slurm settings (:func:`blueprints.slurm.slurm_settings`), ``None`` without ``orchestrator: slurm``."""
+    aws_target(bp)
+    return slurm_settings(bp)
+
+
+def slurm_cluster_args(bp: Blueprint, cluster: ResolvedCluster, naming: Naming, *,
+                       vpc_id: pulumi.Input[str]) -> SlurmClusterArgs:
+    """:class:`SlurmClusterArgs` of a Slurm blueprint: the private zone's name, the nodes' availability zone and
+    region, each Slurm node group's file bundle and the controller group. Raises ``ValueError`` for a blueprint
+    without Slurm or without a controller group (``check`` reports both first)."""
+    s = slurm(bp)
+    if s is None or s.controller_group is None:
+        raise ValueError(f"blueprint `{bp.name}` has no Slurm controller group")
+    target = aws_target(bp)
+    bundles = {r.name: text for r in cluster.groups if (text := slurm_bundle(r.settings)) is not None}
+    return SlurmClusterArgs(naming=naming, zone_name=aws_dns_zone(bp.name), vpc_id=vpc_id,
+                            availability_zone=target.availability_zone, region=target.region, bundles=bundles,
+                            controller_group=s.controller_group)
+
+
+def slurm_group_args(bp: Blueprint, r: ResolvedGroup, *, zone_id: pulumi.Input[str],
+                     munge_secret_arn: pulumi.Input[str], bundle_urls: Mapping[str, pulumi.Input[str]],
+                     bundles: Mapping[str, pulumi.Resource],
+                     state_volume_id: pulumi.Input[str]) -> SlurmGroupArgs | None:
+    """:class:`SlurmGroupArgs` of resolved group ``r``, ``None`` for a group without a part in the Slurm cluster.
+    Node names: a compute group's are slurm.conf's ``NodeName`` lines (:func:`blueprints.slurm.slurm_settings`); the
+    controller group's first host is ``SlurmctldHost`` (``<group>-0``), login hosts are ``<group>-<i>`` the same way.
+    The keyword arguments are :class:`stacks.components.slurm.SlurmCluster`'s outputs."""
+    s = slurm(bp)
+    if s is None or r.settings.slurm is None:
+        return None
+    count = int(r.group.count or 0)
+    names = [n.name for n in s.group_nodes(r.name)] if r.group.compute else [f"{r.name}-{i}" for i in range(count)]
+    return SlurmGroupArgs(node_names=tuple(names), zone_id=zone_id, zone_name=aws_dns_zone(bp.name),
+                          munge_secret_arn=munge_secret_arn, bundle_url=bundle_urls[r.name], bundle=bundles[r.name],
+                          state_volume_id=state_volume_id if r.name == s.controller_group else None)
 
 
 def addons_args(bp: Blueprint, cluster: ResolvedCluster, naming: Naming, *, efa_instance_types: Sequence[str],

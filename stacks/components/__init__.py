@@ -13,6 +13,7 @@ from .lustre import LustreFileSystem, LustreFileSystemArgs
 from .network import Network, NetworkArgs
 from .nodes import EksAttachment, NicSlot, NodeGroupArgs, NodeGroupComponent, efa_layout
 from .placement import Placement, PlacementArgs, PlacementDecision, decide_placement
+from .slurm import SlurmCluster, SlurmClusterArgs
 
 __all__ = [
     "AddonsArgs",
@@ -34,6 +35,8 @@ __all__ = [
     "PlacementArgs",
     "PlacementDecision",
     "SandboxClass",
+    "SlurmCluster",
+    "SlurmClusterArgs",
     "decide_placement",
     "efa_layout",
 ]

@@ -38,10 +38,15 @@ def assume_role_policy(service: str) -> str:
 
 @dataclass(frozen=True)
 class NodeIamArgs:
-    """Inputs of :class:`NodeIam`: ``eks`` adds the EKS node policies."""
+    """Inputs of :class:`NodeIam`: ``eks`` adds the EKS node policies; ``policy_arns``: further customer-managed
+    policies to attach (the Slurm munge key's get / put split, :mod:`.slurm`); ``purpose``: who the role is for
+    (its description); ``role_tag``: its ``Name`` tag after the blueprint."""
 
     naming: Naming
     eks: bool = False
+    policy_arns: tuple[pulumi.Input[str], ...] = ()
+    purpose: str = "GPU nodes"
+    role_tag: str = "node-role"
 
 
 class NodeIam(pulumi.ComponentResource):
@@ -55,15 +60,18 @@ class NodeIam(pulumi.ComponentResource):
         super().__init__("clusterforge:aws:NodeIam", name, None, opts)
         n = args.naming
         child = pulumi.ResourceOptions(parent=self)
-        tags = n.tags(role="iam", name=n.name("node-role"))
+        tags = n.tags(role="iam", name=n.name(args.role_tag))
         role = aws.iam.Role(f"{name}-role", assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
-                            description=f"clusterforge {n.blueprint}: GPU nodes", tags=tags, opts=child)
+                            description=f"clusterforge {n.blueprint}: {args.purpose}", tags=tags, opts=child)
         attachments = [aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_POLICY, opts=child)]
         if args.eks:
             for arn in EKS_NODE_POLICIES:
                 attachments.append(aws.iam.RolePolicyAttachment(
                     f"{name}-{arn.rsplit('/', 1)[1].lower().replace('_', '-')}", role=role.name, policy_arn=arn,
                     opts=child))
+        for i, extra in enumerate(args.policy_arns):
+            attachments.append(aws.iam.RolePolicyAttachment(f"{name}-policy-{i}", role=role.name, policy_arn=extra,
+                                                            opts=child))
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=tags,
                                           opts=pulumi.ResourceOptions(parent=self, depends_on=attachments))
         self.role_name = role.name

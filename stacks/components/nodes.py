@@ -31,6 +31,7 @@ template, as EKS requires (https://docs.aws.amazon.com/eks/latest/userguide/capa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -44,6 +45,7 @@ from blueprints.naming import LABEL_EFA, LABEL_NODE_GROUP, LABEL_SANDBOX, Naming
 from blueprints.settings import NodeSettings
 
 from .. import cloud_init
+from ..slurm_boot import NODE_NAME_TAG, STATE_DEVICE, SlurmBoot
 
 __all__ = [
     "DLAMI_SSM_PARAMETER",
@@ -53,6 +55,7 @@ __all__ = [
     "NodeGroupArgs",
     "NodeGroupComponent",
     "Purchase",
+    "SlurmGroupArgs",
     "ami_parameter",
     "efa_layout",
 ]
@@ -129,6 +132,31 @@ class EksAttachment:
     version: str
 
 
+IMDS_TAG_KEY = re.compile(r"[A-Za-z0-9+\-=.,_:@]+")
+"""Instance tag keys IMDS can serve: with tags in instance metadata on, an instance whose tag key has other characters
+(a space, ``/``) fails to launch (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/work-with-tags-in-IMDS.html)."""
+
+
+@dataclass(frozen=True)
+class SlurmGroupArgs:
+    """A node group's part in a Slurm cluster (:class:`.slurm.SlurmCluster`'s outputs and the Slurm names).
+
+    ``node_names``: the Slurm ``NodeName`` of each instance in order (:func:`blueprints.slurm.slurm_settings`; the
+    controller's is its first host), put in the instance tag :data:`stacks.slurm_boot.NODE_NAME_TAG`;
+    ``zone_id`` / ``zone_name``: the private zone that gets an A record ``<name>.<zone>`` per instance;
+    ``munge_secret_arn``; ``bundle_url`` and ``bundle``: the group's file bundle object (instances wait for it);
+    ``state_volume_id``: the controller's state volume, attached to its instance (``None`` for other groups).
+    """
+
+    node_names: tuple[str, ...]
+    zone_id: pulumi.Input[str]
+    zone_name: str
+    munge_secret_arn: pulumi.Input[str]
+    bundle_url: pulumi.Input[str]
+    bundle: pulumi.Resource | None = None
+    state_volume_id: pulumi.Input[str] | None = None
+
+
 @dataclass(frozen=True)
 class NodeGroupArgs:
     """Inputs of :class:`NodeGroupComponent` (:func:`stacks.translate.node_group_args` fills them).
@@ -143,7 +171,7 @@ class NodeGroupArgs:
     ``instance_profile_name`` / ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``
     (``None`` = SSM lookup); ``root_volume_gib`` (GiB); ``key_name`` (``None``: no key pair);
     ``lustre``: FSx storage name -> (DNS name, mount name) outputs; ``eks``: set for EKS managed
-    node groups.
+    node groups; ``slurm``: set for the node groups of a Slurm cluster (:class:`SlurmGroupArgs`).
     """
 
     naming: Naming
@@ -168,6 +196,7 @@ class NodeGroupArgs:
     key_name: str | None
     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = field(default_factory=dict)
     eks: EksAttachment | None = None
+    slurm: SlurmGroupArgs | None = None
 
 
 class NodeGroupComponent(pulumi.ComponentResource):
@@ -248,10 +277,26 @@ class NodeGroupComponent(pulumi.ComponentResource):
         for k in names:
             endpoint_outputs += [args.lustre[k][0], args.lustre[k][1]]
         settings = args.settings
+        sl = args.slurm
+        if sl is not None:
+            if len(sl.node_names) != g.count:
+                raise pulumi.RunError(f"node group `{g.group_name}`: {g.count} instances but {len(sl.node_names)} "
+                                      "Slurm node names")
+            bad = sorted(k for k in tags if not IMDS_TAG_KEY.fullmatch(k))
+            if bad:
+                raise pulumi.RunError(f"node group `{g.group_name}`: tag key(s) {', '.join(map(repr, bad))} cannot be "
+                                      "served by the instance metadata that Slurm nodes read their name from — use "
+                                      "only letters, digits and + - = . , _ : @ in `target.tags` keys")
+            endpoint_outputs += [pulumi.Output.from_input(sl.munge_secret_arn), pulumi.Output.from_input(sl.bundle_url),
+                                 pulumi.Output.from_input(sl.state_volume_id or "")]
 
         def render(values: list[str]) -> str:
             endpoints = {k: cloud_init.LustreEndpoint(values[2 * i], values[2 * i + 1]) for i, k in enumerate(names)}
-            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None)
+            boot = None
+            if sl is not None:
+                arn, url, vol = values[2 * len(names):]
+                boot = SlurmBoot(arn, url, vol or None)
+            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None, slurm=boot)
             return cloud_init.encode_user_data(text)
 
         user_data = pulumi.Output.all(*endpoint_outputs).apply(lambda xs: render([str(x) for x in xs]))
@@ -282,7 +327,8 @@ class NodeGroupComponent(pulumi.ComponentResource):
             else None,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
-                instance_metadata_tags="disabled"),
+                # Slurm nodes read their NodeName from their instance tag (no secret is ever in a tag)
+                instance_metadata_tags="enabled" if sl is not None else "disabled"),
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                 device_name=root_device,
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
@@ -303,14 +349,26 @@ class NodeGroupComponent(pulumi.ComponentResource):
             ips: list[pulumi.Output[str]] = []
             for i in range(count):
                 host = n.name(g.group_name, str(i))
+                inst_tags = {**tags, "Name": host}
+                if sl is not None:
+                    inst_tags[NODE_NAME_TAG] = sl.node_names[i]
                 inst = aws.ec2.Instance(
                     host,
                     launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
-                    tags={**tags, "Name": host},
-                    opts=pulumi.ResourceOptions(parent=self),
+                    tags=inst_tags,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[sl.bundle] if sl and sl.bundle else None),
                 )
                 self.instance_names.append(host)
                 ips.append(inst.private_ip)
+                if sl is not None:
+                    aws.route53.Record(f"{host}-dns", zone_id=sl.zone_id, name=f"{sl.node_names[i]}.{sl.zone_name}",
+                                       type="A", ttl=60, records=[inst.private_ip],
+                                       opts=pulumi.ResourceOptions(parent=self))
+                if sl is not None and sl.state_volume_id is not None and i == 0:
+                    # replacing the controller: stop the old one (clean unmount), detach, attach to the new one
+                    aws.ec2.VolumeAttachment(f"{host}-state", device_name=STATE_DEVICE, instance_id=inst.id,
+                                             volume_id=sl.state_volume_id, stop_instance_before_detaching=True,
+                                             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
             self.private_ips = pulumi.Output.all(*ips).apply(lambda xs: [str(x) for x in xs])
         else:
             labels = {**g.labels, LABEL_NODE_GROUP: g.group_name, LABEL_SANDBOX: settings.sandbox.runtime}
