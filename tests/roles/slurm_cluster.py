@@ -49,6 +49,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -764,6 +765,13 @@ def start_cluster(
     if starter.accounting and (reason := missing_prerequisites(accounting=True)):
         raise ClusterError(reason)
     leftovers: list[str] = []
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        # `timeout` and CI runners stop pytest with SIGTERM, which would skip this finally: stop the cluster first
+        def terminated(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        previous = signal.signal(signal.SIGTERM, terminated)
     try:
         starter.prepare(os.urandom(1024))  # contract: 1024 random bytes, one key for every node
         starter.make_cgroups()
@@ -776,6 +784,8 @@ def start_cluster(
         yield starter.cluster
     finally:
         leftovers = starter.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if leftovers:
         raise ClusterError("the live cluster did not stop cleanly: " + "; ".join(leftovers))
 
