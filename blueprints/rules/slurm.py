@@ -135,8 +135,10 @@ def slurm_real_memory(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="slurm-gres-count",
     severity="error",
-    summary="A node whose GPU devices are fewer than its `Gres=gpu:N` goes INVAL (\"gres/gpu count reported lower than "
-            "configured\"); the declared GPU count must be the system's.",
+    summary="The declared GPU count becomes `Gres=gpu:N` and N gres.conf device files: more than the system has and "
+            "slurmd waits for the missing /dev/nvidiaN and the node never registers; a gres.conf with fewer devices "
+            "than `Gres=` puts the node in INVAL (\"gres/gpu count reported lower than configured\"); fewer than the "
+            "system has and the other GPUs are never scheduled.",
     fix="declare the GPU count the system has (`hardware.gpu: MODEL:COUNT`)",
     source="https://github.com/awslabs/awsome-distributed-ai/issues/195",
 )
@@ -155,7 +157,9 @@ def slurm_gres_count(ctx: RuleContext) -> Iterator[Hit]:
         if want and nodes[0].gpus != int(want):
             yield Hit(("node_groups", i, "hardware", "gpu"),
                       f"node group `{g.name}`: Gres=gpu:{nodes[0].gpu_type}:{nodes[0].gpus} but a `{hw.system}` has "
-                      f"{want} GPUs; slurmd would report {want} devices and the node would not match its line",
+                      f"{want} GPUs: " + (f"slurmd would wait for /dev/nvidia{want} and up, which do not exist, and "
+                                           "never register" if nodes[0].gpus > int(want) else
+                                           f"{int(want) - nodes[0].gpus} GPUs per node would never be scheduled"),
                       f"set `hardware.gpu: {hw.gpu.model}:{want}`")
 
 
