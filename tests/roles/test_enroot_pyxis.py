@@ -4,8 +4,9 @@ A local HTTP server on 127.0.0.1 serves what NVIDIA's release pages serve: ``enr
 ``enroot+caps_4.1.2-1_amd64.deb`` (real Debian packages built here with ``dpkg-deb``; enroot.conf is a conffile, as
 in NVIDIA's package) and a pyxis release tarball. The tarball is a stand-in SPANK plugin with pyxis's build layout
 (``pyxis-<version>/Makefile`` building ``spank_pyxis.so`` against ``<slurm/spank.h>``), not pyxis's source, which
-stays out of the repository; the real pyxis release was built once by hand the same way (see the role's README
-section in the report of issue 25). The root gets Slurm's plugins first (slurm-wlm-basic-plugins, as slurm_node
+stays out of the repository (pyxis 0.24.0 itself was built by hand the same way, ``make -C <unpacked tarball>``,
+against this machine's libslurm-dev 22.05.8: plugin_version 0x160508, and ``srun --help`` lists its
+``--container-image``; not part of the suite). The root gets Slurm's plugins first (slurm-wlm-basic-plugins, as slurm_node
 leaves a node), then the role installs the compiler and libslurm-dev and builds the plugin inside the root: the
 plugin's ``plugin_version`` must be the root's ``SLURM_VERSION_NUMBER``, read from the built ELF file.
 """
@@ -13,15 +14,12 @@ plugin's ``plugin_version`` must be the root's ``SLURM_VERSION_NUMBER``, read fr
 from __future__ import annotations
 
 import functools
-import hashlib
 import http.server
-import io
 import os
 import re
 import shutil
 import socketserver
 import subprocess
-import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,70 +29,14 @@ from typing import Any
 import pytest
 
 from .conftest import CACHE, _locked, copy_rootfs, installed_packages, role_run
+from .enroot_pyxis_standins import ENROOT, NODE_CONF, PYXIS, build_release_files, role_vars
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb builds the stand-in packages")]
 
-ENROOT = "4.1.2"
-PYXIS = "0.24.0"
 PLUGIN_DIR = "usr/lib/x86_64-linux-gnu/slurm-wlm"
+"""Where Debian's slurm-wlm-basic-plugins puts Slurm's plugins (``dpkg -L slurm-wlm-basic-plugins``)."""
 SLURM_PLUGINS = "slurm-wlm-basic-plugins"
-
-PACKAGE_CONF = "#ENROOT_RUNTIME_PATH        ${XDG_RUNTIME_DIR}/enroot\n"
-NODE_CONF = ("# clusterforge: node-local enroot paths, per user\n"
-             "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)\n"
-             "ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)\n"
-             "ENROOT_CACHE_PATH /var/lib/enroot/cache/user-$(id -u)\n")
-
-STANDIN_C = """\
-/* clusterforge test stand-in for pyxis: a SPANK plugin built like pyxis (same Makefile targets, same output) */
-#include <slurm/spank.h>
-SPANK_PLUGIN(pyxis, 1)
-int slurm_spank_init(spank_t sp, int ac, char **av) { (void)sp; (void)ac; (void)av; return 0; }
-"""
-STANDIN_MAKEFILE = """\
-PLUGIN := spank_pyxis.so
-CFLAGS := -std=gnu11 -O2 -Wall -fpic $(CFLAGS)
-all: $(PLUGIN)
-spank_pyxis.o: spank_pyxis.c
-\t$(CC) $(CFLAGS) -c $<
-$(PLUGIN): spank_pyxis.o
-\t$(CC) -shared -o $@ $^
-"""
-
-
-def _deb(out: Path, name: str, depends: str, files: dict[str, tuple[str, int]], conffiles: list[str]) -> Path:
-    root = out / f".build-{name}"
-    (root / "DEBIAN").mkdir(parents=True)
-    (root / "DEBIAN/control").write_text(
-        f"Package: {name}\nVersion: {ENROOT}-1\nArchitecture: amd64\nMaintainer: clusterforge tests "
-        f"<tests@clusterforge.invalid>\nDepends: {depends}\nDescription: clusterforge test stand-in for {name}\n")
-    if conffiles:
-        (root / "DEBIAN/conffiles").write_text("".join(f"{c}\n" for c in conffiles))
-    for path, (text, mode) in files.items():
-        p = root / path.lstrip("/")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        p.chmod(mode)
-    deb = out / f"{name}_{ENROOT}-1_amd64.deb"
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], check=True,
-                   capture_output=True)
-    shutil.rmtree(root)
-    return deb
-
-
-def _tarball(out: Path) -> Path:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, text in (("Makefile", STANDIN_MAKEFILE), ("spank_pyxis.c", STANDIN_C)):
-            data = text.encode()
-            info = tarfile.TarInfo(f"pyxis-{PYXIS}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    path = out / f"v{PYXIS}.tar.gz"
-    path.write_bytes(buf.getvalue())
-    return path
-
 
 @dataclass
 class Releases:
@@ -104,34 +46,17 @@ class Releases:
     base: str = ""
     requests: list[str] = field(default_factory=list)
     server: socketserver.TCPServer | None = None
-
-    def sha(self, name: str) -> str:
-        return hashlib.sha256((self.root / name).read_bytes()).hexdigest()
+    files: dict[str, Path] = field(default_factory=dict)
 
     def extravars(self, **override: str) -> dict[str, Any]:
-        debs = [f"enroot_{ENROOT}-1_amd64.deb", f"enroot+caps_{ENROOT}-1_amd64.deb"]
-        pins = {d: override.get(d, self.sha(d)) for d in debs}
-        return {
-            "enroot_pyxis_enroot_version": ENROOT,
-            # both architectures, as the catalog lists them: the node takes its own
-            "enroot_pyxis_enroot_debs": [{"url": f"{self.base}/enroot/v{ENROOT}/{d}", "sha256": pins[d]} for d in debs]
-            + [{"url": f"{self.base}/enroot/v{ENROOT}/enroot_{ENROOT}-1_arm64.deb", "sha256": "0" * 64}],
-            "enroot_pyxis_pyxis_version": PYXIS,
-            "enroot_pyxis_pyxis_url": f"{self.base}/pyxis/archive/refs/tags/v{PYXIS}.tar.gz",
-            "enroot_pyxis_pyxis_sha256": override.get("pyxis", self.sha(f"v{PYXIS}.tar.gz")),
-            "enroot_pyxis_build_packages": ["gcc", "make", "libc6-dev", "libslurm-dev"],
-            "enroot_pyxis_enroot_conf": NODE_CONF,
-        }
+        return role_vars(f"{self.base}/enroot/v{ENROOT}", f"{self.base}/pyxis/archive/refs/tags/v{PYXIS}.tar.gz",
+                         self.files, **override)
 
 
 @pytest.fixture(scope="module")
 def releases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Releases]:
     root = tmp_path_factory.mktemp("releases")
-    _deb(root, "enroot", "bash", {"/usr/bin/enroot": (f"#!/bin/sh\necho {ENROOT}\n", 0o755),
-                                  "/etc/enroot/enroot.conf": (PACKAGE_CONF, 0o644)}, ["/etc/enroot/enroot.conf"])
-    _deb(root, "enroot+caps", f"enroot (= {ENROOT}-1)", {"/usr/share/doc/enroot+caps/README": ("caps\n", 0o644)}, [])
-    _tarball(root)
-    rel = Releases(root)
+    rel = Releases(root, files=build_release_files(root))
     routes = {f"/enroot/v{ENROOT}/enroot_{ENROOT}-1_amd64.deb": f"enroot_{ENROOT}-1_amd64.deb",
               f"/enroot/v{ENROOT}/enroot+caps_{ENROOT}-1_amd64.deb": f"enroot+caps_{ENROOT}-1_amd64.deb",
               f"/pyxis/archive/refs/tags/v{PYXIS}.tar.gz": f"v{PYXIS}.tar.gz"}
@@ -170,7 +95,7 @@ def _elf_uint(path: Path, symbol: str) -> int:
     """The 4-byte value of the data symbol ``symbol`` in the ELF file ``path`` (readelf's symbol and section tables)."""
     syms = subprocess.run(["readelf", "-W", "--dyn-syms", str(path)], check=True, capture_output=True, text=True).stdout
     value, ndx = next((int(f[1], 16), int(f[6])) for line in syms.splitlines()
-                      if len(f := line.split()) >= 8 and f[7] == symbol)
+                      if len(f := line.split()) >= 8 and f[7].split("@")[0] == symbol)
     secs = subprocess.run(["readelf", "-W", "-S", str(path)], check=True, capture_output=True, text=True).stdout
     m = re.search(rf"^\s*\[\s*{ndx}\]\s+\S+\s+\S+\s+([0-9a-f]+)\s+([0-9a-f]+)", secs, re.MULTILINE)
     assert m, f"section {ndx} of {path}"
