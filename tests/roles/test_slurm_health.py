@@ -143,6 +143,16 @@ def test_healthy_node_stays_up(node: Node) -> None:
     assert node.slurm() == {"name": "gpu-01", "state": "IDLE", "reason": ""}
 
 
+def test_a_node_without_gpus_checks_its_mounts_only(node: Node) -> None:
+    """The renderer's contract for a group without GPUs (blueprints.slurm.health_expectations): no model (null)."""
+    node.contract.update(gpu_count=0, gpu_model=None, gpu_devices=[], gpu_names=None, driver_branch=None)
+    node.smi_present = False
+    assert node.run().returncode == 0
+    node.mountinfo.write_text("22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n")
+    assert node.run().returncode == 1
+    assert node.slurm()["reason"].startswith("cf-health: storage.mounts: /scratch not mounted; /lustre not mounted")
+
+
 def test_missing_gpu_drains_once_then_resumes_when_fixed(node: Node) -> None:
     node.break_smi(r"\s*<gpu id=\"[^\"]+\">.*?</gpu>", "")  # the first GPU fell off the bus
     r = node.run()
