@@ -137,24 +137,27 @@ PartitionName={c.partition} Nodes={c.node} Default=YES MaxTime=UNLIMITED State=U
     c.conf.write_text(text)
 
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniSlurm]:
-    """A one-node Slurm: private munged, slurmctld, one slurmd; stopped (slurmd first) at teardown."""
+def missing_slurm() -> str | None:
+    """Why a one-node Slurm cannot start here (not root, a program missing), or None."""
     if os.geteuid() != 0:
-        pytest.skip("the test Slurm runs its daemons as root (CI runs as root)")
-    missing = [b for b in SLURM_BINARIES if not any((Path(d) / b).exists() for d in
-                                                    (*os.environ.get("PATH", "").split(":"), "/usr/sbin"))]
-    assert not missing, f"install the Slurm packages of tests/system-packages.txt: {', '.join(missing)} not found"
-    base = tmp_path_factory.mktemp("slurm")
+        return "the test Slurm runs its daemons as root (CI runs as root)"
+    dirs = (*os.environ.get("PATH", "").split(":"), "/usr/sbin")
+    missing = [b for b in SLURM_BINARIES if not any((Path(d) / b).exists() for d in dirs)]
+    return f"install the Slurm packages of tests/system-packages.txt: {', '.join(missing)} not found" if missing else None
+
+
+@contextlib.contextmanager
+def one_node_slurm(base: Path) -> Iterator[MiniSlurm]:
+    """A one-node Slurm under the empty folder ``base``: private munged, slurmctld, one slurmd; stopped (jobs
+    cancelled, slurmd first) when the block ends, however it ends."""
     for d in ("etc", "state", "log", "run", "munge", "spool"):
         (base / d).mkdir()
     # a node name of its own: no other test cluster on this machine shares its spool or state
-    c = MiniSlurm(base=base, node=f"cfl{secrets.token_hex(3)}", partition="cfl", port=_free_port())
+    c = MiniSlurm(base=base, node=f"cfl{secrets.token_hex(3)}", partition="cpu", port=_free_port())
     _write_conf(c, socket.gethostname().split(".")[0])
     key = base / "munge" / "munge.key"
     key.write_bytes(secrets.token_bytes(1024))
     key.chmod(0o400)
-    munged = None
     try:
         munged = subprocess.run(["munged", "--force", "-S", f"{base}/munge/sock", f"--key-file={key}",
                                  f"--pid-file={base}/run/munged.pid", f"--log-file={base}/log/munged.log",
@@ -173,8 +176,19 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniSlurm]:
             os.kill(int((base / "run" / "munged.pid").read_text().strip()), signal.SIGTERM)
 
 
-def blueprint(tmp_path: Path, *, suites: str = "[node, amp]", partition: str = "cfl") -> Path:
-    """An on-prem blueprint whose compute group is the test cluster's one node (a controller group beside it, as
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniSlurm]:
+    """The module's one-node Slurm (:func:`one_node_slurm`)."""
+    why = missing_slurm()
+    if why and os.geteuid() != 0:
+        pytest.skip(why)
+    assert why is None, why
+    with one_node_slurm(tmp_path_factory.mktemp("slurm")) as c:
+        yield c
+
+
+def blueprint(tmp_path: Path, *, suites: str = "[node, amp]", partition: str = "cpu") -> Path:
+    """An on-prem blueprint whose compute group (partition `cpu`, as clusterforge renders it) is the test cluster's one node (a controller group beside it, as
     `check` asks of a Slurm blueprint); a tiny AMP model on the CPU."""
     text = f"""\
 apiVersion: clusterforge/v1

@@ -205,10 +205,13 @@ BLOCKED_REASONS = frozenset({
     "ReqNodeNotAvail", "NodeDown", "FrontEndDown", "BadConstraints", "InvalidAccount", "InvalidQOS",
     "AccountNotAllowed", "QOSNotAllowed", "QOSJobLimit", "QOSResourceLimit", "QOSUsageThreshold", "Licenses",
     "JobHeldAdmin", "JobHeldUser", "DependencyNeverSatisfied", "ReservationDeleted",
+    "launch_failed_requeued_held",
 })
 """Pending reasons that an administrator (or the job's owner) has to clear: the job waits
 ``CLUSTERFORGE_SLURM_BLOCKED_TIMEOUT`` seconds at most. From https://slurm.schedmd.com/job_reason_codes.html
-and ReFrame's list of reasons it cancels a pending job on (``reframe/core/schedulers/slurm.py``);
+and ReFrame's list of reasons it cancels a pending job on (``reframe/core/schedulers/slurm.py``), plus
+``launch failed requeued held`` (a node failed to launch the job, its prolog for one: the job is held until
+somebody releases it); compared by :func:`reason_code`;
 ``ReqNodeNotAvail`` also shows for a moment during long backfill cycles (reframe-hpc/reframe#1049), hence a
 grace time rather than an immediate stop."""
 UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out on send/recv", "Zero Bytes were transmitted",
@@ -217,6 +220,17 @@ UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out on send/r
 """What Slurm's clients print when the controller does not answer (the job may be fine: ask again later)."""
 GONE = ("Invalid job id specified",)
 """What ``scontrol show job`` prints for a job the controller no longer holds (``MinJobAge`` passed)."""
+
+_BLOCKED = frozenset(r.lower() for r in BLOCKED_REASONS)
+
+
+def reason_code(reason: str | None) -> str:
+    """A pending reason as :data:`BLOCKED_REASONS` is compared: its first word (before ``,`` or ``(``), spaces as
+    underscores (squeue writes ``launch failed requeued held``, scontrol ``launch_failed_requeued_held``),
+    lower case."""
+    head = re.split(r"[,(]", (reason or "").strip(), maxsplit=1)[0].strip()
+    return head.replace(" ", "_").lower()
+
 
 ENV_PENDING = "CLUSTERFORGE_SLURM_PENDING_TIMEOUT"
 ENV_BLOCKED = "CLUSTERFORGE_SLURM_BLOCKED_TIMEOUT"
@@ -264,7 +278,7 @@ class JobStatus:
     @property
     def blocked(self) -> bool:
         """Pending for a reason in :data:`BLOCKED_REASONS`."""
-        return not self.started and self.active and (self.reason or "").split(",")[0] in BLOCKED_REASONS
+        return not self.started and self.active and reason_code(self.reason) in _BLOCKED
 
 
 @dataclass(frozen=True)
@@ -553,7 +567,10 @@ class SlurmLauncher(Launcher):
             "PartitionInactive": f"`scontrol update PartitionName={partition} State=UP`",
             "ReqNodeNotAvail": "`sinfo -R` lists the nodes that are down, drained or reserved and why",
             "NodeDown": "`sinfo -R` lists the nodes that are down and why",
-        }.get(reason.split(",")[0], "`squeue -j " + st.job_id + " -o %r` and https://slurm.schedmd.com/job_reason_codes.html")
+            "launch_failed_requeued_held": f"a node could not launch the job (its prolog failed, for one): "
+                                           f"`scontrol show job {st.job_id}`, `sinfo -R` and the node's slurmd log "
+                                           f"say why; `scontrol release {st.job_id}` after the fix",
+        }.get(reason.split(",")[0].replace(" ", "_"), "`squeue -j " + st.job_id + " -o %r` and https://slurm.schedmd.com/job_reason_codes.html")
         return (f"{test.id}: Slurm job {st.job_id} did not start within {waited:.0f} s ({limit_env}): still "
                 f"{st.state}, Slurm's reason: {reason} (see {hint}); the job was cancelled and nothing about the "
                 f"cluster was measured; {self._resume_hint()}")
