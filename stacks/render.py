@@ -11,7 +11,11 @@ Writes into ``out_dir`` (``DIR/pulumi``):
 * ``cloud-init/<group>.yaml`` (EC2) or ``cloud-init/<group>.mime`` (EKS managed node groups) —
   the user data each node group's launch template carries, rendered from the same
   ``NodeSettings`` (the resolved cluster's, ``loaded.cluster``); FSx endpoints, known only after deploy, appear as ``FSX_<NAME>_DNS_NAME`` /
-  ``FSX_<NAME>_MOUNT_NAME`` placeholders (for reading; the program renders its own).
+  ``FSX_<NAME>_MOUNT_NAME`` placeholders (for reading; the program renders its own);
+* ``cloud-init/<group>.slurm-files.json`` — a Slurm node group's file bundle
+  (:func:`stacks.slurm_boot.slurm_bundle`), the object the stack stores for that group; in its user data the
+  munge key secret, the bucket and the controller's state volume appear as ``MUNGE_SECRET_ARN``, ``BUCKET`` and
+  ``STATE_VOLUME_ID``.
 
 No file holds an absolute path, so the directory can be moved or committed. Pulumi runs the
 program with the ``python3`` on ``PATH`` (or ``PULUMI_PYTHON_CMD``): that interpreter needs
@@ -27,6 +31,7 @@ from blueprints.models import KubernetesOrchestrator
 
 from .cloud_init import placeholder_endpoints, render_user_data
 from .config import CONFIG_NAMESPACE
+from .slurm_boot import placeholder_boot, slurm_bundle
 
 __all__ = ["BLUEPRINT_COPY", "render_stack_config"]
 
@@ -99,10 +104,16 @@ def render_stack_config(loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
     ci_dir.mkdir(exist_ok=True)
     for r in loaded.cluster.groups:
         settings = r.settings
-        text = render_user_data(settings, placeholder_endpoints(settings), eks=eks)
+        boot = placeholder_boot(settings, str(getattr(bp.target, "region", "REGION"))) if settings.slurm else None
+        text = render_user_data(settings, placeholder_endpoints(settings), eks=eks, slurm=boot)
         path = ci_dir / f"{r.name}.{'mime' if eks else 'yaml'}"
         path.write_text(text, encoding="utf-8")
         written.append(path)
+        bundle = slurm_bundle(settings)
+        if bundle is not None:
+            path = ci_dir / f"{r.name}.slurm-files.json"
+            path.write_text(bundle, encoding="utf-8")
+            written.append(path)
     return written
 
 
