@@ -988,7 +988,17 @@ class SlurmOrchestrator(StrictModel):
         bool, Field(description="Compute nodes fetch the configuration from slurmctld (`enable_configless`).")
     ] = True
     accounting: Annotated[SlurmAccounting, Field(description="slurmdbd and its database.")] = SlurmAccounting()
-    pyxis: Annotated[bool, Field(description="Containers in jobs: enroot + pyxis (`srun --container-image`).")] = True
+    pyxis: Annotated[
+        bool,
+        Field(description="Containers in jobs: enroot + pyxis (`srun --container-image`). Needs `container_pins`: "
+                          "NVIDIA publishes no checksums for their releases."),
+    ] = False
+    container_pins: Annotated[
+        dict[Annotated[str, VK["container-pin-file"]], Annotated[str, VK["sha256"]]],
+        Field(description="SHA-256 of the enroot and pyxis release files you verified, by file name "
+                          "(`enroot_4.1.2-1_amd64.deb`, `enroot+caps_4.1.2-1_amd64.deb`, `pyxis-0.24.0.tar.gz`); "
+                          "a file without a pin is never downloaded."),
+    ] = {}
     topology: Annotated[
         Literal["auto", "none", "tree", "block"],
         Field(description="`tree`: a topology.conf switch tree from the declared fabric; `block`: NVLink domains "

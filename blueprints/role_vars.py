@@ -315,5 +315,13 @@ def _slurm_role_vars(s: NodeSettings, role: str) -> dict[str, Any]:
     if role == "slurm_login":
         return {"slurm_login_packages": list(pk["login"]), "slurm_login_files": dict(sl.files)}
     if role == "enroot_pyxis":
-        return {"enroot_pyxis_build_packages": list(pk["pyxis_build"])}
+        return {
+            "enroot_pyxis_build_packages": list(pk["pyxis_build"]),
+            "enroot_pyxis_enroot_version": sl.enroot_version,
+            "enroot_pyxis_enroot_debs": [dict(d) for d in sl.enroot_debs],
+            "enroot_pyxis_pyxis_version": sl.pyxis_version,
+            "enroot_pyxis_pyxis_url": sl.pyxis_url,
+            "enroot_pyxis_pyxis_sha256": sl.pyxis_sha256,
+            "enroot_pyxis_enroot_conf": sl.enroot_conf,
+        }
     raise KeyError(role)

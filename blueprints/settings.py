@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .aws import efa_group
+from .aws import efa_group, instance_arch
 from .catalog import Catalog, GpuSpec, catalog
 from .hardware import group_hardware, instance_spec
 from .models import (
@@ -204,6 +204,14 @@ class SlurmNodeSettings(_Frozen):
     health: dict[str, Any]
     pyxis: bool
     cgroup_version: Literal["v1", "v2"]
+    enroot_version: str = ""
+    enroot_debs: list[dict[str, str]] = []
+    """The enroot release packages of the node's architecture, ``[{"url", "sha256"}]`` (``sha256`` empty: no pin, the
+    role refuses the download)."""
+    pyxis_version: str = ""
+    pyxis_url: str = ""
+    pyxis_sha256: str = ""
+    enroot_conf: str = ""
 
 
 class SandboxSettings(_Frozen):
@@ -695,6 +703,8 @@ def _slurm_node(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> SlurmNodeSett
 
     s = slurm_settings(bp)
     part = {"controller": "controller", "compute": "node", "login": "login"}.get(g.role)
+    arm = (instance_arch(g.instance_type) == "arm64" if bp.is_aws and g.instance_type
+           else g.hardware is not None and g.hardware.cpu_vendor == "arm")
     if s is None or part is None or (part == "controller" and g.name != s.controller_group):
         return None
     files = slurm_files(s)
@@ -714,10 +724,38 @@ def _slurm_node(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> SlurmNodeSett
         conf_server=s.conf_server if configless_node else "",
         munge_key_host=s.controller or "",
         gpu_devices=nodes[0].gpu_devices if nodes else [],
-        health=health_expectations(s, g.name, mounts) if part == "node" else {},
+        health=({**health_expectations(s, g.name, mounts), **_health_gpu(bp, g)} if part == "node" else {}),
         pyxis=s.pyxis and part in ("node", "login"),
         cgroup_version=s.cgroup_version,
+        **(_containers(s, "arm64" if arm else "amd64") if s.pyxis and part in ("node", "login") else {}),
     )
+
+
+def _health_gpu(bp: Blueprint, g: NodeGroup) -> dict[str, Any]:
+    """The GPU facts the Slurm health check judges with the node suite's rules: the names nvidia-smi prints for the
+    group's GPU (catalog ``gpu_aliases``), the driver branch, and whether the node trains (MIG off)."""
+    hw = group_hardware(bp, g)
+    key = hw.gpu_key if hw.nvidia_gpus else None
+    aliases = catalog().extras["gpu_aliases"]["names"]
+    names = sorted(n for n, k in aliases.items() if k == key)
+    training = g.compute and hw.nvidia_gpus > 0 and not g.sandbox.passthrough
+    return {"gpu_names": names, "driver_branch": bp.software.driver_branch.split(".")[0] if key else "",
+            "training_node": training}
+
+
+def _containers(s: Any, arch: str) -> dict[str, Any]:
+    """The enroot / pyxis fields of :class:`SlurmNodeSettings` for a node of dpkg architecture ``arch``."""
+    from .slurm import ENROOT_CONF, enroot_files, pyxis_file, pyxis_url, slurm_catalog
+
+    cat = slurm_catalog()
+    return {
+        "enroot_version": str(cat["enroot"]["version"]),
+        "enroot_debs": [{"url": url, "sha256": s.container_pins.get(name, "")} for name, url in enroot_files(arch)],
+        "pyxis_version": str(cat["pyxis"]["version"]),
+        "pyxis_url": pyxis_url(),
+        "pyxis_sha256": s.container_pins.get(pyxis_file(), ""),
+        "enroot_conf": ENROOT_CONF,
+    }
 
 
 def _sandbox_handler(bp: Blueprint, g: NodeGroup) -> str | None:

@@ -42,6 +42,9 @@ __all__ = [
     "compress_hostlist",
     "conf_line",
     "describe",
+    "enroot_files",
+    "pyxis_file",
+    "pyxis_url",
     "slurm_catalog",
     "slurm_files",
     "slurm_settings",
@@ -175,6 +178,9 @@ class SlurmSettings:
     rdma: bool
     ports: Mapping[str, int] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
+    container_pins: Mapping[str, str] = field(default_factory=dict)
+    """SHA-256 of the enroot / pyxis release files by file name: the catalog's (none published today) and then the
+    blueprint's ``orchestrator.container_pins``."""
 
     def has(self, feature: str) -> bool:
         """Whether the cluster's Slurm version has ``feature`` (a key of catalog ``slurm.features``)."""
@@ -329,7 +335,49 @@ def slurm_settings(bp: Blueprint, catalog_: Catalog | None = None) -> SlurmSetti
         rdma=bp.network.rdma,
         ports=dict(cat["ports"]),
         extra=dict(orch.extra),
+        container_pins={**_catalog_pins(cat), **orch.container_pins},
     )
+
+
+def _catalog_pins(cat: Mapping[str, Any]) -> dict[str, str]:
+    pins = {f"{k}": str(v) for k, v in (cat["enroot"].get("sha256") or {}).items()}
+    if cat["pyxis"].get("sha256"):
+        pins[pyxis_file(cat)] = str(cat["pyxis"]["sha256"])
+    return pins
+
+
+def enroot_files(arch: str, cat: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """``[(file name, URL)]`` of the enroot release packages for a dpkg architecture (``amd64``, ``arm64``), from the
+    catalog's ``slurm.enroot`` (https://github.com/NVIDIA/enroot/blob/master/doc/installation.md)."""
+    c = (cat or slurm_catalog())["enroot"]
+    urls = [u.format(version=c["version"], arch=arch) for u in c["debs"]]
+    return [(u.rsplit("/", 1)[1], u) for u in urls]
+
+
+def pyxis_file(cat: Mapping[str, Any] | None = None) -> str:
+    """The name the pyxis release tarball is pinned under, ``pyxis-<version>.tar.gz``."""
+    return f"pyxis-{(cat or slurm_catalog())['pyxis']['version']}.tar.gz"
+
+
+def pyxis_url(cat: Mapping[str, Any] | None = None) -> str:
+    """Where the pyxis release tarball is downloaded from (catalog ``slurm.pyxis.url``)."""
+    c = (cat or slurm_catalog())["pyxis"]
+    return str(c["url"]).format(version=c["version"])
+
+
+ENROOT_CONF = """\
+# enroot.conf written by clusterforge: per-user runtime, data and cache on node-local storage, under root-owned
+# parents (https://github.com/NVIDIA/enroot/blob/master/doc/configuration.md; pyxis issue 123: /run/enroot).
+ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)
+ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)
+ENROOT_CACHE_PATH /var/lib/enroot/cache/user-$(id -u)
+ENROOT_TEMP_PATH ${TMPDIR:-/tmp}
+ENROOT_SQUASH_OPTIONS -noI -noD -noF -noX -no-duplicates
+ENROOT_MOUNT_HOME y
+ENROOT_RESTRICT_DEV y
+ENROOT_ROOTFS_WRITABLE y
+"""
+"""``/etc/enroot/enroot.conf`` of every Slurm node (the enroot_pyxis role writes it)."""
 
 
 def _cluster_name(name: str) -> str:

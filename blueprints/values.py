@@ -370,6 +370,16 @@ KINDS: dict[str, ValueKind] = {k.name: k for k in (
         "write one value without spaces, quotes or `#` (lists comma-separated, as slurm.conf wants them)",
         "https://slurm.schedmd.com/slurm.conf.html#SECTION_PARAMETERS", max_length=1024),
     ValueKind(
+        "sha256", r"[0-9a-f]{64}",
+        "a SHA-256 digest",
+        "write the file's SHA-256 as 64 lower-case hex digits (`sha256sum FILE`)",
+        "https://csrc.nist.gov/pubs/fips/180-4/upd1/final", max_length=64),
+    ValueKind(
+        "container-pin-file", r"(enroot|enroot\+caps)_[0-9][0-9.]*-1_(amd64|arm64)\.deb|pyxis-[0-9][0-9.]*\.tar\.gz",
+        "an enroot package or pyxis tarball file name",
+        "write the release file's name, e.g. `enroot_4.1.2-1_amd64.deb` or `pyxis-0.24.0.tar.gz`",
+        "https://github.com/NVIDIA/enroot/blob/master/doc/installation.md", max_length=64),
+    ValueKind(
         "slurm-time", r"UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d+(:\d{2}(:\d{2})?)?",
         "a Slurm time limit",
         "write `UNLIMITED`, minutes (`90`), `HH:MM:SS` or `D-HH[:MM[:SS]]`",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..slurm import EXTRA_KEYS, SlurmSettings, slurm_catalog, version_tuple
+from ..slurm import EXTRA_KEYS, SlurmSettings, pyxis_file, slurm_catalog, version_tuple
 from .registry import Hit, RuleContext, rule
 
 SLURM_CONF = "https://slurm.schedmd.com/slurm.conf.html"
@@ -293,3 +293,30 @@ def slurm_partition_groups(ctx: RuleContext) -> Iterator[Hit]:
     if parts and sum(1 for p in parts if p.default) > 1:
         yield Hit(("orchestrator", "partitions"), "more than one partition has `default: true`",
                   "mark one partition as the default")
+
+
+@rule(
+    id="slurm-container-pins",
+    severity="error",
+    summary="pyxis needs enroot's release packages and pyxis's source, and NVIDIA publishes no checksum for either; "
+            "clusterforge never downloads a file it cannot verify, so the blueprint pins each file it uses.",
+    fix="add the SHA-256 of each file you verified to `orchestrator.container_pins` (`sha256sum FILE`), or set "
+        "`orchestrator.pyxis: false`",
+    source="https://github.com/NVIDIA/enroot/blob/master/doc/installation.md",
+)
+def slurm_container_pins(ctx: RuleContext) -> Iterator[Hit]:
+    s = _slurm(ctx)
+    if s is None or not s.pyxis:
+        return
+    missing: list[str] = []
+    for r in ctx.cluster.groups:
+        sl = r.settings.slurm
+        if sl is None or not sl.pyxis:
+            continue
+        missing += [d["url"].rsplit("/", 1)[1] for d in sl.enroot_debs if not d["sha256"]]
+        if not sl.pyxis_sha256:
+            missing.append(pyxis_file(slurm_catalog(ctx.catalog)))
+    missing = list(dict.fromkeys(missing))
+    if missing:
+        yield Hit(("orchestrator", "pyxis"), f"`orchestrator.pyxis` is on but these files have no pin: "
+                  f"{', '.join(f'`{m}`' for m in missing)}")

@@ -472,6 +472,10 @@ CASES: list[Case] = [
          good=[S("orchestrator.accounting", {"database_host": "db.example.com", "password_file": "/etc/slurm/db.pass"})]),
     Case("slurm-partition-groups", "dgx", [S("orchestrator.partitions", [{"name": "gpu", "groups": ["mgmt"]}])],
          "orchestrator.partitions.0.groups.0", good=[S("orchestrator.partitions", [{"name": "gpu", "groups": ["dgx"]}])]),
+    Case("slurm-container-pins", "dgx", [S("orchestrator.pyxis", True)], "orchestrator.pyxis",
+         good=[S("orchestrator.pyxis", True), S("orchestrator.container_pins", {
+             "enroot_4.1.2-1_amd64.deb": "1" * 64, "enroot+caps_4.1.2-1_amd64.deb": "2" * 64,
+             "pyxis-0.24.0.tar.gz": "3" * 64})]),
     Case("slurm-partition-name", "dgx", [S("orchestrator.partition", "gpu,debug")], "orchestrator.partition",
          good=[S("orchestrator.partition", "gpu-h100")]),
     Case("spot-multi-node", "p5", [S("target.capacity", "spot")], "target.capacity",

@@ -63,6 +63,7 @@ node_groups:
       gpu: l40s:2
       cpu: {sockets: 1, cores_per_socket: 2, threads_per_core: 1}
       memory_gib: 8
+software: {driver_branch: "550"}   # the stand-in nvidia-smi replays a recorded L40S with driver 550.90.07
 orchestrator:
   kind: slurm
   cgroup_version: v1
