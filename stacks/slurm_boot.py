@@ -292,12 +292,13 @@ python3 "$AWS" fetch-bundle {q(boot.bundle_url)} {bundle_sha256(settings)}
             raise ValueError(f"controller group `{settings.group}` needs its state volume")
         body += _state_steps(boot.state_volume_id, sl.local_database)
     body += f"""# --- packages: their daemons start below, once key and files are in place --------------------------------------
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d
+held=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then  # one that was there already stays, untouched
+  printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && held=1
   trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 pkg_install {" ".join(q(p) for p in _packages(settings))}
-rm -f /usr/sbin/policy-rc.d; trap - EXIT
+if [ -n "$held" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 # --- the cluster's munge key: the secret's value (the controller makes it once); never printed -------------------
 python3 "$AWS" munge-key {"controller" if sl.part == "controller" else "node"} {q(boot.munge_secret_arn)} "$KEYTOOL"
 systemctl enable munge.service && systemctl restart munge.service

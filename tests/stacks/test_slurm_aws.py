@@ -470,3 +470,10 @@ def test_munge_key_is_made_once_on_the_controller_stored_and_read_by_the_nodes(a
         out = r.stdout + r.stderr
         assert aws["value"] not in out and base64.b64encode(key[:48]).decode() not in out
     assert AWS_HELPER.endswith("clusterforge-slurm-aws")
+
+
+@pytest.mark.parametrize("group", ["controller", "gpu"])
+def test_boot_scripts_parse_as_bash(group: str) -> None:
+    script = _boot_script(plan_example(EXAMPLE), group)
+    res = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
