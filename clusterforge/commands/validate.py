@@ -32,12 +32,15 @@ if TYPE_CHECKING:
 class _Progress:
     """Renders :class:`validate.runner.RunEvents`: a live table on a terminal, plain lines otherwise."""
 
-    def __init__(self, live: bool):
+    def __init__(self, live: bool, job_lines: Any = None):
+        """``live``: draw a table (a terminal); ``job_lines``: what prints a job's state as a line when there is no
+        table (the launcher's own reporter)."""
         self.live_enabled = live
         self.rows: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []
         self.live: Live | None = None
         self.t_start: dict[str, float] = {}
+        self._lines: Any = job_lines or (lambda test, progress: None)
 
     # -- rendering ----------------------------------------------------------------------------
     def table(self) -> Table:
@@ -55,7 +58,7 @@ class _Progress:
             v = r.get("verdict") or ""
             status = r["status"]
             if status == "running":
-                status = f"running {time.monotonic() - self.t_start.get(tid, time.monotonic()):.0f} s"
+                status = r.get("job") or f"running {time.monotonic() - self.t_start.get(tid, time.monotonic()):.0f} s"
             t.add_row(tid, status, Text(v, style=VERDICT_STYLE.get(v, "")), r.get("time", ""),
                       Text(r.get("what", ""), overflow="ellipsis", no_wrap=True))
         return t
@@ -90,6 +93,16 @@ class _Progress:
         self.rows[test.id]["status"] = "running"
         if self.live is None:
             console.print(f"▶ {test.id}: {test.description}", markup=False)
+
+    def job(self, test: Any, progress: Any) -> None:
+        """A scheduler's word on the test's job (``validate.launchers.slurm.JobProgress``): shown in the status column
+        of the live table (``job 42 pending (Resources) 12 s``), or as a line when there is no table."""
+        row = self.rows.get(test.id)
+        if row is None:
+            return
+        row["job"] = str(progress)
+        if self.live is None:
+            self._lines(test, progress)
 
     def finished(self, test: Any, verdicts: list[str], launch: Any, seconds: float) -> None:
         from rich.text import Text
@@ -174,7 +187,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(3)
         runner = make_launcher(launcher, loaded, out, timeout_s=timeout, inventory=inventory,
                                remote_python=remote_python, image=image)
-        progress = _Progress(live=console.is_terminal)
+        progress = _Progress(live=console.is_terminal, job_lines=getattr(runner, "report", None))
+        if hasattr(runner, "report"):  # the Slurm launcher: job states go to the status column
+            runner.report = progress.job
         old = signal.signal(signal.SIGTERM, _sigterm)
         try:
             summary = run_validation(loaded, out, runner, tests, resume=resume, force=force,
