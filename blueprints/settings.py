@@ -692,7 +692,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         **_lustre_client(bp),
         instance_type=g.instance_type if bp.target.instance_types else None,
         efa_interfaces=_efa_interfaces(bp, g),
-        slurm=_slurm_node(bp, g, [m.mount for m in lustre] + [m.mount for m in nfs]),
+        slurm=_slurm_node(bp, g, ([scratch.mount] if scratch else []) + [m.mount for m in lustre]
+                          + [m.mount for m in nfs]),
     )
 
 
