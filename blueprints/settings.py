@@ -704,7 +704,7 @@ def _slurm_node(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> SlurmNodeSett
 
     s = slurm_settings(bp)
     part = {"controller": "controller", "compute": "node", "login": "login"}.get(g.role)
-    arm = (instance_arch(g.instance_type) == "arm64" if bp.is_aws and g.instance_type
+    arm = (instance_arch(g.instance_type) == "arm64" if g.instance_type
            else g.hardware is not None and g.hardware.cpu_vendor == "arm")
     if s is None or part is None or (part == "controller" and g.name != s.controller_group):
         return None

@@ -64,6 +64,7 @@ from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
 from blueprints.values import shell_export
 
+from .pkg_shell import PKG_INSTALL as _PKG
 from .slurm_boot import AWS_HELPER, SlurmBoot, helper_source, sizing_boot, slurm_script
 
 __all__ = [
@@ -143,12 +144,6 @@ def lustre_source(mount: LustreMount, endpoints: Mapping[str, LustreEndpoint]) -
 # scripts
 # ---------------------------------------------------------------------------------------------
 
-_PKG = """pkg_install() {
-  if command -v apt-get >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; }
-  else dnf install -y -q "$@"; fi
-}
-"""
 
 
 def scratch_script(scratch: ScratchSettings) -> str:

@@ -45,6 +45,8 @@ from blueprints.role_vars import node_role_vars
 from blueprints.settings import NodeSettings
 from blueprints.slurm import aws_dns_zone
 
+from .pkg_shell import PKG_INSTALL as _PKG
+
 __all__ = [
     "AWS_HELPER",
     "BUNDLE_KEY",
@@ -265,7 +267,6 @@ def slurm_script(settings: NodeSettings, boot: SlurmBoot) -> str:
     """The first-boot script of a Slurm node group (run from ``runcmd``, after the other clusterforge steps): see the
     module docstring for the order. Raises ``ValueError`` for a group without Slurm or a controller without its state
     volume."""
-    from .cloud_init import _PKG  # the one package-install function of the cloud scripts
 
     sl = settings.slurm
     if sl is None:

@@ -29,8 +29,8 @@ from blueprints.models import (
     SpotCapacity,
 )
 from blueprints.naming import Naming
-from blueprints.resolved import ResolvedCluster, ResolvedGroup
-from blueprints.slurm import SlurmSettings, aws_dns_zone, slurm_settings
+from blueprints.resolved import ResolvedCluster, ResolvedGroup, resolve
+from blueprints.slurm import SlurmSettings, aws_dns_zone
 
 from .components import (
     AddonsArgs,
@@ -172,9 +172,10 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, naming: Naming, *, subnet_i
 
 
 def slurm(bp: Blueprint) -> SlurmSettings | None:
-    """The cluster's Slurm settings (:func:`blueprints.slurm.slurm_settings`), ``None`` without ``orchestrator: slurm``."""
+    """The cluster's Slurm settings (the resolved cluster's, :attr:`blueprints.resolved.ResolvedCluster.slurm`), ``None``
+    without ``orchestrator: slurm``."""
     aws_target(bp)
-    return slurm_settings(bp)
+    return resolve(bp).slurm
 
 
 def slurm_cluster_args(bp: Blueprint, cluster: ResolvedCluster, naming: Naming, *,

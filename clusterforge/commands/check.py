@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
             if slurm is not None:
                 from blueprints.slurm import describe
 
-                ok(describe(slurm))
+                marked("✓ ", "green", describe(slurm))  # literal: `gpu:h100-sxm:8` is not an emoji code
         else:
             parts = [f"{n_err} error{'s' if n_err != 1 else ''}"] if n_err else []
             if n_warn:

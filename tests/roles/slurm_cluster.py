@@ -12,7 +12,7 @@ fake GPUs: ``/dev/nvidiaN``, major 195 as NVIDIA's driver registers them, so ``g
 device cgroup). So every daemon runs as its Debian unit starts it (``slurmd -D -s $SLURMD_OPTIONS``,
 ``slurmctld -D -s``, ``slurmdbd -D -s``, ``munged`` as user munge), with no ``-f`` and no rewritten path.
 
-The workarounds of ``../shared/reference/slurm.md`` §4 and Appendix A that this machine needs:
+The workarounds of the project's Slurm test-bed notes (SchedMD's multiple-slurmd and cgroup docs) that this machine needs:
 
 - namespaces are entered with ``nsenter`` (``ip netns exec`` remounts ``/sys`` and hides the cgroup v1 mounts);
 - a private ``/tmp`` per node (PMIx refuses a ``spmix_appdir`` that another "host" made);

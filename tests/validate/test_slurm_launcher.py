@@ -5,7 +5,7 @@ outlives the test's timeout is cancelled and judged as timed out; SIGTERM cancel
 they come and `--resume` goes on from there.
 
 The cluster: until the shared multi-node fixture (``tests/roles/slurm_cluster.py``) lands, a private one-node
-Slurm started here after Appendix A of ``../shared/reference/slurm.md`` (Debian 12's slurm-wlm 22.05): a
+Slurm started here after the recipe of tests/roles/slurm_cluster.py (Debian 12's slurm-wlm 22.05): a
 private munged, slurmctld and one slurmd (``slurmd -N``) on 127.0.0.1 with free ports, every file under the
 test's temporary folder, ``SLURM_CONF`` pointing at it, everything stopped at teardown.
 """
