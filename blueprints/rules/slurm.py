@@ -7,6 +7,7 @@ collected in the project's Slurm reference (gres count -> INVAL, "Low RealMemory
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from ..slurm import EXTRA_KEYS, SlurmSettings, pyxis_file, slurm_catalog, version_tuple
@@ -40,6 +41,22 @@ def slurm_controller(ctx: RuleContext) -> Iterator[Hit]:
     if not s.nodes:
         yield Hit(("orchestrator", "kind"), "`orchestrator.kind: slurm` but no node group has `role: compute`: the "
                   "cluster has no node to run jobs", "add a node group with `role: compute`")
+
+
+@rule(
+    id="slurm-controller-count",
+    severity="error",
+    summary="On AWS the controller group is one instance: slurm.conf names one SlurmctldHost, the state volume attaches "
+            "to one instance, and a second would run a second, split-brain slurmctld.",
+    fix="set `count: 1` on the controller group",
+    source="https://slurm.schedmd.com/slurm.conf.html#OPT_SlurmctldHost",
+)
+def slurm_controller_count(ctx: RuleContext) -> Iterator[Hit]:
+    if _slurm(ctx) is None or not ctx.bp.is_aws:
+        return
+    for i, g in enumerate(ctx.bp.node_groups):
+        if g.role == "controller" and g.size != 1:
+            yield Hit(("node_groups", i, "count"), f"controller group `{g.name}` has {g.size} instances")
 
 
 @rule(
@@ -320,3 +337,23 @@ def slurm_container_pins(ctx: RuleContext) -> Iterator[Hit]:
     if missing:
         yield Hit(("orchestrator", "pyxis"), f"`orchestrator.pyxis` is on but these files have no pin: "
                   f"{', '.join(f'`{m}`' for m in missing)}")
+
+
+_IMDS_TAG_KEY = re.compile(r"[A-Za-z0-9+\-=.,_:@]+")
+
+
+@rule(
+    id="slurm-aws-tag-keys",
+    severity="error",
+    summary="A Slurm node on AWS reads its NodeName from its instance tags through the instance metadata service, "
+            "which EC2 turns on only when every tag key of the instance is one it can serve (letters, digits, "
+            "`+ - = . , _ : @`; no spaces or `/`): any other key makes the launch fail.",
+    fix="rename the tag key (e.g. `team-owner` for `team/owner`)",
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/work-with-tags-in-IMDS.html",
+)
+def slurm_aws_tag_keys(ctx: RuleContext) -> Iterator[Hit]:
+    if _slurm(ctx) is None or not ctx.bp.is_aws:
+        return
+    for k in getattr(ctx.bp.target, "tags", {}):
+        if not _IMDS_TAG_KEY.fullmatch(k) or k in (".", ".."):
+            yield Hit(("target", "tags", k), f"tag key `{k}` cannot be served by the instance metadata service")

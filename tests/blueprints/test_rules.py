@@ -33,6 +33,7 @@ BASES = {
     "dgx": "onprem-dgx-h100-ib",
     "roce": "onprem-l40s-roce",
     "kata": "onprem-sandbox-kata",
+    "p5s": "aws-p5-slurm",
 }
 
 
@@ -445,6 +446,7 @@ CASES: list[Case] = [
     Case("shared-mount-netdev", "roce", [S("storage.0.mount_options", ["nconnect=8"])], "storage.0.mount_options",
          good=[S("storage.0.mount_options", ["_netdev", "nconnect=16"])]),
     Case("slurm-controller", "dgx", [S("node_groups.0.role", "login")], "orchestrator.kind"),
+    Case("slurm-controller-count", "p5s", [S("node_groups.0.count", 2)], "node_groups.0.count"),
     Case("slurm-os-version", "dgx", [], "target", patch=lambda: _catalog_without_slurm_os("ubuntu-22.04"),
          good_base="roce"),
     Case("slurm-host-name", "dgx", [S("node_groups.1.hosts.0.name", "dgx-01.example.com")], "node_groups.1.hosts.0.name",
@@ -476,6 +478,8 @@ CASES: list[Case] = [
          good=[S("orchestrator.pyxis", True), S("orchestrator.container_pins", {
              "enroot_4.1.2-1_amd64.deb": "1" * 64, "enroot+caps_4.1.2-1_amd64.deb": "2" * 64,
              "pyxis-0.24.0.tar.gz": "3" * 64})]),
+    Case("slurm-aws-tag-keys", "p5s", [S("target.tags", {"team/owner": "ml"})], "target.tags.team/owner",
+         good=[S("target.tags", {"team-owner": "ml"})]),
     Case("slurm-partition-name", "dgx", [S("orchestrator.partition", "gpu,debug")], "orchestrator.partition",
          good=[S("orchestrator.partition", "gpu-h100")]),
     Case("spot-multi-node", "p5", [S("target.capacity", "spot")], "target.capacity",
