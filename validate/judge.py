@@ -14,17 +14,22 @@ Verdicts (:class:`~validate.results.Verdict`): ``pass``; ``warn`` (works, degrad
 ``fail`` (wrong data, far below expectation, crashed); ``invalid`` (the test cannot say anything:
 one rank, duplicated rank 0, no result table, unknown content). Every non-pass reason names what
 was measured, what was expected and why, and the likely cause and fix when one is known.
+
+A file is judged as it is streamed where its format allows (:meth:`~validate.suites.Suite.judge_raw`: the
+nccl-tests text parser reads it line by line, never whole), so judging a log of tens of megabytes takes
+memory flat in its size; its kind is detected from its first and last 256 KiB.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .expectations import JudgeContext
 from .parsers.bounds import MAX_INPUT_CHARS, collecting_unread
 from .results import VERDICTS, JudgeResult, Verdict, exit_code_for, fmt_bytes, worst
 from .suites import REGISTRY, Suite, detect_kind, detect_suite, find_suite
-from .suites.base import UnreadableInput, read_raw
+from .suites.base import UnreadableInput, open_raw_input
 
 __all__ = [
     "VERDICTS",
@@ -53,8 +58,8 @@ def file_suite(path: Path) -> Suite | None:
     ``None`` for anything unreadable or unrecognised (the judge then says why). Never raises."""
     p = Path(path)
     try:
-        return detect_suite(read_raw(p), p.name)
-    except UnreadableInput:
+        return detect_suite(open_raw_input(p).window(), p.name)
+    except (UnreadableInput, OSError):
         return None
 
 
@@ -64,19 +69,31 @@ def judge_file(path: Path, ctx: JudgeContext, *, kind: str | None = None, label:
     ``kind`` (a suite of :func:`file_kinds`) skips detection: content that does not parse as that
     kind gives one ``invalid`` result. Without ``kind``, undetectable content raises. ``label``
     prefixes each result's label. Raises :class:`UnreadableInput` (a usage error, exit 2) for a
-    missing path, a directory, binary data, or (without ``kind``) content of unknown kind.
+    missing path, a directory, binary data, a file over 256 MiB, or (without ``kind``) content of
+    unknown kind.
+
+    The file is read by its suite (:meth:`~validate.suites.Suite.judge_raw`): streamed line by line where
+    the format allows, so memory stays flat in its size; detection reads its first and last 256 KiB.
     """
     p = Path(path)
-    text = read_raw(p)
-    if kind is None:
-        if not text.strip():
-            raise UnreadableInput(f"{p}: empty file; nothing to judge (pass --kind to judge it as a run that printed nothing)")
-        kind = detect_kind(text, p.name)
+    raw = open_raw_input(p)
+    try:
         if kind is None:
-            raise UnreadableInput(
-                f"{p}: not a nccl-tests, fio or AMP benchmark output (no table, job or result found); "
-                f"pass --kind {'|'.join(file_kinds())} to judge it anyway")
-    return judge_text(text, ctx, source=str(p), kind=kind, label=label)
+            if not raw.first_char():
+                raise UnreadableInput(f"{p}: empty file; nothing to judge (pass --kind to judge it as a run that printed "
+                                      "nothing)")
+            kind = detect_kind(raw.window(), p.name)
+            if kind is None:
+                raise UnreadableInput(
+                    f"{p}: not a nccl-tests, fio or AMP benchmark output (no table, job or result found); "
+                    f"pass --kind {'|'.join(file_kinds())} to judge it anyway")
+        suite = find_suite(kind)
+        if suite is None:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(file_kinds())}")
+        return _judged(kind, lambda: suite.judge_raw(raw, ctx, source=str(p), label=label),
+                       source=str(p), label=label)
+    except OSError as e:  # removed or made unreadable while it was read
+        raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
 
 
 def judge_text(text: str, ctx: JudgeContext, *, source: str, kind: str | None = None,
@@ -105,11 +122,19 @@ def judge_text(text: str, ctx: JudgeContext, *, source: str, kind: str | None = 
     suite = find_suite(kind)
     if suite is None:
         raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(file_kinds())}")
+    return _judged(kind, lambda: suite.judge_text(text, ctx, source=source, label=label),
+                   source=source, label=label)
+
+
+def _judged(kind: str, judge: Callable[[], list[JudgeResult]], *, source: str,
+            label: str | None) -> list[JudgeResult]:
+    """``judge()`` (the suite ``kind`` judging one output), with what its parsers left unread as reasons of the
+    ``invalid`` results and notes on the others; a parser that recursed too deep gives one ``invalid`` result."""
     with collecting_unread() as unread:
         try:
-            results = suite.judge_text(text, ctx, source=source, label=label)
+            results = judge()
         except RecursionError:  # a parser that recursed into hostile nesting: the bounds should prevent it
-            r = JudgeResult(source=source, kind=kind, label=label or name)
+            r = JudgeResult(source=source, kind=kind, label=label or Path(source).name)
             r.degrade(Verdict.INVALID, "the output nests its data too deeply to be read")
             return [r]
     for r in results:

@@ -32,15 +32,18 @@ import json
 import math
 import os
 import re
+from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from .bounds import (
     MAX_JSON_DEPTH,
+    MAX_LINE_CHARS,
     JsonLimitError,
     clip_input,
+    iter_lines,
     long_lines_note,
     note_unread,
     too_long,
@@ -54,11 +57,15 @@ __all__ = [
     "NetUsage",
     "Placement",
     "Row",
+    "Rows",
     "bus_factor",
+    "iter_curve",
+    "iter_values",
     "net_usage",
     "normalize_collective",
     "parse_nccl",
     "parse_nccl_json",
+    "parse_nccl_lines",
     "parse_nccl_text",
 ]
 
@@ -171,6 +178,155 @@ class Row:
         return sum(vals) if vals else None
 
 
+_FIELDS = ("time_us", "algbw_gbps", "busbw_gbps", "wrong", "max_error")
+_PLACEMENTS = ("out-of-place", "in-place")
+_NAN = float("nan")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_PlacementValues = tuple[float | None, float | None, float | None, float | None, float | None]
+_NONE5: _PlacementValues = (None, None, None, None, None)
+
+
+class Rows(Sequence[Row]):
+    """The rows of one table, stored by column: about 110 bytes a row instead of some 700 for :class:`Row`
+    objects, so a table of hundreds of thousands of sizes (a linear ``-i`` sweep) costs memory of the
+    order of its text. A sequence of :class:`Row` (each made when it is read; equal to a list of the
+    same rows); :meth:`sizes`, :meth:`values` and :meth:`peak` read whole columns without making rows.
+    Units as in :class:`Row` and :class:`Placement`.
+    """
+
+    __slots__ = ("_big", "_ints", "_shape", "_shape_ids", "_shapes", "_vals")
+
+    def __init__(self, rows: Iterable[Row] = ()) -> None:
+        self._ints = array("q")      # size_bytes, count, line of each row
+        self._vals = array("d")      # the 5 fields (_FIELDS) of out-of-place then in-place; NaN: None
+        self._shape = array("I")     # index into _shapes
+        self._shapes: list[tuple[str, str | None, int | None, bool, bool]] = []  # dtype, redop, root, has oop, has ip
+        self._shape_ids: dict[tuple[str, str | None, int | None, bool, bool], int] = {}
+        self._big: dict[int, Row] = {}  # rows whose integers do not fit 64 bits, kept whole
+        for r in rows:
+            self.append(r)
+
+    def add(self, size: int, count: int, dtype: str, redop: str | None, root: int | None,
+            oop: _PlacementValues | None, ip: _PlacementValues | None, line: int = 0) -> None:
+        """Append a row given as values: ``oop`` / ``ip`` are the placements' ``(time_us, algbw_gbps,
+        busbw_gbps, wrong, max_error)`` (``None``: the placement is absent)."""
+        lo, hi = _INT64
+        if not (lo <= size <= hi and lo <= count <= hi and lo <= line <= hi):
+            self._big[len(self._shape)] = Row(size, count, dtype, redop, root,
+                                              Placement(*oop) if oop is not None else None,
+                                              Placement(*ip) if ip is not None else None, line)
+            size = count = line = 0
+        key = (dtype, redop, root, oop is not None, ip is not None)
+        sid = self._shape_ids.get(key)
+        if sid is None:
+            sid = self._shape_ids[key] = len(self._shapes)
+            self._shapes.append(key)
+        self._ints.extend((size, count, line))
+        nan = _NAN
+        self._vals.extend([nan if v is None else v for v in (oop or _NONE5) + (ip or _NONE5)])
+        self._shape.append(sid)
+
+    def append(self, row: Row) -> None:
+        """Append ``row``."""
+        def vals(p: Placement | None) -> _PlacementValues | None:
+            return None if p is None else (p.time_us, p.algbw_gbps, p.busbw_gbps, p.wrong, p.max_error)
+        self.add(row.size_bytes, row.count, row.dtype, row.redop, row.root, vals(row.out_of_place),
+                 vals(row.in_place), row.line)
+
+    def __len__(self) -> int:
+        return len(self._shape)
+
+    def _row(self, i: int) -> Row:
+        big = self._big.get(i)
+        if big is not None:
+            return big
+        dtype, redop, root, has_oop, has_ip = self._shapes[self._shape[i]]
+        v = self._vals[10 * i: 10 * i + 10]
+        vs = [None if _isnan(x) else x for x in v]
+        return Row(self._ints[3 * i], self._ints[3 * i + 1], dtype, redop, root,
+                   Placement(*vs[:5]) if has_oop else None, Placement(*vs[5:]) if has_ip else None,
+                   self._ints[3 * i + 2])
+
+    @overload
+    def __getitem__(self, i: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Row]: ...
+
+    def __getitem__(self, i: int | slice) -> Row | list[Row]:
+        if isinstance(i, slice):
+            return [self._row(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("row index out of range")
+        return self._row(i)
+
+    def __iter__(self) -> Iterator[Row]:
+        return (self._row(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Rows({list(self)!r})" if len(self) <= 8 else f"Rows(<{len(self)} rows>)"
+
+    def _col(self, name: str, placement: str) -> array[float]:
+        """Field ``name`` of ``placement`` of every row as an array, NaN where :meth:`values` has ``None``."""
+        pi = _PLACEMENTS.index(placement)
+        col = self._vals[pi * 5 + _FIELDS.index(name)::10]
+        absent = {k for k, s in enumerate(self._shapes) if not s[3 + pi]}
+        if absent:
+            for i, sid in enumerate(self._shape):
+                if sid in absent:
+                    col[i] = _NAN
+        for i, r in self._big.items():
+            p = r.out_of_place if pi == 0 else r.in_place
+            v = getattr(p, name) if p is not None else None
+            col[i] = _NAN if v is None else v
+        return col
+
+    def _size(self, i: int) -> int:
+        big = self._big.get(i)
+        return big.size_bytes if big is not None else self._ints[3 * i]
+
+    def sizes(self) -> list[int]:
+        """``size_bytes`` of every row, in order."""
+        out = list(self._ints[0::3])
+        for i, r in self._big.items():
+            out[i] = r.size_bytes
+        return out
+
+    def values(self, name: str, placement: str) -> list[float | None]:
+        """Field ``name`` (one of ``time_us``, ``algbw_gbps``, ``busbw_gbps``, ``wrong``, ``max_error``) of
+        ``placement`` (``out-of-place`` / ``in-place``) of every row, in order; ``None`` where the row has no
+        such placement or it printed no value. Raises ``ValueError`` for another name or placement."""
+        return [x if -_INF <= x <= _INF else None for x in self._col(name, placement)]  # NaN: None
+
+    def distinct(self, name: str) -> set[Any]:
+        """The distinct values of ``dtype``, ``redop`` or ``root`` among the rows. Raises ``ValueError`` for
+        another name."""
+        k = ("dtype", "redop", "root").index(name)
+        return {s[k] for s in self._shapes}
+
+    def peak(self) -> tuple[float, int, str] | None:
+        """``(busbw GB/s, size bytes, placement)`` of the highest busbw (the first row and placement on a tie),
+        or ``None`` when no row printed one."""
+        best: tuple[float, int] | None = None  # (busbw, 2 x row + placement)
+        for k, pl in enumerate(_PLACEMENTS):
+            for i, v in enumerate(self._col("busbw_gbps", pl)):
+                if not _isnan(v) and (best is None or v > best[0] or (v == best[0] and 2 * i + k < best[1])):
+                    best = (v, 2 * i + k)
+        if best is None:
+            return None
+        return best[0], self[best[1] // 2].size_bytes, _PLACEMENTS[best[1] % 2]
+
+
 @dataclass
 class Device:
     """One "Using devices" line: ``Rank 3 Group 0 Pid 46 on node-1 device 3 [0x54] NVIDIA A100-SXM4-40GB``."""
@@ -212,7 +368,7 @@ class NcclRun:
     config: dict[str, Any] = field(default_factory=dict)
     devices: list[Device] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
+    rows: Rows = field(default_factory=Rows)
     out_of_bounds: int | None = None
     out_of_bounds_ok: bool | None = None
     avg_busbw_gbps: float | None = None
@@ -230,6 +386,10 @@ class NcclRun:
     format_notes: list[str] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list, repr=False)
     stage: int = field(default=-1, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, Rows):
+            self.rows = Rows(self.rows)
 
     # ---- derived facts -----------------------------------------------------------------------
     @property
@@ -267,24 +427,20 @@ class NcclRun:
         """Whether correctness was checked: ``False`` when every ``#wrong`` is ``N/A`` (or ``validation: 0``)."""
         if not self.rows:
             return None
-        if any(p.wrong is not None for r in self.rows for _, p in r.placements):
+        if any(not _isnan(v) for pl in _PLACEMENTS for v in self.rows._col("wrong", pl)):  # NaN: not checked
             return True
         return bool(self.config.get("validation") == 1 and "error" in self.columns)
 
     @property
     def wrong_total(self) -> float | None:
         """Sum of ``#wrong`` over all rows and placements; ``None`` when nothing was checked."""
-        vals = [r.wrong for r in self.rows if r.wrong is not None]
+        oop, ip = self.rows._col("wrong", "out-of-place"), self.rows._col("wrong", "in-place")
+        vals = [(0 if _isnan(a) else a) + (0 if _isnan(b) else b) for a, b in zip(oop, ip) if not (_isnan(a) and _isnan(b))]
         return sum(vals) if vals else None
 
     def peak(self) -> tuple[float, int, str] | None:
         """``(busbw GB/s, size bytes, placement)`` of the highest busbw in the table, or ``None``."""
-        best: tuple[float, int, str] | None = None
-        for r in self.rows:
-            for name, p in r.placements:
-                if p.busbw_gbps is not None and (best is None or p.busbw_gbps > best[0]):
-                    best = (p.busbw_gbps, r.size_bytes, name)
-        return best
+        return self.rows.peak()
 
     def inferred_ranks(self) -> int | None:
         """Ranks recovered from the table when the header is missing.
@@ -313,8 +469,9 @@ class NcclRun:
                 return (n - 1) / n
         else:
             return None
-        pts = [(p.algbw_gbps, p.busbw_gbps) for r in self.rows for _, p in r.placements
-               if p.algbw_gbps and p.busbw_gbps and p.algbw_gbps >= 0.05]
+        pts = [(alg, bus) for pl in _PLACEMENTS
+               for alg, bus in zip(self.rows.values("algbw_gbps", pl), self.rows.values("busbw_gbps", pl))
+               if alg and bus and alg >= 0.05]
         if not pts:
             return None
         pts.sort(reverse=True)
@@ -386,7 +543,9 @@ _FATAL = re.compile(
 )
 MAX_LOG_LINES = 20000
 """At most this many non-table lines are kept per run (a full NCCL_DEBUG=INFO log of a large job is
-longer; the signatures and channel lines come early, at communicator setup)."""
+longer; the signatures and channel lines come early, at communicator setup). The launcher streams after
+the first (``[1,N]<stdout>:`` of the other ranks) keep at most 3 x this many between them, so a log of
+thousands of ranks is read in memory flat in its size."""
 
 _NCCL_WARN = re.compile(r"NCCL WARN\s+(.*)$")
 _USING_NETWORK = re.compile(r"NCCL INFO\s+Using network\s+(.+)$")
@@ -469,17 +628,46 @@ def _conv(tok: str) -> Any:
         return _MISSING
 
 
+_INF = math.inf
+_isnan = math.isnan
+
+
+def _convs(toks: list[str]) -> list[Any]:
+    """``[_conv(t) for t in toks]`` in one call (a table row's tokens)."""
+    out: list[Any] = []
+    for t in toks:
+        try:
+            v = float(t)
+        except ValueError:
+            out.append(None if t.lower() in _NA else _MISSING)
+            continue
+        out.append(v if -_INF < v < _INF else None)
+    return out
+
+
 _TIMESTAMP_DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
 _TIMESTAMP_TIME = re.compile(r"^\d\d:\d\d:\d\d$")
 
 
-def _placement(names: tuple[str, ...], vals: list[Any]) -> Placement | None:
+def _placement(names: tuple[str, ...], vals: list[Any]) -> _PlacementValues | None:
+    """A placement's ``(time_us, algbw_gbps, busbw_gbps, wrong, max_error)`` from its columns' values."""
     if not vals:
         return None
-    d = dict(zip(names, vals))
-    t = d.get("time", d.get("cputime"))
-    return Placement(time_us=t, algbw_gbps=d.get("algbw"), busbw_gbps=d.get("busbw"),
-                     wrong=d.get("#wrong", d.get("wrong")), max_error=d.get("error"))
+    n = len(vals)
+    a, b, c, d, e = _field_index(names)
+    return (vals[a] if 0 <= a < n else None, vals[b] if 0 <= b < n else None, vals[c] if 0 <= c < n else None,
+            vals[d] if 0 <= d < n else None, vals[e] if 0 <= e < n else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _field_index(names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each of :data:`_FIELDS` is among a placement's column ``names`` (the last of a repeated name,
+    ``time`` before ``cputime``, ``#wrong`` before ``wrong``); -1 when absent."""
+    last = {c: i for i, c in enumerate(names)}
+
+    def at(*cands: str) -> int:
+        return next((last[c] for c in cands if c in last), -1)
+    return (at("time", "cputime"), at("algbw"), at("busbw"), at("#wrong", "wrong"), at("error"))
 
 
 _DEFAULT_GROUP = ("time", "algbw", "busbw", "#wrong")
@@ -502,8 +690,21 @@ def _split_columns(columns: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str
     return tuple(lead), _DEFAULT_GROUP, _DEFAULT_GROUP
 
 
+_RowValues = tuple[int, int, str, str | None, int | None, _PlacementValues | None, _PlacementValues | None]
+
+
 def _parse_row(m: re.Match[str], columns: list[str], lineno: int) -> Row | None:
     """Parse a table row given the header columns after ``type`` (may be empty: heuristics)."""
+    v = _row_values(m, columns)
+    if v is None:
+        return None
+    size, count, dtype, redop, root, oop, ip = v
+    return Row(size, count, dtype, redop, root, Placement(*oop) if oop is not None else None,
+               Placement(*ip) if ip is not None else None, lineno)
+
+
+def _row_values(m: re.Match[str], columns: list[str]) -> _RowValues | None:
+    """:func:`_parse_row` as values (:meth:`Rows.add`), without making objects."""
     size, count, dtype = int(m.group(1)), int(m.group(2)), m.group(3)
     toks = (m.group(4) or "").split()
     if len(toks) >= 2 and _TIMESTAMP_DATE.match(toks[-2]) and _TIMESTAMP_TIME.match(toks[-1]):
@@ -512,7 +713,7 @@ def _parse_row(m: re.Match[str], columns: list[str], lineno: int) -> Row | None:
         lead, g_oop, g_ip = _split_columns(tuple(columns))
     else:
         lead, g_oop, g_ip = (), _DEFAULT_GROUP, _DEFAULT_GROUP
-    vals = [_conv(t) for t in toks]
+    vals = _convs(toks)
     # leading tokens: at most one alphabetic redop name, then numbers only
     nlead = 0
     while nlead < len(vals) and vals[nlead] is _MISSING:
@@ -536,11 +737,11 @@ def _parse_row(m: re.Match[str], columns: list[str], lineno: int) -> Row | None:
         root = int(numeric[0])
         numeric = numeric[1:]
     if len(numeric) == width:
-        return Row(size, count, dtype, redop, root, _placement(g_oop, numeric[: len(g_oop)]),
-                   _placement(g_ip, numeric[len(g_oop):]) if g_ip else None, lineno)
+        return (size, count, dtype, redop, root, _placement(g_oop, numeric[: len(g_oop)]),
+                _placement(g_ip, numeric[len(g_oop):]) if g_ip else None)
     if g_ip and len(numeric) == len(g_ip):
         # trace replay prints the out-of-place half blank: in-place only
-        return Row(size, count, dtype, redop, root, None, _placement(g_ip, numeric), lineno)
+        return (size, count, dtype, redop, root, None, _placement(g_ip, numeric))
     return None
 
 
@@ -548,7 +749,8 @@ class _StreamParser:
     """State machine over the lines of one output stream (one process / launcher prefix)."""
 
     # stages: 0 version, 1 collective starting, 2 nThread, 3 devices, 4 table header, 5 rows, 6 footer
-    def __init__(self) -> None:
+    def __init__(self, shared_log: list[int] | None = None) -> None:
+        self.shared_log = shared_log  # [lines the streams sharing it may still keep], None: only MAX_LOG_LINES
         self.runs: list[NcclRun] = []
         self.cur: NcclRun | None = None
         self.orphan_errors: list[str] = []
@@ -561,6 +763,7 @@ class _StreamParser:
         self.pending_version: str | None = None
         self.pending_backend: str | None = None
         self.first_line = 0
+        self.ranks_seen: dict[int, set[int]] = {}  # id of a run -> ranks of its Rank lines
 
     def _new(self, lineno: int) -> NcclRun:
         run = NcclRun(first_line=lineno)
@@ -587,10 +790,10 @@ class _StreamParser:
             cur = self.cur
             if cur is None or cur.stage > 5:
                 cur = self._new(lineno)
-            row = _parse_row(m, cur.columns, lineno)
+            row = _row_values(m, cur.columns)
             if row is not None:
                 cur.stage = 5
-                cur.rows.append(row)
+                cur.rows.add(*row, line=lineno)
                 return
         h = s.lstrip("#").strip()
         if not h:
@@ -636,9 +839,11 @@ class _StreamParser:
             if cur is None or cur.stage > 3:
                 cur = self._new(lineno)
             cur.stage = 3
-            if any(d.rank == rank for d in cur.devices):
+            ranks = self.ranks_seen.setdefault(id(cur), set())
+            if rank in ranks:
                 cur.duplicated_rank0 = cur.duplicated_rank0 or rank == 0
                 return
+            ranks.add(rank)
             cur.devices.append(Device(
                 rank=rank, group=int(rm.group(2)) if rm.group(2) else None, pid=int(rm.group(3)),
                 host=rm.group(4), device=int(rm.group(5)), bus_id=(rm.group(6) or "").strip("[]") or None,
@@ -698,6 +903,10 @@ class _StreamParser:
     def _log(self, line: str) -> None:
         target = self.cur.log_lines if self.cur is not None else self.orphan_log
         if len(target) < MAX_LOG_LINES:
+            if self.shared_log is not None:
+                if self.shared_log[0] <= 0:
+                    return
+                self.shared_log[0] -= 1
             target.append(line)
 
     def _nccl_line(self, h: str) -> None:
@@ -757,24 +966,42 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
 
     Bounds (:mod:`validate.parsers.bounds`): only the first ``MAX_INPUT_CHARS`` characters are read,
     and lines longer than ``MAX_LINE_CHARS`` are skipped (every run then carries a format note saying
-    how many); time is linear in the length of the text.
+    how many); time is linear in the length of the text. :func:`parse_nccl_lines` reads the same from
+    a stream of lines.
     """
     text = clip_input(text)
+    pos = 0
+
+    def read(n: int) -> str:
+        nonlocal pos
+        piece = text[pos:pos + n]
+        pos += len(piece)
+        return piece
+    return parse_nccl_lines(iter_lines(read), filename)
+
+
+def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[NcclRun]:
+    """:func:`parse_nccl_text` of the text whose lines (without line breaks, as :meth:`str.splitlines` gives
+    them) ``lines`` yields, read once, in order: a file's lines streamed by
+    :meth:`validate.parsers.detect.RawText.lines` are parsed in memory flat in the file's size (what is
+    kept: the table rows, compactly (:class:`Rows`), and at most :data:`MAX_LOG_LINES` other lines per
+    run). Lines over ``MAX_LINE_CHARS`` are skipped with a note, as there. Never raises for odd input."""
     long_lines: list[int] = []
     streams: dict[str | None, _StreamParser] = {}
     order: list[str | None] = []
     pending: dict[str | None, str] = {}
+    shared_log = [3 * MAX_LOG_LINES]
 
     def feed(lineno: int, stream: str | None, line: str) -> None:
         sp = streams.get(stream)
         if sp is None:
-            sp = streams[stream] = _StreamParser()
+            sp = streams[stream] = _StreamParser(shared_log if streams else None)
             sp.first_line = lineno
             order.append(stream)
         sp.feed(lineno, line)
 
     lineno = 0
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(lines, start=1):
         if too_long(raw):
             long_lines.append(lineno)
             continue
@@ -784,13 +1011,16 @@ def parse_nccl_text(text: str, filename: str | None = None) -> list[NcclRun]:
             for i, (sid, seg) in enumerate(segs):
                 seg = pending.pop(sid, "") + seg
                 if i < len(segs) - 1:
-                    pending[sid] = seg  # cut by another stream's tag: its line continues later
+                    pending[sid] = seg[:MAX_LINE_CHARS + 1]  # cut by another stream's tag: its line continues later
+                elif too_long(seg):
+                    long_lines.append(lineno)
                 else:
                     feed(lineno, sid, seg)
             continue
         feed(lineno, stream, line)
     for sid, seg in pending.items():
-        feed(lineno + 1 if text else 1, sid, seg)
+        if not too_long(seg):
+            feed(lineno + 1, sid, seg)
     per_stream = [(sid, streams[sid].finish()) for sid in order]
     with_content = [(sid, runs) for sid, runs in per_stream if any(_has_content(r) for r in runs)]
     runs: list[NcclRun] = []
@@ -876,7 +1106,7 @@ def _finalize(run: NcclRun, filename: str | None) -> None:
         run.candidates = cands
     if run.rows and run.columns:
         lead = _split_columns(tuple(run.columns))[0]
-        if "redop" in lead and any(r.redop == "" for r in run.rows):
+        if "redop" in lead and "" in run.rows.distinct("redop"):
             run.format_notes.append("blank redop field (pre-2.13 alltoall)")
         if "redop" not in run.columns:
             run.format_notes.append("no redop column (pre-2.13 table)")
@@ -885,15 +1115,17 @@ def _finalize(run: NcclRun, filename: str | None) -> None:
 def _infer_collective(run: NcclRun) -> tuple[str | None, list[str]]:
     """Which collective a table is, from its columns and its busbw/algbw ratio."""
     lead = _split_columns(tuple(run.columns))[0] if run.columns else ()
-    redops = {r.redop for r in run.rows}
-    roots = {r.root for r in run.rows if r.root is not None}
+    redops = run.rows.distinct("redop")
+    roots = {x for x in run.rows.distinct("root") if x is not None}
     has_redop_col = "redop" in lead or any(x for x in redops if x)
     ratio = None
     best = 0.0
-    for r in run.rows:
-        for _, p in r.placements:
-            if p.algbw_gbps and p.busbw_gbps is not None and p.algbw_gbps > best:
-                best, ratio = p.algbw_gbps, p.busbw_gbps / p.algbw_gbps
+    cols = [(run.rows._col("algbw_gbps", pl), run.rows._col("busbw_gbps", pl)) for pl in _PLACEMENTS]
+    for i in range(len(run.rows)):
+        for algs, buses in cols:
+            alg, bus = algs[i], buses[i]
+            if alg > best and not _isnan(bus):  # NaN (not printed) is never > best
+                best, ratio = alg, bus / alg
     per_rank = False
     for r in run.rows:
         ts = TYPE_BYTES.get(r.dtype.lower())
@@ -1117,12 +1349,19 @@ def parse_nccl(text: str, filename: str | None = None) -> list[NcclRun]:
     return parse_nccl_text(text, filename)
 
 
+def iter_values(run: NcclRun, name: str, placement: str) -> Iterator[float | None]:
+    """Field ``name`` of ``placement`` of every row of ``run`` in order (:meth:`Rows.values`, ``None``: not
+    printed), read from the table's compact columns without a list of the whole table."""
+    for v in run.rows._col(name, placement):
+        yield None if _isnan(v) else v
+
+
 def iter_curve(run: NcclRun, placement: str) -> Iterable[tuple[int, float]]:
     """``(size bytes, busbw GB/s)`` of one placement (``"out-of-place"``/``"in-place"``), skipping blanks."""
-    for r in run.rows:
-        for name, p in r.placements:
-            if name == placement and p.busbw_gbps is not None:
-                yield r.size_bytes, p.busbw_gbps
+    rows = run.rows
+    for i, bus in enumerate(rows._col("busbw_gbps", placement)):  # compact columns: no list of the whole table
+        if not _isnan(bus):
+            yield rows._size(i), bus
 
 
 # ---------------------------------------------------------------------------------------------

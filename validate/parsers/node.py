@@ -20,6 +20,7 @@ Nothing here raises on odd tool output: what cannot be parsed is ``None`` and th
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -396,8 +397,9 @@ class NodeFacts:
     def processes(self) -> set[str]:
         return set(self.doc.get("processes") or [])
 
-    @property
+    @functools.cached_property
     def smi(self) -> dict[str, Any] | None:
+        """``nvidia-smi -q -x`` parsed (:func:`parse_nvidia_smi_xml`), once: two dozen checks read it."""
         c = self.cmd("nvidia-smi -q -x")
         return parse_nvidia_smi_xml(c.stdout) if c.ok else None
 

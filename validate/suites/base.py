@@ -7,7 +7,7 @@ A suite is one module (``validate/suites/<name>.py``) with one :class:`Suite` su
   :class:`~validate.plan.TestParams` dataclass);
 * builds its payload's command-line arguments (:meth:`Suite.payload_args`) and says how the payload
   is placed on the nodes (:class:`Placement`), so every launcher can run it;
-* judges a raw output (:meth:`Suite.judge_text`, :meth:`Suite.judge_test`) into
+* judges a raw output (:meth:`Suite.judge_text`, :meth:`Suite.judge_raw`, :meth:`Suite.judge_test`) into
   :class:`~validate.results.JudgeResult` objects, with thresholds and expected figures from the
   blueprint models and the hardware catalog only (through :class:`~validate.expectations.JudgeContext`);
 * recognises its raw outputs (:attr:`Suite.document_kinds`, :meth:`Suite.recognises`,
@@ -26,7 +26,7 @@ import dataclasses
 import io
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -42,7 +42,7 @@ from blueprints.resolved import ResolvedGroup
 from blueprints.settings import NodeSettings
 
 from ..expectations import JudgeContext, SuiteExpectations, context_from_blueprint
-from ..parsers.detect import NotText, read_text
+from ..parsers.detect import NotText, RawText, open_raw
 from ..payloads import PAYLOAD_DIR
 from ..plan import Device, PlannedTest, TestParams
 from ..results import JudgeResult, Verdict
@@ -58,6 +58,7 @@ __all__ = [
     "Suite",
     "UnreadableInput",
     "nothing",
+    "open_raw_input",
     "part_label",
     "png",
     "read_raw",
@@ -316,6 +317,13 @@ class Suite(ABC):
         document. Never raises for bad content: output with nothing recognisable is ``invalid``
         (``fail`` when the payload crashed, see :func:`nothing`)."""
 
+    def judge_raw(self, raw: RawText, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
+        """Judge the raw output file ``raw`` (:func:`open_raw_input`) as :meth:`judge_text` judges its text.
+        Default: its whole text through :meth:`judge_text`; a suite whose outputs are long and line-based
+        overrides it to stream the file's lines (:meth:`~validate.parsers.detect.RawText.lines`: memory flat
+        in the file's size). Raises ``OSError`` when the file cannot be read."""
+        return self.judge_text(raw.read(), ctx, source=source, label=label)
+
     def adjust_context(self, ctx: JudgeContext, test: PlannedTest, local: bool) -> JudgeContext:
         """``ctx`` (the test's node group, see :meth:`context`) adjusted for what ``test`` ran on."""
         return ctx
@@ -341,14 +349,16 @@ class Suite(ABC):
         judge --blueprint`` does with a suite whose outputs need the blueprint, :attr:`judges_files` false).
         Default: :meth:`judge_text` with that group's judge context. Raises :class:`UnreadableInput`
         when ``path`` is missing or binary."""
-        text = read_raw(path)
-        return self.judge_text(text, context_from_blueprint(loaded.blueprint, group), source=str(path), label=label)
+        raw = open_raw_input(path)
+        return _judged(lambda: self.judge_raw(raw, context_from_blueprint(loaded.blueprint, group), source=str(path),
+                                              label=label), path)
 
     def judge_test(self, raw: Path, test: PlannedTest, loaded: LoadedBlueprint, launcher: str) -> list[JudgeResult]:
         """Judge the raw output of ``test`` (run by ``launcher``) at ``raw``; labels start with the test id.
         Raises :class:`UnreadableInput` when ``raw`` is missing or binary."""
-        text = read_raw(raw)
-        return self.judge_text(text, self.context(loaded, test, launcher), source=str(raw), label=test.id)
+        file = open_raw_input(raw)
+        return _judged(lambda: self.judge_raw(file, self.context(loaded, test, launcher), source=str(raw),
+                                              label=test.id), raw)
 
     def explanations(self, results: list[JudgeResult]) -> list[Explanation]:
         """What this suite's results among ``results`` establish that explains other suites' results (a
@@ -420,20 +430,41 @@ class RanksSuite(Suite):
 # ---------------------------------------------------------------------------------------------
 
 
-def read_raw(path: Path) -> str:
-    """The text of the raw output at ``path``. Raises :class:`UnreadableInput` (a usage error, exit 2)
-    for a missing path, a directory or binary data."""
+def open_raw_input(path: Path) -> RawText:
+    """The raw output at ``path`` checked to be text (:func:`~validate.parsers.detect.open_raw`: read once in
+    pieces, never whole). Raises :class:`UnreadableInput` (a usage error, exit 2) for a missing path, a
+    directory, binary data or a file over :data:`~validate.parsers.detect.MAX_INPUT_BYTES`."""
     p = Path(path)
     if not p.exists():
         raise UnreadableInput(f"{p}: no such file — check the path (the raw output of nccl-tests, fio or the AMP benchmark)")
     if p.is_dir():
         raise UnreadableInput(f"{p}: is a directory; pass the output files (e.g. {p}/*.txt)")
     try:
-        return read_text(p)
+        return open_raw(p)
     except NotText as e:
         raise UnreadableInput(str(e)) from None
     except OSError as e:
         raise UnreadableInput(f"{p}: cannot read: {e.strerror or e}") from None
+
+
+def _judged(judge: Callable[[], list[JudgeResult]], path: Path) -> list[JudgeResult]:
+    """``judge()``; an ``OSError`` while it reads ``path`` (removed or unreadable after it was opened) is
+    :class:`UnreadableInput`."""
+    try:
+        return judge()
+    except OSError as e:
+        raise UnreadableInput(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def read_raw(path: Path) -> str:
+    """The text of the raw output at ``path`` (whole: :func:`open_raw_input` and
+    :meth:`~validate.parsers.detect.RawText.read`). Raises :class:`UnreadableInput` (a usage error, exit 2)
+    for a missing path, a directory or binary data."""
+    raw = open_raw_input(path)
+    try:
+        return raw.read()
+    except OSError as e:
+        raise UnreadableInput(f"{raw.path}: cannot read: {e.strerror or e}") from None
 
 
 _PAYLOAD_DIED = re.compile(r"the payload exited (-?\d+) without output")

@@ -35,6 +35,7 @@ series (:class:`NcclSeries`) ``size``, ``busbw_oop``, ``busbw_ip`` (the report's
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, cast
@@ -48,7 +49,8 @@ from ..expectations import (
     RDMA_FABRICS,
     JudgeContext,
 )
-from ..parsers.nccl import NcclRun, NetUsage, iter_curve, net_usage, parse_nccl
+from ..parsers.detect import RawText
+from ..parsers.nccl import NcclRun, NetUsage, iter_curve, iter_values, net_usage, parse_nccl, parse_nccl_lines
 from ..plan import PlannedTest, TestParams
 from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, fmt_bytes, pct
 from ..signatures import by_id, diagnose, doc_ref
@@ -325,6 +327,15 @@ class NcclSuite(RanksSuite):
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per nccl-tests run in ``text`` (see the module docstring)."""
         return _judge_nccl_text(text, ctx, source, label)
+
+    def judge_raw(self, raw: RawText, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
+        """:meth:`judge_text` of the file ``raw``, its lines streamed (:func:`~validate.parsers.nccl.parse_nccl_lines`:
+        memory flat in the file's size, whatever its NCCL INFO lines or rows); a ``-J`` JSON document (the file
+        starts with ``{``) is read whole, as JSON must be."""
+        if raw.first_char() == "{":
+            return self.judge_text(raw.read(), ctx, source=source, label=label)
+        runs = parse_nccl_lines(raw.lines(), Path(source).name)
+        return _judge_nccl_runs(runs, raw.excerpt, ctx, source, label)
 
     # -- reporting ------------------------------------------------------------------------------
 
@@ -680,11 +691,16 @@ def _diagnosis(run: NcclRun, multi: bool | None, fabric: str | None) -> str | No
 
 
 def _judge_nccl_text(text: str, ctx: JudgeContext, source: str, label: str | None) -> list[JudgeResult]:
+    return _judge_nccl_runs(parse_nccl(text, Path(source).name), lambda: text, ctx, source, label)
+
+
+def _judge_nccl_runs(runs: list[NcclRun], text: Callable[[], str], ctx: JudgeContext, source: str,
+                     label: str | None) -> list[JudgeResult]:
+    """One result per run; ``text()`` gives the output (or its head and tail) when there is none, for why."""
     name = Path(source).name
-    runs = parse_nccl(text, name)
     if not runs:
         r = JudgeResult(source=source, kind="nccl", label=label or name)
-        return [nothing(r, text, "no nccl-tests output: no header, result table or error line found")]
+        return [nothing(r, text(), "no nccl-tests output: no header, result table or error line found")]
     many = len(runs) > 1
     out = []
     for run in runs:
@@ -748,9 +764,9 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     for note in run.format_notes:
         r.note(f"format: {note}")
     r.series = NcclSeries(
-        size=[row.size_bytes for row in run.rows],
-        busbw_oop=[row.out_of_place.busbw_gbps if row.out_of_place else None for row in run.rows],
-        busbw_ip=[row.in_place.busbw_gbps if row.in_place else None for row in run.rows],
+        size=run.rows.sizes(),
+        busbw_oop=run.rows.values("busbw_gbps", "out-of-place"),
+        busbw_ip=run.rows.values("busbw_gbps", "in-place"),
     )
     # ---- runs that cannot say anything ------------------------------------------------------
     if run.duplicated_rank0:
@@ -801,10 +817,14 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     m["peak_busbw_gbps"] = peak_bw
     m["size_at_peak_bytes"] = peak_size
     m["peak_placement"] = peak_where
-    algbws = [p.algbw_gbps for row in run.rows for _, p in row.placements if p.algbw_gbps is not None]
-    m["peak_algbw_gbps"] = max(algbws) if algbws else None
+    # the table is read by column, never as a list of rows (a log may hold hundreds of thousands of them)
+    placements = ("out-of-place", "in-place")
+    m["peak_algbw_gbps"] = max((a for pl in placements for a in iter_values(run, "algbw_gbps", pl) if a is not None),
+                               default=None)
     # ---- correctness -------------------------------------------------------------------------
-    bad = [(row.size_bytes, name, p.wrong) for row in run.rows for name, p in row.placements if p.wrong]
+    wrong_at = sorted((i, k, w) for k, pl in enumerate(placements)
+                      for i, w in enumerate(iter_values(run, "wrong", pl)) if w)  # row order, out-of-place first
+    bad = [(run.rows[i].size_bytes, placements[k], w) for i, k, w in wrong_at]
     if bad or (run.out_of_bounds or 0) > 0 or run.out_of_bounds_ok is False:
         where = ", ".join(f"{fmt_bytes(s)} {n} ({w:g})" for s, n, w in bad[:4]) + (" ..." if len(bad) > 4 else "")
         total = sum(w for _, _, w in bad)
