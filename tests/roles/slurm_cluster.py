@@ -112,8 +112,14 @@ def gpu(d):
 devs = [d for d in os.listdir("/dev") if gpu(d)]
 if not devs:
     sys.exit("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
-if sys.argv[1:] != ["-q", "-x"]:
-    sys.exit("this stand-in answers `nvidia-smi -q -x` only")
+args = sys.argv[1:]
+if args[:1] == ["-i"] and len(args) >= 3:  # the epilog's GPU reset (epilog.d/45-gpu-state): no driver, no process
+    if args[2:] in (["-rac"], ["-c", "DEFAULT"]):
+        sys.exit(0)
+    if args[2].startswith("--query-compute-apps="):
+        sys.exit(0)  # no compute process on a fake GPU
+if args != ["-q", "-x"]:
+    sys.exit("this stand-in answers `nvidia-smi -q -x` and the epilog's reset and process query only")
 text = open("@XML@").read()
 gpus = re.findall(r"<gpu id=.*?</gpu>\\n?", text, re.S)
 for extra in gpus[len(devs):]:

@@ -213,3 +213,42 @@ def test_epilog_keeps_a_shared_enroot_folder(tree: Tree) -> None:
     tree.squeue_out.write_text(f"{JOB}\n")
     assert tree.run("epilog").returncode == 0
     assert (shared / "container/file").exists()
+
+
+def _stand_in_smi(tree: Tree, apps: str = "", rc: int = 0) -> Path:
+    """An ``nvidia-smi`` on the tree's PATH that records its arguments and lists ``apps`` as the compute processes."""
+    smi = tree.bin / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho \"$@\" >> {tree.root}/smi.args\n"
+                   f"case \"$*\" in *query-compute-apps*) printf '%s' '{apps}'; exit {rc};; esac\nexit 0\n")
+    smi.chmod(0o755)
+    return tree.root / "smi.args"
+
+
+def _epilog_with_gpus(tree: Tree, gpus: str) -> subprocess.CompletedProcess[str]:
+    script = tree.slurm / "epilog.d/45-gpu-state.sh"
+    env = {"PATH": f"{tree.bin}:/usr/bin:/bin", "SLURM_JOB_ID": JOB, "SLURM_JOB_GPUS": gpus}
+    return subprocess.run([str(script)], capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+def test_epilog_resets_the_jobs_gpus(tree: Tree) -> None:
+    args = _stand_in_smi(tree)
+    r = _epilog_with_gpus(tree, "0,1")
+    assert r.returncode == 0, r.stderr
+    calls = args.read_text().splitlines()
+    assert "-i 0,1 -rac" in calls and "-i 0,1 -c DEFAULT" in calls
+    assert any("--query-compute-apps" in c for c in calls)
+
+
+def test_epilog_fails_when_a_gpu_still_runs_a_process(tree: Tree) -> None:
+    _stand_in_smi(tree, apps="GPU-1234, 999, python")
+    r = _epilog_with_gpus(tree, "0")
+    assert r.returncode == 1 and "still run processes" in r.stderr and "999" in r.stderr
+
+
+def test_epilog_without_gpus_or_nvidia_smi_does_nothing(tree: Tree) -> None:
+    args = _stand_in_smi(tree)
+    assert _epilog_with_gpus(tree, "").returncode == 0
+    assert _epilog_with_gpus(tree, "0;reboot").returncode == 0  # not a GPU list: never handed to nvidia-smi
+    assert not args.exists()
+    (tree.bin / "nvidia-smi").unlink()
+    assert _epilog_with_gpus(tree, "0").returncode == 0
