@@ -47,6 +47,10 @@ from blueprints.slurm import aws_dns_zone
 
 from .pkg_shell import PKG_INSTALL as _PKG
 
+ENROOT_PYXIS = "/usr/local/sbin/clusterforge-enroot-pyxis"
+"""The enroot_pyxis role's install script (its ``configure.yml`` writes it there; cloud nodes run the same one)."""
+ENROOT_CONF = "/etc/enroot/enroot.conf"
+
 __all__ = [
     "AWS_HELPER",
     "BUNDLE_KEY",
@@ -190,6 +194,10 @@ def slurm_bundle_files(settings: NodeSettings) -> list[RoleFile]:
         out.append(RoleFile("/etc/clusterforge/slurm-health.json", "0644",
                             json.dumps(sl.health, indent=2, sort_keys=True, separators=(",", ": ")) + "\n"))
         out += _hooks(v)
+    if sl.pyxis:  # the enroot_pyxis role's install script and enroot.conf (the role's configure tasks)
+        ev = node_role_vars(settings, "enroot_pyxis")
+        out += [f for t in ("enroot-pyxis.sh.j2",) if (f := _templated("enroot_pyxis", t, ev)) is not None]
+        out.append(RoleFile(ENROOT_CONF, "0644", sl.enroot_conf))
     return out
 
 
@@ -260,6 +268,8 @@ def _packages(settings: NodeSettings) -> list[str]:
             names += list(pk["dbd"]) + (list(pk["database"]) if sl.local_database else [])
     else:
         names += list(pk["node" if sl.part == "node" else "login"])
+        if sl.pyxis:
+            names += list(pk["pyxis_build"])
     return list(dict.fromkeys(names))
 
 
@@ -332,7 +342,11 @@ for _ in $(seq 30); do
 done
 """
         body += "systemctl enable slurmctld.service && systemctl restart slurmctld.service\n"
-    elif sl.part == "node":
+    if sl.pyxis:
+        body += f"""# enroot from its pinned release packages, pyxis built against this node's Slurm (the enroot_pyxis role's script)
+{ENROOT_PYXIS} && {ENROOT_PYXIS} --dirs
+"""
+    if sl.part == "node":
         body += """install -d -m 0755 /var/spool/slurmd
 # slurmd's drop-in (the slurm_node role's) waits for the GPU device files before it starts
 systemctl enable slurmd.service && systemctl restart slurmd.service

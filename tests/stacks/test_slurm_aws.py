@@ -271,6 +271,27 @@ def test_user_data_pins_the_sha256_of_the_bundle_the_stack_stores() -> None:
         assert obj.urn in inst.depends_on, f"{inst.urn} boots before its bundle exists"
 
 
+PINS = {"enroot_4.1.2-1_amd64.deb": "a" * 64, "enroot+caps_4.1.2-1_amd64.deb": "b" * 64,
+        "pyxis-0.24.0.tar.gz": "c" * 64}
+
+
+def test_with_pyxis_the_nodes_install_pinned_enroot_and_build_pyxis_before_slurmd(plan_variant) -> None:
+    plan = plan_variant(EXAMPLE, {"orchestrator": {"pyxis": True, "container_pins": PINS}})
+    bundle = {f["path"]: f for f in _bundle(plan, "gpu")["files"]}
+    script = bundle["/usr/local/sbin/clusterforge-enroot-pyxis"]
+    assert script["mode"] == "0755"
+    for url, pin in (("enroot_4.1.2-1_amd64.deb", "a" * 64), ("enroot+caps_4.1.2-1_amd64.deb", "b" * 64)):
+        assert f"https://github.com/NVIDIA/enroot/releases/download/v4.1.2/{url} {pin}" in script["content"]
+    assert "c" * 64 in script["content"] and "arm64" not in script["content"]  # p5 is x86_64: amd64 packages only
+    assert "ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)" in bundle["/etc/enroot/enroot.conf"]["content"]
+    boot = _boot_script(plan, "gpu")
+    steps = ["libslurm-dev", "clusterforge-enroot-pyxis && /usr/local/sbin/clusterforge-enroot-pyxis --dirs",
+             "restart slurmd.service"]
+    at = [boot.find(x) for x in steps]
+    assert all(i >= 0 for i in at) and at == sorted(at), boot
+    assert "clusterforge-enroot-pyxis" not in _boot_script(plan, "controller")
+
+
 def test_a_tag_key_imds_cannot_serve_stops_the_program_with_one_line(plan_variant) -> None:
     with pytest.raises(pulumi.RunError) as e:
         plan_variant(EXAMPLE, {"target": {"tags": {"team/owner": "ml"}}})
