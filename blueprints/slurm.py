@@ -627,8 +627,16 @@ def cgroup_conf(s: SlurmSettings) -> str:
 
 
 def topology_conf(s: SlurmSettings) -> str | None:
-    """The text of ``topology.conf`` for a tree (leaf switch per compute group, a spine over them), ``None`` without
-    one (https://slurm.schedmd.com/topology.conf.html)."""
+    """The text of ``topology.conf``: for a tree a leaf switch per compute group and a spine over them; for blocks
+    (Slurm 23.11+, NVLink domains) one ``BlockName`` per compute group, the nodes the blueprint declares as one
+    domain; ``None`` without a topology (https://slurm.schedmd.com/topology.conf.html)."""
+    if s.topology == "block":
+        lines = [_header(s, "topology.conf")]
+        for group in s.compute_groups:
+            names = [n.name for n in s.group_nodes(group)]
+            if names:
+                lines.append(conf_line({"BlockName": f"nvl-{group}", "Nodes": compress_hostlist(names)}))
+        return "\n".join(lines) + "\n"
     if s.topology != "tree" or not s.switches:
         return None
     lines = [_header(s, "topology.conf")]

@@ -139,3 +139,12 @@ def test_conf_line_drops_unset_keeps_zero_and_refuses_spaces() -> None:
     assert conf_line({"CPUs": 0, "NodeName": "n1", "Weight": None, "Feature": []}) == "NodeName=n1 CPUs=0"
     with pytest.raises(ValueError):
         conf_line({"NodeName": "n1 Gres=gpu:99"})
+
+
+def test_block_topology_names_each_groups_nodes_on_a_slurm_that_has_it() -> None:
+    bp = parse_blueprint(_variant("onprem-l40s-roce", orchestrator__topology="block"), "v.yaml").blueprint
+    s = slurm_settings(bp)  # Ubuntu 24.04: Slurm 23.11.4, the first with topology/block
+    assert s is not None and s.has("topology_block")
+    files = slurm_files(s)
+    assert _conf(files["/etc/slurm/slurm.conf"])["TopologyPlugin"] == "topology/block"
+    assert _lines(files["/etc/slurm/topology.conf"], "BlockName") == [{"BlockName": "nvl-l40s", "Nodes": "l40s-[01-02]"}]
