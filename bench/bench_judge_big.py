@@ -96,7 +96,8 @@ _CHILD = textwrap.dedent("""
         res = judge_file(path, ctx)
     dt = time.perf_counter() - t0
     u = resource.getrusage(resource.RUSAGE_SELF)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM: this process's own peak (ru_maxrss also counts the parent's RSS at the fork that started it)
+    peak = int(next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))) / 1024
     print(f"{dt:.2f} {u.ru_utime + u.ru_stime:.2f} {peak:.0f} {len(res)} " + ",".join(f"{n} {v}" for v, n in Counter(r.verdict.value for r in res).items()))
 """)
 

@@ -35,7 +35,8 @@ series (:class:`NcclSeries`) ``size``, ``busbw_oop``, ``busbw_ip`` (the report's
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, cast
@@ -1076,6 +1077,30 @@ def _check_ranks(run: NcclRun, ctx: JudgeContext, r: JudgeResult, ranks: int) ->
         r.note(f"the run used {len(per_host)} of the blueprint's {ctx.nodes} nodes")
 
 
+class _Points:
+    """The ``(size bytes, busbw GB/s)`` points of one placement of a run (:func:`iter_curve`), held in two arrays
+    (16 bytes a point instead of some 120 for a list of tuples: a table may have hundreds of thousands of rows)."""
+
+    def __init__(self, run: NcclRun, placement: str) -> None:
+        self.sizes: array[int] | list[int] = array("q")
+        self.bws = array("d")
+        for size, bw in iter_curve(run, placement):
+            try:
+                self.sizes.append(size)
+            except OverflowError:  # a size over 64 bits (hostile or broken output): keep Python integers
+                self.sizes = [*self.sizes, size]
+            self.bws.append(bw)
+
+    def __len__(self) -> int:
+        return len(self.bws)
+
+    def __getitem__(self, i: int) -> tuple[int, float]:
+        return self.sizes[i], self.bws[i]
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        return zip(self.sizes, self.bws)
+
+
 def _curve(run: NcclRun, r: JudgeResult, peak: float, th: NcclThresholds, cpu: bool = False) -> None:
     """Shape of the size curve per placement: isolated dips (note), cliffs (warn), collapse (warn/fail).
 
@@ -1092,7 +1117,7 @@ def _curve(run: NcclRun, r: JudgeResult, peak: float, th: NcclThresholds, cpu: b
         return
     floor = th.curve_floor_ratio * peak
     for placement in ("out-of-place", "in-place"):
-        pts = list(iter_curve(run, placement))
+        pts = _Points(run, placement)
         if len(pts) < 3:
             continue
         best = 0.0
