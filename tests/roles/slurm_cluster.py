@@ -99,6 +99,17 @@ NVIDIA_MAJOR = 195
 """Character-device major of /dev/nvidiaN and /dev/nvidiactl (Linux devices.txt, "195 char Nvidia graphics
 devices": https://www.kernel.org/doc/Documentation/admin-guide/devices.txt)."""
 
+def _kept_under_tmp() -> list[Path]:
+    """The host folders under ``/tmp`` a node must still see behind its private ``/tmp``: this repository and the
+    Python environment running the tests (a fresh clone in CI may lie under /tmp; the CLI runs from it on the login
+    node). Nested ones are left out (binding the outer folder brings them)."""
+    import sys
+
+    found = sorted({p for p in (Path(__file__).resolve().parents[2], Path(sys.prefix).resolve())
+                    if p.is_relative_to("/tmp") and p != Path("/tmp")})
+    return [p for p in found if not any(p != o and p.is_relative_to(o) for o in found)]
+
+
 SMI_RECORDING = Path(__file__).resolve().parent.parent / "fixtures" / "node" / "l40s-roce" / "l40s-01" / "nvidia-smi-q-x.xml"
 
 NVIDIA_SMI = """\
@@ -120,7 +131,7 @@ if args[:1] == ["-i"] and len(args) >= 3:  # the epilog's GPU reset (epilog.d/45
         sys.exit(0)  # no compute process on a fake GPU
 if args != ["-q", "-x"]:
     sys.exit("this stand-in answers `nvidia-smi -q -x` and the epilog's reset and process query only")
-text = open("@XML@").read()
+text = @XML@
 gpus = re.findall(r"<gpu id=.*?</gpu>\\n?", text, re.S)
 for extra in gpus[len(devs):]:
     text = text.replace(extra, "")
@@ -472,7 +483,9 @@ class _Starter:
             if node.gpus:  # the driver's tool, standing in like the device files
                 smi = root / "usr-bin" / "nvidia-smi"
                 smi.parent.mkdir(exist_ok=True)
-                smi.write_text(NVIDIA_SMI.replace("@XML@", str(SMI_RECORDING)))
+                # the recording goes inside the script: the node's /tmp is private, and a clone under /tmp (CI)
+                # would leave a path to it unreadable on the node
+                smi.write_text(NVIDIA_SMI.replace("@XML@", repr(SMI_RECORDING.read_text())))
                 smi.chmod(0o755)
             dbd = etc / "slurm" / "slurmdbd.conf"
             if dbd.exists():
@@ -536,7 +549,11 @@ class _Starter:
                 lines.append(f"mount --bind {q(str(r / folder))} {mount}")
         if st.node.role == "controller" and self.accounting:
             lines.append(f"mount --bind {q(str(r / 'var-lib-mysql'))} /var/lib/mysql")
-        lines.append(f"mount --bind {q(str(r / 'tmp'))} /tmp")  # last: the node's folders may lie under /tmp
+        for keep in _kept_under_tmp():  # the repository and its venv stay reachable when a clone lies under /tmp
+            inside = r / "tmp" / keep.relative_to("/tmp")
+            lines += [f"mkdir -p {q(str(inside))}", f"mount --bind {q(str(keep))} {q(str(inside))}"]
+        # last: the node's folders may lie under /tmp; --rbind brings the kept folders bound inside it
+        lines.append(f"mount --rbind {q(str(r / 'tmp'))} /tmp")
         lines += ["echo ready", "exec sleep infinity"]
         return "\n".join(lines) + "\n"
 

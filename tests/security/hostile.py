@@ -110,7 +110,17 @@ def _extra_bases() -> dict[str, dict[str, Any]]:
         if sb == "vm" or isinstance(sb, dict) and sb.get("runtime") == "vm":
             g["sandbox"] = {**(sb if isinstance(sb, dict) else {"runtime": "vm"}), "vm": {"image": "/var/lib/base.qcow2"}}
     k8s["orchestrator"] = {"kind": "kubernetes", "node_selector": {"clusterforge.io/node-group": "{group}"}}
-    return {"p5-full": p5, "p5-reservation": reservation, "dgx-full": dgx, "kata-k8s": k8s}
+    slurm = copy.deepcopy(docs["onprem-l40s-roce"])
+    slurm["orchestrator"] = {
+        "kind": "slurm", "partition": "l40s", "cluster_name": "l40s",
+        "partitions": [{"name": "train", "groups": ["l40s"], "default": True, "max_time": "2-00:00:00"}],
+        "accounting": {"database_host": "db.example.com", "password_file": "/etc/slurm/db.pass"},
+        "pyxis": True,
+        "container_pins": {"enroot_4.1.2-1_amd64.deb": "a" * 64, "enroot+caps_4.1.2-1_amd64.deb": "b" * 64,
+                           "pyxis-0.24.0.tar.gz": "c" * 64},
+        "extra": {"MaxJobCount": "20000"},
+    }
+    return {"p5-full": p5, "p5-reservation": reservation, "dgx-full": dgx, "kata-k8s": k8s, "l40s-slurm-full": slurm}
 
 
 BASES: dict[str, dict[str, Any]] = {

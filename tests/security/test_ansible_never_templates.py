@@ -36,7 +36,7 @@ PROBE = """\
   tasks:
     - name: Read each variable through Ansible's templating.
       ansible.builtin.debug:
-        msg: "{{ lookup('ansible.builtin.vars', item) }}"
+        msg: "{{ lookup('ansible.builtin.vars', item, default='') }}"  # other groups' variables: undefined here
       loop: "{{ probe_names }}"
 """
 

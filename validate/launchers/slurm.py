@@ -163,10 +163,17 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         else:
             lines.append(torch_cmd)
     elif suite.placement == Placement.EVERY_NODE:
-        # one task per node; every node prints one JSON line (the payload needs the standard library only)
+        # one task per node; every node prints one JSON line (the payload needs the standard library only). Each
+        # task writes a file of its own (srun --output %t): srun forwards the tasks' stdout in pieces, and two
+        # documents of tens of KB sent to one stream interleave mid-line. The parts are joined in task order.
         args = shell_join(suite.payload_args(test))
         args = f" {args}" if args else ""
-        lines.append(f'srun --nodes={test.nodes} --ntasks-per-node=1 "$PY" {payload}{args} > {raw}')
+        lines += [f'rm -f {raw}.task-*',
+                  f'srun --nodes={test.nodes} --ntasks-per-node=1 --output={raw}.task-%t "$PY" {payload}{args}',
+                  "rc=$?",
+                  f'for i in $(seq 0 $(({test.nodes} - 1))); do cat {raw}.task-$i 2>/dev/null; done > {raw}',
+                  f'rm -f {raw}.task-*',
+                  "exit $rc"]
     else:
         lines.append(f'srun --nodes=1 --ntasks=1 "$PY" {payload} {shell_join(suite.payload_args(test))} '
                      f"--output {raw}")
