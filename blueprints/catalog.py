@@ -177,8 +177,9 @@ def _vkey(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(".") if x.isdigit())
 
 
-CATALOG_FILES = ("hardware-catalog.yaml", "catalog-extras.yaml", "aws-catalog.yaml")
-"""The data files of the catalog under ``blueprints/data``: facts, extras, AWS software facts."""
+CATALOG_FILES = ("hardware-catalog.yaml", "catalog-extras.yaml", "aws-catalog.yaml", "software-catalog.yaml")
+"""The data files of the catalog under ``blueprints/data``: facts, extras, AWS software facts, the software
+compatibility model."""
 
 
 def _data_files(names: tuple[str, ...]) -> dict[str, bytes]:
@@ -229,12 +230,18 @@ class Catalog:
     Raises :class:`UnknownHardwareError` from the lookup methods for keys it does not know.
     """
 
-    def __init__(self, data: dict[str, Any], extras: dict[str, Any], aws: dict[str, Any] | None = None):
+    def __init__(self, data: dict[str, Any], extras: dict[str, Any], aws: dict[str, Any] | None = None,
+                 software: dict[str, Any] | None = None):
         self.data = data
         self.extras = extras
         self.aws = aws if aws is not None else _load_yaml("aws-catalog.yaml")
         """AWS facts of ``aws-catalog.yaml`` (EFA software paths and environment, DLAMI, EKS versions,
         KVM, image directories, FSx), each section with its ``source``."""
+        self.software = software if software is not None else _load_yaml("software-catalog.yaml")
+        """The software compatibility model of ``software-catalog.yaml`` (CUDA compatibility rules, NCCL
+        releases and features, aws-ofi-nccl / EFA installer per instance family, PyTorch wheels, NGC
+        containers, the default stacks), each edge with its ``source``; read through
+        :mod:`blueprints.software_stack`."""
         self._gpus = {k: self._gpu(k, v) for k, v in data["gpus"].items()}
         self._instances = {k: self._instance(k, v) for k, v in data["aws_instance_types"].items()}
         aliases = extras["gpu_aliases"]

@@ -875,13 +875,54 @@ class Software(StrictModel):
                           "modules with DKMS and verifies after boot that they load. Unset = not decided (check warns)."),
     ] = None
     driver_open_kernel_modules: Annotated[bool, Field(description="Use the open GPU kernel modules.")] = True
-    cuda: Annotated[str, Field(description="CUDA version.", pattern=r"^\d+\.\d+(\.\d+)?$")] = "12.4"
-    nccl: Annotated[str, Field(description="NCCL version.", pattern=r"^\d+\.\d+\.\d+(-\d+)?$")] = "2.23.4"
+    cuda: Annotated[
+        str | None,
+        Field(description="CUDA toolkit version (`major.minor`). Unset: the newest catalogued CUDA the driver branch runs "
+                          "and every declared GPU architecture supports (`software-catalog.yaml` `defaults`).",
+              pattern=r"^\d+\.\d+(\.\d+)?$"),
+    ] = None
+    nccl: Annotated[
+        str | None,
+        Field(description="NCCL version. Unset: the catalog's default for the resolved CUDA (built for its major).",
+              pattern=r"^\d+\.\d+\.\d+(-\d+)?$"),
+    ] = None
     container_toolkit: Annotated[
         str, Field(description="NVIDIA Container Toolkit version.", pattern=r"^\d+\.\d+\.\d+$")
     ] = Field(default_factory=lambda: _bare_metal()["container_toolkit"]["default_version"])
-    efa_installer: Annotated[str, Field(description="AWS EFA installer version.", pattern=r"^\d+\.\d+\.\d+$")] = "1.34.0"
-    aws_ofi_nccl: Annotated[str, Field(description="aws-ofi-nccl plugin version.", pattern=r"^\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$")] = "1.11.0"
+    efa_installer: Annotated[
+        str | None,
+        Field(description="AWS EFA installer version. Unset: the newest release whose checksum the catalog pins.",
+              pattern=r"^\d+\.\d+\.\d+$"),
+    ] = None
+    aws_ofi_nccl: Annotated[
+        str | None,
+        Field(description="aws-ofi-nccl plugin version. Unset: the catalog's default (newest release).",
+              pattern=r"^\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$"),
+    ] = None
+    cuda_compat: Annotated[
+        bool,
+        Field(description="Install NVIDIA's CUDA forward-compatibility package (`cuda-compat-<major>-<minor>`) so a CUDA "
+                          "newer than the driver branch runs on it: data-centre GPUs and the base branches NVIDIA lists "
+                          "only (https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html)."),
+    ] = False
+    pytorch: Annotated[
+        str | None,
+        Field(description="PyTorch release of the training environment (pip wheels), e.g. `2.12.0`. Unset: the catalog's "
+                          "default for the resolved CUDA.", pattern=r"^\d+\.\d+\.\d+$"),
+    ] = None
+    pytorch_cuda: Annotated[
+        str | None,
+        Field(description="PyTorch wheel index tag (`https://download.pytorch.org/whl/<tag>`), e.g. `cu130`: the CUDA the "
+                          "wheels are built with. Unset: the catalog's default for the resolved CUDA.",
+              pattern=r"^cu\d{3,4}$"),
+    ] = None
+    container_image: Annotated[
+        str | None,
+        Field(description="NGC PyTorch container for jobs that run in containers, `nvcr.io/nvidia/pytorch:<YY.MM>-py3` "
+                          "(a release the catalog lists with its CUDA, NCCL and Python). Unset: the newest catalogued "
+                          "release the driver runs.",
+              pattern=r"^nvcr\.io/nvidia/pytorch:\d{2}\.\d{2}-py3$"),
+    ] = None
     doca_ofed: Annotated[Annotated[str, VK["version"]] | None, Field(description="DOCA-OFED version for ConnectX; unset = inbox rdma-core.")] = None
     lustre_client_repos: Annotated[
         dict[OnpremOs, LustreClientRepository],

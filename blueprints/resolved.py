@@ -39,6 +39,7 @@ from .hardware import GroupHardware, group_hardware
 from .models import Blueprint, InfinibandNetwork, NodeGroup
 from .settings import NodeSettings, node_settings
 from .slurm import SlurmSettings, slurm_settings
+from .software_stack import SoftwareStack, software_stack
 
 __all__ = ["IpoibAssignment", "ResolvedCluster", "ResolvedGroup", "assign_ipoib", "resolve", "smallest_ipoib_prefix"]
 
@@ -225,6 +226,12 @@ class ResolvedCluster:
 
     def __iter__(self) -> Any:
         return iter(self.groups)
+
+    @property
+    def software(self) -> SoftwareStack:
+        """The cluster's software stack: ``software`` as stated, the rest resolved from the catalog's
+        compatibility model for the declared hardware (:func:`blueprints.software_stack.software_stack`)."""
+        return software_stack(self.blueprint, self.catalog)
 
     def group(self, which: str | NodeGroup) -> ResolvedGroup:
         """The resolved group for a node group (the object itself, or its name: the first group of

@@ -29,6 +29,7 @@ from .models import (
     NodeGroup,
     RoceNetwork,
 )
+from .software_stack import software_stack
 from .vendor import (
     FSX_KEY_FINGERPRINTS,
     TOOLKIT_KEY_FINGERPRINTS,
@@ -335,9 +336,10 @@ class NodeSettings(_Frozen):
     dcgm: bool
     """Install DCGM 4 (``nvidia-dcgm`` service; GPU hosts that use their GPUs)."""
     cuda: str
-    """CUDA version (``software.cuda``, ``major.minor``): picks DCGM's CUDA package."""
+    """CUDA version (``software.cuda``, else the resolved default: :func:`blueprints.software_stack.software_stack`,
+    ``major.minor``): picks DCGM's CUDA package."""
     nccl_version: str
-    """NCCL version (``software.nccl``) the validation payloads and rules assume."""
+    """NCCL version (``software.nccl``, else the resolved default) the validation payloads and rules assume."""
     container_toolkit: str
     """NVIDIA Container Toolkit version (``software.container_toolkit``)."""
     container_toolkit_packages: list[str]
@@ -436,7 +438,7 @@ def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
     rdma_read = bool(it is not None and it.efa_rdma_read)
     on = net.gpudirect_rdma.on_for(g.sandbox.passthrough)
     gdr = rdma_read and on
-    plugin = version(bp.software.aws_ofi_nccl) or ()
+    plugin = version(software_stack(bp).aws_ofi_nccl) or ()
     env: dict[str, str] = {}
     for name, spec in sw["env"].items():
         if plugin >= (version(str(spec["plugin_below"])) or ()):
@@ -577,6 +579,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                                 options=list(s.mount_options)))
     sw = bp.software
     cat = catalog()
+    stack = software_stack(bp, cat)
     node_os = bp.target.node_os(cat.aws["node_images"], kubernetes=isinstance(bp.orchestrator, KubernetesOrchestrator),
                                 gpus=gpu_count > 0)
     roles_install = bp.target.host_software == "roles"
@@ -596,7 +599,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         gpu_packages = driver_packages(
             os=node_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
-            fabric_manager=fabric_manager, dcgm=not passthrough, cuda=sw.cuda,
+            fabric_manager=fabric_manager, dcgm=not passthrough, cuda=stack.cuda,
             fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default")
     opensm = (isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
               and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts))
@@ -641,8 +644,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         fabric_manager_mode=(None if not nvswitch else "default" if not passthrough
                              else "shared-nvswitch" if plan == "shared-nvswitch" else None),
         dcgm=gpu_count > 0 and not passthrough,
-        cuda=sw.cuda,
-        nccl_version=sw.nccl,
+        cuda=stack.cuda,
+        nccl_version=stack.nccl,
         container_toolkit=sw.container_toolkit,
         container_toolkit_packages=container_toolkit_packages(sw.container_toolkit),
         fabric=net.fabric,
@@ -650,8 +653,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         gpudirect_rdma=gdr,
         rdma_devices=rdma_devices,
         nccl_env=_nccl_env(bp, g, rdma_devices, gpu_count),
-        efa_installer=sw.efa_installer if efa_group(bp, g) else None,
-        aws_ofi_nccl=sw.aws_ofi_nccl if efa_group(bp, g) and gpu_count else None,
+        efa_installer=stack.efa_installer if efa_group(bp, g) else None,
+        aws_ofi_nccl=stack.aws_ofi_nccl if efa_group(bp, g) and gpu_count else None,
         opensm=opensm,
         opensm_priority=net.infiniband.subnet_manager.priority if opensm and isinstance(net, InfinibandNetwork) else None,
         doca_ofed=sw.doca_ofed,
