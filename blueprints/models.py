@@ -1182,22 +1182,122 @@ class Validation(StrictModel):
     amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite.model_construct()
 
 
+class ModelShape(StrictModel):
+    """A transformer's shape for the sizing rules (the fields of its Hugging Face ``config.json``)."""
+
+    layers: Annotated[int, Field(description="Transformer layers (`num_hidden_layers`).", ge=1)]
+    hidden: Annotated[int, Field(description="Hidden size (`hidden_size`).", ge=1)]
+    heads: Annotated[int, Field(description="Attention heads (`num_attention_heads`).", ge=1)]
+    kv_heads: Annotated[int | None, Field(
+        description="Key/value heads (`num_key_value_heads`, grouped-query attention); unset = `heads`.", ge=1)] = None
+    head_dim: Annotated[int | None, Field(description="Head dimension; unset = `hidden / heads`.", ge=1)] = None
+    ffn_hidden: Annotated[int | None, Field(description="Dense MLP width (`intermediate_size`); unset = 4 x `hidden`.", ge=1)] = None
+    vocab: Annotated[int, Field(description="Vocabulary size (`vocab_size`).", ge=1)]
+    experts_per_token: Annotated[int | None, Field(description="Routed experts per token, top-k (MoE).", ge=1)] = None
+    expert_ffn_hidden: Annotated[int | None, Field(description="MLP width of one expert (MoE); unset = `ffn_hidden`.", ge=1)] = None
+    kv_lora_rank: Annotated[int | None, Field(
+        description="Multi-head latent attention: compressed KV width (`kv_lora_rank`); the KV cache holds it plus "
+                    "`rope_head_dim` per token and layer.", ge=1)] = None
+    rope_head_dim: Annotated[int | None, Field(description="Multi-head latent attention: decoupled RoPE key width "
+                                                           "(`qk_rope_head_dim`).", ge=1)] = None
+
+
 class Workload(StrictModel):
-    """The workload the cluster is for; used by sizing rules."""
+    """The workload the cluster is for; used by the sizing rules (docs/workload-sizing.md)."""
 
     purpose: Annotated[Literal["training", "inference"], Field(description="Training or inference.")] = "training"
-    parameters_b: Annotated[float, Field(description="Total parameters in billions.", gt=0)]
+    model: Annotated[str | None, Field(
+        description="A model of the shape catalog (`blueprints/data/model-shapes.yaml`, e.g. `llama-3.1-70b`, "
+                    "`mixtral-8x7b`, `deepseek-v3`): its parameters and shape.", max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9.\-]*$")] = None
+    parameters_b: Annotated[float | None, Field(description="Total parameters in billions; unset = the model's.", gt=0)] = None
+    shape: Annotated[ModelShape | None, Field(description="The model's shape, when `model` is not in the catalog "
+                                                          "(overrides the catalog's).")] = None
     architecture: Annotated[Literal["dense", "moe"], Field(description="Dense or mixture-of-experts.")] = "dense"
-    experts: Annotated[int | None, Field(description="Experts (MoE).", ge=2)] = None
-    active_parameters_b: Annotated[float | None, Field(description="Active parameters per token in billions (MoE).", gt=0)] = None
-    sequence_length: Annotated[int, Field(description="Sequence length.", ge=1)] = 4096
+    experts: Annotated[int | None, Field(description="Routed experts per MoE layer; unset = the model's.", ge=2)] = None
+    active_parameters_b: Annotated[float | None, Field(
+        description="Active parameters per token in billions (MoE); unset = the model's.", gt=0)] = None
+    sequence_length: Annotated[int, Field(description="Sequence length in tokens (training sample or full serving "
+                                                      "context).", ge=1)] = 4096
+    micro_batch_size: Annotated[int, Field(description="Training micro-batch per GPU, in sequences.", ge=1)] = 1
     precision: Annotated[Literal["bf16", "fp16", "fp8", "fp32"], Field(description="Compute precision.")] = "bf16"
     quantization: Annotated[
-        Literal["none", "int8", "int4", "fp8"], Field(description="Weight quantization (inference).")
+        Literal["none", "int8", "int4", "fp8"], Field(description="Weight quantization (inference; int4 and int8 "
+                                                                  "weight-only).")
     ] = "none"
+    kv_cache_precision: Annotated[Literal["auto", "bf16", "fp16", "fp8"], Field(
+        description="KV cache element type (inference); `auto` = 2 bytes, or 4 with fp32 precision.")] = "auto"
     optimizer: Annotated[
         Literal["adam", "sgd"], Field(description="Optimizer (adam keeps 2 fp32 states + fp32 master weights).")
     ] = "adam"
+    finetuning: Annotated[Literal["full", "lora", "qlora"], Field(
+        description="Training updates every weight (`full`), low-rank adapters on frozen 16-bit weights (`lora`) or "
+                    "on 4-bit NF4 weights (`qlora`).")] = "full"
+    lora_rank: Annotated[int, Field(description="LoRA rank r (adapters on every linear layer).", ge=1)] = 16
+    recompute: Annotated[Literal["none", "selective", "full"], Field(
+        description="Activation recomputation: `selective` recomputes attention's s^2 part, `full` keeps only each "
+                    "layer's input.")] = "selective"
+    zero_stage: Annotated[int, Field(
+        description="ZeRO / FSDP sharding of model states over data parallelism: 0 none, 1 optimizer, 2 + gradients, "
+                    "3 + weights.", ge=0, le=3)] = 3
+    tensor_parallel: Annotated[int, Field(description="Tensor parallelism (GPUs per layer).", ge=1)] = 1
+    sequence_parallel: Annotated[bool, Field(description="Sequence parallelism with tensor parallelism (Megatron).")] = True
+    context_parallel: Annotated[int, Field(description="Context parallelism (GPUs splitting a sequence).", ge=1)] = 1
+    pipeline_parallel: Annotated[int, Field(description="Pipeline parallelism (stages).", ge=1)] = 1
+    expert_parallel: Annotated[int | None, Field(
+        description="Expert parallelism (GPUs the experts are spread over); unset = the GPUs of a node left by "
+                    "tensor parallelism, at most `experts`.", ge=1)] = None
+    concurrency: Annotated[int, Field(description="Requests in flight over the whole cluster (inference).", ge=1)] = 1
+    reserve_fraction: Annotated[float, Field(
+        description="Share of each GPU's memory kept for the runtime (CUDA context, NCCL buffers, allocator "
+                    "fragmentation); default 0.1 = vLLM's `gpu_memory_utilization` 0.9.", ge=0, lt=1)] = 0.1
+
+    @model_validator(mode="after")
+    def _model_or_parameters(self) -> "Workload":
+        if self.model is None and self.parameters_b is None:
+            raise PydanticCustomError("workload_size", "`workload` needs `model` or `parameters_b`",
+                                      {"fix": "add `model:` (e.g. `llama-3.1-70b`) or `parameters_b:`"})
+        return self
+
+
+class CostInputs(StrictModel):
+    """What `clusterforge cost` cannot know from the hardware: your own prices and site figures. Every field is
+    optional; unset values come from the price catalog's sourced defaults (`blueprints/data/prices.yaml`
+    `onprem`), and a value with neither is an unpriced line, never $0."""
+
+    amortization_years: Annotated[float | None, Field(
+        description="Years the hardware is written off over (on-prem capital per hour = price / (years x 8760)).",
+        gt=0, le=15)] = None
+    server_price_usd: Annotated[dict[Annotated[str, VK["node-group-name"]], Annotated[float, Field(gt=0)]], Field(
+        description="Price of one server of each named node group, USD, NICs included (your quote).")] = {}
+    node_power_kw: Annotated[dict[Annotated[str, VK["node-group-name"]], Annotated[float, Field(gt=0)]], Field(
+        description="Power one server of each named node group draws at full load, kW; unset = the catalog's "
+                    "system figure, else the GPUs' TDP x count.")] = {}
+    power_usd_per_kwh: Annotated[float | None, Field(description="Electricity price, USD per kWh.", ge=0)] = None
+    pue: Annotated[float | None, Field(description="Power usage effectiveness of the site (facility / IT power).",
+                                       ge=1, le=3)] = None
+    colo_usd_per_kw_month: Annotated[float | None, Field(
+        description="Space: colocation or floor cost per provisioned kW and month, USD (0 for your own room).",
+        ge=0)] = None
+    facility_usd_per_node: Annotated[float | None, Field(
+        description="Facility and operations cost over one node's life, USD.", ge=0)] = None
+    support_usd_per_node_year: Annotated[float, Field(
+        description="Hardware support contract per node and year, USD.", ge=0)] = 0
+    switch_port_usd: Annotated[float | None, Field(
+        description="One fabric switch port (share of the switch), USD; each declared NIC takes one.", ge=0)] = None
+    cabling_usd_per_port: Annotated[float | None, Field(
+        description="Cable and transceivers of one fabric port, USD.", ge=0)] = None
+    storage_capital_usd: Annotated[float | None, Field(
+        description="Capital cost of the declared shared storage (Lustre / NFS servers), USD.", ge=0)] = None
+    compare_region: Annotated[str, Field(
+        description="AWS region whose catalogued prices the on-prem cluster is compared with.",
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")] = "us-east-1"
+    nat_data_gb_per_month: Annotated[float | None, Field(
+        description="Data through the NAT gateway per month, GB (an assumption you state; unset = an unpriced "
+                    "line).", ge=0)] = None
+    training_tokens_b: Annotated[float | None, Field(
+        description="Tokens of the training run to estimate, in billions (with `workload`: time and cost of the "
+                    "run on this cluster).", gt=0)] = None
 
 
 # ---------------------------------------------------------------------------------------------

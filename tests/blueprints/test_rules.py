@@ -143,6 +143,8 @@ class Case:
 
 FSX = "storage.0.fsx"
 MOE = {"parameters_b": 47, "architecture": "moe", "experts": 8, "active_parameters_b": 13}
+MIXTRAL_EP = {"model": "mixtral-8x7b", "architecture": "moe"}
+LONG_SERVE = {"purpose": "inference", "model": "llama-3.1-70b", "sequence_length": 131072}
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
 DGX_NICS = [{"device": f"mlx5_{k}", "netdev": f"ib{k}", "speed_gbps": 400, "numa_node": k // 4} for k in range(4)]
 
@@ -320,6 +322,8 @@ CASES: list[Case] = [
          good=[S("network.infiniband.subnet_manager", {"kind": "switch"})]),
     Case("inference-memory-fit", "roce", [S("workload", {"purpose": "inference", "parameters_b": 405})], "workload.parameters_b",
          good=[S("workload", {"purpose": "inference", "parameters_b": 405, "quantization": "int4"})]),
+    Case("inference-kv-concurrency", "p5", [S("workload", LONG_SERVE | {"concurrency": 32})], "workload.concurrency",
+         good=[S("workload", LONG_SERVE | {"concurrency": 22})]),
     Case("inference-memory-per-node", "roce", [S("workload", {"purpose": "inference", "parameters_b": 120})],
          "workload.parameters_b", good=[S("workload", {"purpose": "inference", "parameters_b": 70})]),
     Case("instance-type-format", "p5", [S("node_groups.0.instance_type", "p5-48xlarge")], "node_groups.0.instance_type"),
@@ -358,7 +362,10 @@ CASES: list[Case] = [
          "use a relative path such as `checkpoints`", good=[S("storage.0.stripes.0.path", "runs/checkpoints")]),
     Case("moe-alltoall", "p5", [S("workload", MOE), S("validation.nccl.collectives", ["all_reduce"])],
          "validation.nccl.collectives", good=[S("workload", MOE), S("validation.nccl.collectives", ["all_reduce", "alltoall"])]),
-    Case("moe-fabric-bandwidth", "eks", [S("workload", MOE)], "node_groups.1", good_base="p5", good=[S("workload", MOE)]),
+    Case("moe-fabric-bandwidth", "eks", [S("workload", MIXTRAL_EP | {"expert_parallel": 16})], "workload.expert_parallel",
+         good=[S("workload", MIXTRAL_EP | {"expert_parallel": 8})]),
+    Case("parallel-fabric-demand", "eks", [S("workload", {"model": "llama-3.1-70b", "tensor_parallel": 16})],
+         "workload.tensor_parallel", good=[S("workload", {"model": "llama-3.1-70b", "tensor_parallel": 8})]),
     Case("mount-dir-duplicate", "p5", [S("node_groups.0.local_nvme.mount", "/fsx")], "storage.0.mount",
          "give each file system its own mount point"),
     Case("mount-dir-overlap", "p5", [S("node_groups.0.local_nvme.mount", "/fsx/scratch")], "node_groups.0.local_nvme.mount",
@@ -493,11 +500,15 @@ CASES: list[Case] = [
     Case("subnet-ip-capacity", "p5", [S("node_groups.0.count", 300), S("target.vpc", {"subnet_cidr_block": "10.0.0.0/24"})],
          "target.vpc.subnet_cidr_block",
          good=[S("node_groups.0.count", 200), S("target.vpc", {"subnet_cidr_block": "10.0.0.0/24"})]),
-    Case("training-memory-fit", "p5", [S("workload", {"parameters_b": 175})], "workload.parameters_b",
-         "use at least 2.0x the GPU memory (more nodes or larger GPUs), or a smaller model",
-         good=[S("workload", {"parameters_b": 60})]),
-    Case("training-memory-headroom", "p5", [S("workload", {"parameters_b": 80})], "workload.parameters_b",
-         good=[S("workload", {"parameters_b": 60})]),
+    # p5: 16 GPUs of 80 GiB (85.9 GB, AWS); ZeRO-3 Adam states are 16 bytes x parameters / 16 GPUs per GPU
+    Case("training-memory-fit", "p5", [S("workload", {"parameters_b": 86})], "workload.parameters_b",
+         "no layout with tensor parallelism up to 8 (one node), context parallelism and full recompute fits 16 GPUs: "
+         "add GPUs, use GPUs with more memory, or shorten `sequence_length`",
+         good=[S("workload", {"parameters_b": 85})]),
+    Case("training-memory-headroom", "p5", [S("workload", {"parameters_b": 78})], "workload.parameters_b",
+         "no layout with tensor parallelism up to 8 (one node), context parallelism and full recompute fits 16 GPUs: "
+         "add GPUs, use GPUs with more memory, or shorten `sequence_length`",
+         good=[S("workload", {"parameters_b": 77})]),
     Case("vm-gpus-idle", "kata", [S("node_groups.1.sandbox.vm.gpus_per_vm", 3)], "node_groups.1.sandbox.vm.gpus_per_vm",
          good=[S("node_groups.1.sandbox.vm.gpus_per_vm", 4)]),
     Case("vm-gpus-per-vm", "kata", [S("node_groups.1.sandbox.vm.gpus_per_vm", 8)], "node_groups.1.sandbox.vm.gpus_per_vm",
@@ -509,6 +520,10 @@ CASES: list[Case] = [
          good=[S("target.vpc", {"nat_gateway": False, "vpc_id": "vpc-0123456789abcdef0"})]),
     Case("workload-fp8-support", "eks", [S("workload", {"parameters_b": 1, "precision": "fp8"})], "workload.precision",
          good_base="p5", good=[S("workload", {"parameters_b": 1, "precision": "fp8"})]),
+    Case("workload-model-known", "p5", [S("workload", {"model": "llama-9-1t"})], "workload.model",
+         good=[S("workload", {"model": "llama-3-8b"})]),
+    Case("workload-shape", "p5", [S("workload", {"parameters_b": 7})], "workload.parameters_b",
+         good=[S("workload", {"parameters_b": 7, "shape": {"layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000}})]),
     Case("workload-moe-fields", "p5", [S("workload", {"parameters_b": 47, "architecture": "moe", "experts": 8})],
          "workload.architecture", "add `active_parameters_b:` (parameters used per token, billions)", good=[S("workload", MOE)]),
 ]
