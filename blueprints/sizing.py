@@ -214,14 +214,18 @@ def kv_bytes_per_token(shape: Shape, element_bytes: float = 2.0) -> float:
     return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * element_bytes
 
 
-def adapter_parameters(shape: Shape, rank: int, experts: int | None = None) -> float:
-    """LoRA parameters with adapters on every linear layer (QLoRA's setting): r*(d_in + d_out) per matrix,
-    for q, k, v, o and the three SwiGLU matrices (each expert's, for MoE)."""
+def adapter_parameters(shape: Shape, rank: int, experts: int | None = None,
+                       targets: tuple[str, ...] = ("q", "k", "v", "o", "mlp")) -> float:
+    """LoRA parameters: r*(d_in + d_out) per adapted matrix, per layer, for the ``targets`` among q, k, v,
+    o and ``mlp`` (the three SwiGLU matrices, each expert's for MoE). The default adapts every linear
+    layer, QLoRA's setting."""
     h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    attn = (h + q) + 2 * (h + kv) + (q + h)
-    ffn = shape.expert_ffn_hidden if experts else shape.ffn_hidden
-    mlp = 3 * (h + (ffn or 4 * h)) * (experts or 1)
-    return float(rank) * shape.layers * (attn + mlp)
+    sizes = {"q": h + q, "k": h + kv, "v": h + kv, "o": q + h}
+    per_layer = float(sum(sizes[t] for t in targets if t in sizes))
+    if "mlp" in targets:
+        ffn = shape.expert_ffn_hidden if experts else shape.ffn_hidden
+        per_layer += 3 * (h + ffn) * (experts or 1)
+    return float(rank) * shape.layers * per_layer
 
 
 # ---- training memory ---------------------------------------------------------------------------------
