@@ -27,6 +27,7 @@ __all__ = [
     "UnknownHardwareError",
     "catalog",
     "ec2_instance_type_names",
+    "prices",
 ]
 
 
@@ -315,6 +316,25 @@ class Catalog:
             key = self._gpu_aliases.get(low[len("nvidia "):])
         return key
 
+    def generic_gpu_name(self, name: str) -> bool:
+        """True for a name a driver gives a GPU it does not yet know by its marketing name (``NVIDIA Graphics
+        Device``: catalog ``gpu_aliases.generic_names``, source ``generic_source``): it names the vendor only."""
+        generic = {_gpu_name(n) for n in self.extras["gpu_aliases"].get("generic_names", [])}
+        return _gpu_name(name) in generic
+
+    def gpu_name_vendor(self, name: str) -> str | None:
+        """The vendor (``nvidia``, ``amd``) a GPU name as a log prints it belongs to: the catalog key's vendor
+        when the name is known, else the vendor whose words (catalog ``gpu_aliases.vendor_words``: ``NVIDIA``,
+        ``Tesla`` ...; ``AMD``, ``Instinct`` ...) start the name; ``None`` when neither says."""
+        key = self.resolve_gpu_key(name)
+        if key is not None:
+            return self._gpus[key].vendor
+        first = _gpu_name(name).split(" ")[0] if name.strip() else ""
+        for vendor, words in self.extras["gpu_aliases"].get("vendor_words", {}).items():
+            if first in {w.lower() for w in words}:
+                return str(vendor)
+        return None
+
     def gpu(self, name: str) -> GpuSpec:
         """The :class:`GpuSpec` for a catalog key, short name or ``nvidia-smi`` name.
 
@@ -514,6 +534,15 @@ def catalog() -> Catalog:
     """The shared :class:`Catalog`, loaded once from the package data."""
     files = _load_catalog_files()
     return Catalog(*(files[name] for name in CATALOG_FILES))
+
+
+@functools.cache
+def prices() -> dict[str, Any]:
+    """The price catalog ``blueprints/data/prices.yaml`` as plain data (USD; every number with ``source`` and
+    ``as_of``): EC2 instance-hours per capacity type and region, EBS, FSx for Lustre, NAT gateway, public IPv4,
+    EKS, the resource types with no charge of their own, and the on-prem defaults. Read by
+    :mod:`clusterforge.cost`; a user's refreshed prices are laid over it there."""
+    return _load_yaml("prices.yaml")
 
 
 @functools.cache

@@ -364,6 +364,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "disable ACS and boot with iommu=pt",
         f"{NCCL_TROUBLESHOOTING}#pci-access-control-services-acs"),
     Signature(
+        "xgmi-below-rate", "Intra-node bandwidth below the xGMI rate (AMD Instinct)",
+        None, "local",
+        "GPU peer-to-peer inside an AMD Instinct node runs below the Infinity Fabric (xGMI) mesh rate: xGMI links "
+        "down or GPUs talking over PCIe, fewer GPUs in the job than the board has (each GPU then uses only its links to "
+        "the others), or PCIe ACS/IOMMU translation on bare metal",
+        "check `rocm-smi --showtopo` (every GPU pair should be linked by XGMI), run on all 8 GPUs of the board, and on "
+        "bare metal disable ACS and boot with iommu=pt",
+        "https://rocm.docs.amd.com/projects/rccl/en/docs-6.3.0/how-to/troubleshooting-rccl.html"),
+    Signature(
         "network-below-rate", "Inter-node bandwidth below the NIC rate",
         None, "network",
         "inter-node traffic runs below the NICs' rate: GPUDirect RDMA off on some node, NICs unused or at a lower "

@@ -354,7 +354,12 @@ class NcclRun:
     own rank 0 (a non-MPI nccl-tests build launched as N processes); ``log_lines`` every line of
     the run's output that is not part of the table or its header (``NCCL INFO``/``NCCL WARN``
     lines, error lines, launcher messages; at most :data:`MAX_LOG_LINES`), which the judge reads
-    for failure signatures and :func:`net_usage` for the transport and NICs of each channel.
+    for failure signatures and :func:`net_usage` for the transport and NICs of each channel;
+    ``settings`` the environment the log shows the run was given (``NCCL_*``, ``RCCL_*``, ``FI_*`` and the
+    ``*_VISIBLE_DEVICES`` variables: ``NAME=value`` on a command line, ``mpirun -x``, ``export``, and NCCL's own
+    ``NAME set by environment to value`` INFO lines), the last value seen before and during the run; ``tool``
+    is ``nccl-tests``, ``rccl-tests`` (AMD's fork, which prints ``rccl-tests: Version`` and ``RCCL version``)
+    or ``torch``.
     """
 
     index: int = 0
@@ -385,6 +390,7 @@ class NcclRun:
     first_line: int = 0
     format_notes: list[str] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list, repr=False)
+    settings: dict[str, str] = field(default_factory=dict)
     stage: int = field(default=-1, repr=False)
 
     def __post_init__(self) -> None:
@@ -547,6 +553,12 @@ longer; the signatures and channel lines come early, at communicator setup). The
 the first (``[1,N]<stdout>:`` of the other ranks) keep at most 3 x this many between them, so a log of
 thousands of ranks is read in memory flat in its size."""
 
+_SETTING = re.compile(
+    r"(?<![\w-])((?:NCCL|RCCL|FI)_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES)"
+    r"=(\"[^\"]*\"|'[^']*'|[^\s\"';]*)"
+)
+_SET_BY_ENV = re.compile(r"\b((?:NCCL|RCCL)_[A-Z0-9_]+) set by environment to ([^\s.]*)")
+_RCCL = re.compile(r"^(?:rccl-tests\b|RCCL version\s*:)", re.IGNORECASE)
 _NCCL_WARN = re.compile(r"NCCL WARN\s+(.*)$")
 _USING_NETWORK = re.compile(r"NCCL INFO\s+Using network\s+(.+)$")
 _VIA_NET = re.compile(r"via NET/([^/\s]+(?: [^/\s]+)?)/")
@@ -762,11 +774,15 @@ class _StreamParser:
         self.pending_collective: str | None = None
         self.pending_version: str | None = None
         self.pending_backend: str | None = None
+        self.pending_tool: str | None = None
+        self.settings: dict[str, str] = {}  # every setting seen so far in this stream (a new run starts with them)
         self.first_line = 0
         self.ranks_seen: dict[int, set[int]] = {}  # id of a run -> ranks of its Rank lines
 
     def _new(self, lineno: int) -> NcclRun:
-        run = NcclRun(first_line=lineno)
+        run = NcclRun(first_line=lineno, settings=dict(self.settings))
+        if self.pending_tool:
+            run.tool = self.pending_tool
         if self.pending_collective:
             run.collective, run.collective_from = self.pending_collective, "command line"
             self.pending_collective = None
@@ -797,6 +813,14 @@ class _StreamParser:
                 return
         h = s.lstrip("#").strip()
         if not h:
+            return
+        if "_" in h and ("=" in h or " set by environment " in h):
+            self._settings(h)
+        if _RCCL.match(h):
+            self.pending_tool = "rccl-tests"
+            if self.cur is not None:
+                self.cur.tool = "rccl-tests"
+            self._log(h)
             return
         if "NCCL INFO" in h or "NCCL WARN" in h:
             self._nccl_line(h)
@@ -899,6 +923,15 @@ class _StreamParser:
                 self.pending_collective = coll
             return
         self._log(h)
+
+    def _settings(self, line: str) -> None:
+        """Record the environment settings ``line`` shows (see :attr:`NcclRun.settings`)."""
+        found = [(m.group(1), m.group(2).strip("\"'")) for m in _SETTING.finditer(line)]
+        found += [(m.group(1), m.group(2)) for m in _SET_BY_ENV.finditer(line)]
+        for name, value in found:
+            self.settings[name] = value
+            if self.cur is not None:
+                self.cur.settings[name] = value
 
     def _log(self, line: str) -> None:
         target = self.cur.log_lines if self.cur is not None else self.orphan_log
@@ -1040,6 +1073,8 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
     extra_log: list[str] = []
     plugin_missing = False
     provider = None
+    extra_settings: dict[str, str] = {}
+    extra_tool: str | None = None
     for sid, rs in per_stream:
         if with_content and any(sid == w[0] for w in with_content):
             continue
@@ -1050,6 +1085,9 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
             extra_log += r.log_lines[: max(MAX_LOG_LINES - len(extra_log), 0)]
             plugin_missing = plugin_missing or r.net_plugin_missing
             provider = provider or r.net_provider
+            extra_settings.update(r.settings)
+            if r.tool == "rccl-tests":
+                extra_tool = "rccl-tests"
             if not with_content:
                 runs.append(r)
     if with_content and runs:
@@ -1067,6 +1105,9 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
             r.net_plugin_missing = r.net_plugin_missing or plugin_missing
             r.net_provider = r.net_provider or provider
             r.log_lines += extra_log[: max(MAX_LOG_LINES - len(r.log_lines), 0)]
+            r.settings = {**extra_settings, **r.settings}
+            if extra_tool and r.tool == "nccl-tests":
+                r.tool = extra_tool
     # drop empty shells (a version line alone with nothing else) unless they hold errors
     runs = [r for r in runs if _has_content(r) or r.errors]
     # several single-rank runs of the same collective, one after the other: N processes of a

@@ -502,11 +502,24 @@ def resolve_gpu(name: str | None) -> str | None:
     return catalog().resolve_gpu_key(name) if name else None
 
 
-def gpu_mismatch(name: str, log_key: str | None, declared: str) -> bool:
-    """True when the GPU the log names is not the declared one: a different catalog key, or a name the
-    catalog does not know that lacks the declared model's family (``h100`` of ``h100-sxm``)."""
+def gpu_mismatch(name: str, log_key: str | None, declared: str, *, log_vendor: str | None = None) -> bool:
+    """True when the GPU the log names is not the declared one: another vendor's part (from the name, or
+    ``log_vendor`` when the tool says it, e.g. rccl-tests), a different catalog key, or a name the catalog does not
+    know that lacks the declared model's family (``h100`` of ``h100-sxm``). A generic name of the declared vendor
+    (``NVIDIA Graphics Device``, what an early driver calls a part it does not know yet:
+    :meth:`~blueprints.catalog.Catalog.generic_gpu_name`) is no mismatch: it says the vendor only."""
+    cat = catalog()
+    try:
+        declared_vendor = cat.gpu(declared).vendor
+    except KeyError:
+        declared_vendor = None
+    vendor = cat.gpu_name_vendor(name) or log_vendor
+    if vendor and declared_vendor and vendor != declared_vendor:
+        return True
     if log_key is not None:
         return log_key != declared
+    if cat.generic_gpu_name(name):
+        return False
     family = declared.split("-")[0].lower()
     return family not in name.lower().replace(" ", "")
 

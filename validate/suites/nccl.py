@@ -152,7 +152,7 @@ class NcclMetrics(Metrics, total=False):
 class NcclExpected(Expected, total=False):
     """What an NCCL result was compared with (``JudgeResult.expected`` of kind ``nccl``; from
     :class:`BusbwExpectation`, GB/s = 1e9 bytes/s): ``busbw_gbps`` (expected peak busbw), ``basis``
-    (``nvlink``, ``pcie``, ``network`` or ``threshold``), ``algorithm`` (``ring``, ``tree``,
+    (``nvlink``, ``xgmi``, ``pcie``, ``network`` or ``threshold``), ``algorithm`` (``ring``, ``tree``,
     ``alltoall``, ``p2p``), ``intra_node_gbps`` / ``inter_node_gbps`` (the two bounds), ``upper_gbps``
     (physical upper bound at line rate) with ``upper_derivation``, ``warn_ratio`` / ``fail_ratio``
     (``validation.nccl.thresholds``), and the common ``ratio`` (peak / expected), ``derivation``,
@@ -429,8 +429,8 @@ NCCL_PERFORMANCE = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORM
 class BusbwExpectation:
     """Expected peak busbw (GB/s) of one collective run, with how it was derived.
 
-    ``basis``: ``threshold`` (blueprint/flag), ``nvlink``, ``pcie`` or ``network`` (whichever
-    bound is lower); ``algorithm``: the NCCL algorithm the figure assumes (``ring``, ``tree``,
+    ``basis``: ``threshold`` (blueprint/flag), ``nvlink``, ``xgmi`` (AMD Instinct), ``pcie`` or ``network``
+    (whichever bound is lower); ``algorithm``: the NCCL algorithm the figure assumes (``ring``, ``tree``,
     ``alltoall``, ``p2p``); ``intra_gbps``/``inter_gbps`` the two bounds (``None`` when not
     applicable or unknown: ``inter_gbps`` is ``None`` for a multi-node run without a NIC rate);
     ``upper_gbps`` the physical upper bound at line rate (no efficiency factor; ``None`` when no
@@ -450,9 +450,12 @@ class BusbwExpectation:
     upper_derivation: str = ""
 
 
-def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
-    """Per-GPU unidirectional GB/s inside a node: NVLink when the part has it, else the PCIe x16
-    rate of its generation. Returns ``(GB/s, "nvlink"|"pcie", source)`` or ``None``."""
+def intra_node_gbytes_s(gpu_key: str | None, gpus: int | None = None) -> tuple[float, str, str] | None:
+    """Per-GPU unidirectional GB/s inside a node of ``gpus`` GPUs (``None``: a full board): NVLink when the part
+    has it; AMD Infinity Fabric (xGMI) on AMD Instinct parts, a full mesh of one link to each peer, so a GPU talks
+    to ``g - 1`` peers at ``xgmi_link_gbytes_s`` each (8 MI300X: 7 x 64 = 448 GB/s; 2 of them: 64 GB/s;
+    :data:`XGMI_SOURCE`); else the PCIe x16 rate of its generation. Returns
+    ``(GB/s, "nvlink"|"xgmi"|"pcie", source)`` or ``None``."""
     if not gpu_key:
         return None
     cat = catalog()
@@ -462,6 +465,11 @@ def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
         return None
     if spec.has_nvlink:
         return float(spec.nvlink_unidir_gbytes_s or 0), "nvlink", spec.raw.get("field_sources", {}).get("nvlink_gen", spec.source)
+    link, links = spec.raw.get("xgmi_link_gbytes_s"), spec.raw.get("xgmi_links")
+    if link and links:
+        peers = int(links) if gpus is None else max(min(gpus - 1, int(links)), 1)
+        src = spec.raw.get("field_sources", {}).get("xgmi_links", spec.source)
+        return float(link) * peers, "xgmi", str(src)
     pcie = str(spec.raw.get("pcie") or "")
     gen = pcie.split("_")[0] if pcie else ""
     rates = cat.fabrics.get("pcie_x16_unidir_gbytes_s", {})
@@ -470,9 +478,25 @@ def intra_node_gbytes_s(gpu_key: str | None) -> tuple[float, str, str] | None:
     return None
 
 
+XGMI_SOURCE = "https://github.com/stas00/ml-engineering/blob/0030e63f5275afee38233676690ce10478647cca/network/README.md"
+"""Source of the xGMI mesh model: MI300X peer-to-peer 64 GB/s, all-to-all 448 GB/s on a board of 8 (``64*7=448``);
+measured busbw 47.7 GB/s on 2 GPUs and 312.9 GB/s on 8."""
+
+
 def _nvls(gpu_key: str | None) -> bool:
-    """True for NVSwitch parts with NVLink SHARP (NVLink 4+: H100/H200/B200/GB200), which reduce in the switch."""
-    return _nvlink_gen(gpu_key) >= 4
+    """True for NVSwitch parts with NVLink SHARP (NVLink 4+: H100/H200/B200/GB200), which reduce in the switch.
+    Never for another vendor's part (AMD's xGMI mesh has no switch to reduce in)."""
+    return _vendor(gpu_key) == "nvidia" and _nvlink_gen(gpu_key) >= 4
+
+
+def _vendor(gpu_key: str | None) -> str | None:
+    """Vendor of a catalog GPU (``nvidia``, ``amd``, ``aws``), ``None`` when unknown."""
+    if not gpu_key:
+        return None
+    try:
+        return catalog().gpu(gpu_key).vendor
+    except KeyError:
+        return None
 
 
 def tree_two_node_fraction() -> float:
@@ -540,7 +564,7 @@ def expected_busbw(
     link_kind = ""
     intra_src = ""
     if g >= 2 or k >= 2:
-        got = intra_node_gbytes_s(gpu_key)
+        got = intra_node_gbytes_s(gpu_key, g)
         if got is not None:
             link, link_kind, intra_src = got
     nvls = _nvls(gpu_key) and link_kind == "nvlink"
@@ -733,12 +757,18 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         nodes = max(nodes or 1, -(-ranks // ctx.gpus_per_node))
     log_gpu = resolve_gpu(run.device_name)
     declared = ctx.gpu_model
-    mismatch = bool(run.device_name and declared and not run.is_cpu
-                    and gpu_mismatch(run.device_name, log_gpu, declared))
+    tool_vendor = "amd" if run.tool == "rccl-tests" else None
+    mismatch = bool(declared and not run.is_cpu and (
+        gpu_mismatch(run.device_name, log_gpu, declared, log_vendor=tool_vendor) if run.device_name
+        else (tool_vendor is not None and _vendor(declared) not in (None, tool_vendor))))
     gpu_key = declared if (ctx.is_explicit("gpu_model") or mismatch) else (log_gpu or declared)
     if run.device_name and not log_gpu and not run.is_cpu and not mismatch:
-        r.note(f"GPU {run.device_name!r} is not in the hardware catalog"
-               + (f"; using the declared {declared}" if declared else "; no NVLink expectation (pass --gpu)"))
+        if catalog().generic_gpu_name(run.device_name):
+            r.note(f"the log names its GPUs {run.device_name!r}, the name a driver gives a part it does not know yet: "
+                   + (f"judged as the declared {declared}" if declared else "no expectation (pass --gpu)"))
+        else:
+            r.note(f"GPU {run.device_name!r} is not in the hardware catalog"
+                   + (f"; using the declared {declared}" if declared else "; no NVLink expectation (pass --gpu)"))
     if ctx.is_explicit("nodes") and log_nodes and ctx.nodes != log_nodes:
         r.note(f"--nodes {ctx.nodes} overrides the {log_nodes} host(s) named in the log")
     multi: bool | None = bool(nodes and nodes > 1) if nodes else None
@@ -777,15 +807,18 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                              "mpirun/srun; fix: rebuild with `make MPI=1 MPI_HOME=...` (or run one process with -g N)")
         return r
     if mismatch:
-        assert declared is not None and run.device_name is not None
+        assert declared is not None
         if ctx.is_explicit("gpu_model"):
             by = "--gpu"
         elif ctx.is_explicit("instance_type"):
             by = f"--instance-type {ctx.instance_type}"
         else:
             by = f"blueprint {ctx.blueprint}" if ctx.blueprint else "the context"
-        r.degrade(Verdict.INVALID, f"not this hardware: the log's GPUs are {run.device_name!r}"
-                             + (f" ({log_gpu})" if log_gpu else "") + f" but {by} declares {declared}; its figures say "
+        what = (f"the log's GPUs are {run.device_name!r}" + (f" ({log_gpu})" if log_gpu else "")
+                if run.device_name else "the log is an rccl-tests output (AMD GPUs)")
+        theirs = catalog().gpu_name_vendor(run.device_name or "") or tool_vendor
+        other = f" (another vendor: {theirs}, not {_vendor(declared)})" if theirs and theirs != _vendor(declared) else ""
+        r.degrade(Verdict.INVALID, f"not this hardware: {what} but {by} declares {declared}{other}; its figures say "
                              "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
         # a crash or wrong data is still a failure on whatever hardware: those checks run, the bandwidth ones do not
     if not run.rows:
@@ -898,7 +931,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if multi and ctx.nic_gbps is None and _thresholds(ctx).min_busbw_gbps is None:
         r.degrade(Verdict.WARN, f"no bandwidth verdict: a run across {nodes_eff} nodes is limited by the network, and no NIC "
                           f"rate is declared (peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded; the "
-                          "NVLink figure alone would pass a broken network). " + by_id("network-unknown").hint())
+                          "intra-node (NVLink or xGMI) figure alone would pass a broken network). " + by_id("network-unknown").hint())
         if exp is not None and exp.upper_gbps:
             nccl_expected(r).update({"upper_gbps": round(exp.upper_gbps, 3), "upper_derivation": exp.upper_derivation})
         _check_ranks(run, ctx, r, ranks)
@@ -944,7 +977,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     else:
         r.note(fig)
         if ratio > th.above_ratio and exp.basis != "threshold":
-            nvls = _nvlink_gen(gpu_key) >= 4
+            nvls = _nvls(gpu_key)
             r.note("above the ring-model expectation: "
                    + ("NVLS (NVSwitch SHARP) or tree algorithms move" if nvls else "tree algorithms move")
                    + " less data than busbw's point-to-point ring formula assumes (nccl-tests issue #153)")
@@ -1042,7 +1075,7 @@ def _low_cause(basis: str, fabric: str | None, multi: bool, usage: NetUsage | No
     without NCCL INFO channel lines gets every cause the numbers allow, and the advice to rerun with them."""
     if basis == "threshold":
         return "Below the blueprint's validation.nccl.thresholds.min_busbw_gbps"
-    local = by_id("nvlink-below-rate")
+    local = by_id("xgmi-below-rate" if basis == "xgmi" else "nvlink-below-rate")
     if basis == "pcie":
         local_text = ("PCIe peer-to-peer goes through the CPU: check PCIe ACS and IOMMU translation on bare metal "
                       f"(iommu=pt) and `nvidia-smi topo -m` ({doc_ref(local.id)})")
