@@ -29,7 +29,7 @@ from .errors import ClusterforgeError
 # so `clusterforge --help` and `check` start fast (bench/bench_cli_startup.py;
 # tests/architecture/test_cli_imports.py keeps heavy modules out of this import).
 
-COMMAND_MODULES = ["check", "schema", "rules", "plan", "render", "up", "validate", "judge", "report"]
+COMMAND_MODULES = ["check", "schema", "rules", "plan", "cost", "render", "up", "validate", "judge", "report"]
 """Modules under clusterforge.commands that register verbs (missing ones are skipped)."""
 
 def _click_classes() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:

@@ -8,7 +8,8 @@ counts; ``--json`` prints ``{"resources": [{"type", "name", "parent", "inputs"}]
 ``{"file", "ok": false, "findings"}`` (exit 1, or 2 when the path names no readable file). On-prem: every host, role and variable of the Ansible run; the hosts of
 a node group that differ only in some values (address ...) are shown once with those values per
 host, and lines longer than the terminal are cut with a marker (``--all``: every host in full,
-nothing cut).
+nothing cut). The last line is the cost summary: the priced lines' total per hour and month and how many
+lines are unpriced (:mod:`clusterforge.cost`, from this same plan).
 """
 
 from __future__ import annotations
@@ -47,3 +48,8 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(result.to_json(), indent=2))
             return
         result.show(console, show_all=show_all)
+        from .cost import compute
+
+        cost = compute(loaded, plan=result)
+        console.print(f"cost: {cost.summary()} (catalog prices{', some stale' if cost.stale else ''}; "
+                      "`clusterforge cost` lists every line with its source)", markup=False, highlight=False)

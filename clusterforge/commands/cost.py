@@ -1,0 +1,183 @@
+"""``clusterforge cost BLUEPRINT [--json] [--hours N] [--utilization U] [--results DIR] [--refresh]``.
+
+What the blueprint's cluster costs, offline: AWS blueprints price every resource of the offline plan (the
+same resources ``plan`` lists) from the price catalog; on-prem blueprints price their hosts (capital written
+off, power, space, facility, support) and compare them with the nearest catalogued cloud instance (cost at
+``--utilization`` and the break-even utilisation). Every line names its price's source and date; a resource
+without a price is a line that says so and is left out of the totals (never $0). ``--results DIR`` adds the
+cost of the measured work (dollars per million training tokens, per TB read) and uses the measured MFU for
+the workload estimate. ``--refresh`` first reads today's prices for the plan's instance types from the AWS
+Price List API (needs AWS credentials; :mod:`clusterforge.pricelist`). Exit 0; 1 for an invalid blueprint;
+2 for a usage error.
+
+``--json`` prints ``{"currency", "per_hour_usd", "per_month_usd", "items": [{"name", "type", "count",
+"unit_price_usd", "per_hour_usd", "source", "as_of", ...}], ...}`` (:meth:`clusterforge.cost.CostReport.to_json`;
+on-prem adds ``capital_usd``, ``cloud_equivalent`` and ``breakeven_utilization``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def compute(loaded: Any, *, utilization: float = 1.0, plan: Any = None, prices: dict[str, Any] | None = None) -> Any:
+    """The :class:`~clusterforge.cost.CostReport` of ``loaded``: its target's plan priced (AWS; ``plan`` reuses
+    a plan already made), or its hosts (on-prem) at ``utilization``."""
+    from ..cost import price_onprem, price_plan
+    from ..targets import plan as make_plan
+
+    if loaded.blueprint.target.provider == "aws":
+        p = plan if plan is not None else make_plan(loaded)
+        return price_plan(p.result, loaded, prices)  # type: ignore[union-attr]  # an AwsPlan
+    return price_onprem(loaded, prices, utilization=utilization)
+
+
+def _measured(results_dir: Path) -> tuple[list[Any], float | None, str]:
+    """The results of ``results_dir`` and the mean MFU of its GPU AMP results (``None`` without one)."""
+    from validate.report import load_results
+
+    results = load_results(results_dir)
+    from validate.suites.amp import amp_metrics
+
+    mfus = [float(m["mfu"] or 0) for r in results if r.kind == "amp" and getattr(r.verdict, "value", r.verdict) != "invalid"
+            for m in [amp_metrics(r)] if m.get("mfu") and m.get("device") != "cpu"]
+    if not mfus:
+        return results, None, ""
+    return results, sum(mfus) / len(mfus), f"measured: mean MFU of {len(mfus)} AMP result(s) in {results_dir}"
+
+
+def _refresh(loaded: Any, plan: Any) -> None:
+    from ..console import ok, warn
+    from ..cost import overlay_path, price_plan
+    from ..errors import UsageError
+    from ..pricelist import PRICING_REGION, refresh, write_overlay
+
+    if loaded.blueprint.target.provider != "aws":
+        raise UsageError("--refresh reads AWS prices: it applies to aws blueprints (on-prem inputs live in the "
+                         "blueprint's `cost` section)")
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        raise UsageError("--refresh needs boto3: `pip install boto3`") from None
+    region = loaded.blueprint.target.region
+    draft = price_plan(plan.result, loaded)
+    wanted = sorted({(i.spec[0], i.spec[1]) for i in draft.items if i.type == "ec2-instance"})
+    try:
+        res = refresh(boto3.client("pricing", region_name=PRICING_REGION), region, wanted)
+    except (BotoCoreError, ClientError) as e:
+        raise UsageError(f"the AWS Price List API could not be read: {e} — configure AWS credentials "
+                         "(any account can read public prices) or run without --refresh") from None
+    path = write_overlay(overlay_path(), res.overlay)
+    for line in res.found:
+        ok(line)
+    for line in res.missed:
+        warn(line)
+    ok(f"refreshed prices written to {path}")
+
+
+def _show(report: Any, hours: float | None) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..console import console
+
+    table = Table(title=f"cost of {report.blueprint} ({report.provider}, {report.region})", show_lines=False)
+    for col, just in (("line", "left"), ("count", "right"), ("unit price", "right"), ("$/h", "right"),
+                      ("source, as of", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for i in report.items:
+        if i.priced:
+            price = f"${i.unit_price_usd:,.4g}/{i.unit}"
+            per_h = f"${i.per_hour_usd:,.2f}"
+            src = f"{i.source} ({i.as_of or 'your figure'})" + (" [yellow]stale[/yellow]" if i.stale else "")
+        else:
+            price, per_h, src = "—", "[red]unpriced[/red]", escape(i.note)
+        table.add_row(escape(i.name), f"{i.count:,.6g}", price, per_h, src if not i.priced else escape(src).replace(
+            "\\[yellow]stale\\[/yellow]", "[yellow]stale[/yellow]"))
+    console.print(table)
+    if report.no_charge:
+        n = sum(c for c, _s in report.no_charge.values())
+        console.print(f"[dim]{n} resources with no charge of their own ({len(report.no_charge)} types; --json lists "
+                      "them with sources)[/dim]")
+    total = f"[bold]total ${report.per_hour_usd:,.2f}/h, ${report.per_month_usd:,.0f}/month[/bold] " \
+            f"({report.hours_per_month:g} h/month)"
+    if hours is not None:
+        total += f"; {hours:g} h: ${report.per_hour_usd * hours:,.2f}"
+    console.print(total)
+    if report.unpriced:
+        console.print(f"[red]{len(report.unpriced)} unpriced line(s) are not in the total[/red] (their notes say why)")
+    if report.stale:
+        console.print(f"[yellow]{len(report.stale)} price(s) older than the catalog's stale_after_days[/yellow]: "
+                      "check them or run `clusterforge cost --refresh`")
+    o = report.onprem
+    if o is not None:
+        console.print(f"capital ${o.capital_usd:,.0f} written off over {o.amortization_years:g} years; "
+                      f"at {o.utilization:.0%} utilisation: ${report.per_hour_usd:,.2f}/h owned")
+        if o.cloud_per_hour_usd is not None:
+            eq = ", ".join(f"{e.count} x {e.instance_type} at ${e.unit_price_usd:g}/h ({e.as_of})" for e in o.equivalents)
+            console.print(f"cloud equivalent of the GPU groups: {escape(eq)} = ${o.cloud_per_hour_usd:,.2f}/h full "
+                          f"time, ${o.cloud_per_hour_usd * o.utilization:,.2f}/h at {o.utilization:.0%}")
+        be = f"{o.breakeven_utilization:.1%}" if o.breakeven_utilization is not None else "—"
+        console.print(f"break-even utilisation: [bold]{be}[/bold] — {escape(o.breakeven_note)}")
+    w = report.workload
+    if w:
+        if "hours" in w:
+            console.print(f"training estimate: {w['tokens_b']:g}B tokens of a {w['parameters_b']:g}B model on "
+                          f"{w['gpus']} x {w['gpu']}: {w['days']:.1f} days, ${w['cost_usd']:,.0f} "
+                          f"(MFU {w['mfu']:.1%}, {escape(w['mfu_source'])})")
+        else:
+            console.print(f"training estimate: {escape(w['note'])}")
+    for c in report.work:
+        console.print(f"{escape(c['test'])}: ${c['value']:,.4g} {c['unit'][4:]} ({escape(c['measured'])}, "
+                      f"node ${c['node_per_hour_usd']:,.2f}/h)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``cost`` verb to ``app``."""
+
+    @app.command("cost")
+    def cost_cmd(
+        blueprint: Path = typer.Argument(..., help="Blueprint YAML file."),
+        as_json: bool = typer.Option(False, "--json", help="Print the cost as JSON."),
+        hours: float | None = typer.Option(None, "--hours", min=0, help="Also give the total for this many hours."),
+        utilization: float = typer.Option(1.0, "--utilization", min=0.01, max=1.0,
+                                          help="Share of hours the on-prem cluster does useful work (0.01-1)."),
+        results: Path | None = typer.Option(None, "--results", help="A validation results folder: cost per "
+                                            "unit of measured work and the measured MFU for the workload estimate."),
+        refresh: bool = typer.Option(False, "--refresh", help="First read today's prices of the plan's instance "
+                                     "types from the AWS Price List API (AWS credentials needed)."),
+    ) -> None:
+        """Price what `up` would create (cloud) or the hosts (on-prem), every line with its source and date."""
+        from blueprints.findings import BlueprintInvalid
+
+        from ..blueprint_io import findings_document, load_checked
+        from ..cost import cost_basis, workload_estimate
+        from ..targets import plan as make_plan
+
+        try:
+            loaded = load_checked(blueprint, show_warnings=not as_json)
+        except BlueprintInvalid as e:
+            if as_json:
+                print(json.dumps(findings_document(blueprint, False, e.findings), indent=2))
+            raise
+        plan = make_plan(loaded) if loaded.blueprint.target.provider == "aws" else None
+        if refresh:
+            _refresh(loaded, plan)
+        report = compute(loaded, utilization=utilization, plan=plan)
+        measured: list[Any] = []
+        mfu, how = None, ""
+        if results is not None:
+            from validate.costs import work_costs
+
+            measured, mfu, how = _measured(results)
+            report.work = work_costs(measured, cost_basis(report, loaded))
+        report.workload = workload_estimate(report, loaded, mfu, how)
+        if as_json:
+            print(json.dumps(report.to_json(hours), indent=2))
+            return
+        _show(report, hours)
