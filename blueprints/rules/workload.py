@@ -150,6 +150,32 @@ def workload_shape(ctx: RuleContext) -> Iterator[Hit]:
               "cannot be sized, only the weights" + (" and optimizer states" if w.purpose == "training" else ""))
 
 
+@rule(
+    id="workload-parallel-layout",
+    severity="error",
+    summary="The declared parallelism fits the cluster: tensor x context x pipeline parallelism at most the GPUs, "
+            "tensor parallelism dividing the attention heads, expert parallelism at most the experts.",
+    fix="choose parallel degrees whose product divides the GPUs and whose tensor parallelism divides the heads",
+    source="https://arxiv.org/abs/2104.04473",
+)
+def workload_parallel_layout(ctx: RuleContext) -> Iterator[Hit]:
+    w = _wl(ctx)
+    s = spec(w) if w is not None else None
+    g = _gpus(ctx)
+    if w is None or s is None or g is None:
+        return
+    product = w.tensor_parallel * w.context_parallel * w.pipeline_parallel
+    if product > g.count:
+        yield Hit(("workload", "tensor_parallel"), f"`workload.tensor_parallel` x `context_parallel` x `pipeline_parallel` "
+                  f"= {product} GPUs per model replica but the cluster has {g.count}")
+    if s.shape is not None and s.shape.heads % w.tensor_parallel:
+        yield Hit(("workload", "tensor_parallel"), f"`workload.tensor_parallel` {w.tensor_parallel} does not divide the "
+                  f"model's {s.shape.heads} attention heads", f"use a divisor of {s.shape.heads}")
+    if w.expert_parallel is not None and s.experts is not None and w.expert_parallel > s.experts:
+        yield Hit(("workload", "expert_parallel"), f"`workload.expert_parallel` {w.expert_parallel} is more than the "
+                  f"model's {s.experts} experts", f"use at most {s.experts}")
+
+
 # ---- training ------------------------------------------------------------------------------------------
 
 

@@ -522,10 +522,68 @@ CASES: list[Case] = [
          good_base="p5", good=[S("workload", {"parameters_b": 1, "precision": "fp8"})]),
     Case("workload-model-known", "p5", [S("workload", {"model": "llama-9-1t"})], "workload.model",
          good=[S("workload", {"model": "llama-3-8b"})]),
+    Case("workload-parallel-layout", "p5", [S("workload", {"model": "llama-3.1-8b", "tensor_parallel": 8, "context_parallel": 4})],
+         "workload.tensor_parallel", good=[S("workload", {"model": "llama-3.1-8b", "tensor_parallel": 8, "context_parallel": 2})]),
     Case("workload-shape", "p5", [S("workload", {"parameters_b": 7})], "workload.parameters_b",
          good=[S("workload", {"parameters_b": 7, "shape": {"layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000}})]),
     Case("workload-moe-fields", "p5", [S("workload", {"parameters_b": 47, "architecture": "moe", "experts": 8})],
          "workload.architecture", "add `active_parameters_b:` (parameters used per token, billions)", good=[S("workload", MOE)]),
+    # --- software stack (blueprints/rules/stack.py): each figure is the vendor's, typed here with its source ---
+    # Blackwell's first CUDA is 12.8 (https://docs.nvidia.com/cuda/blackwell-compatibility-guide)
+    Case("cuda-gpu-architecture", "p5", [S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.cuda", "12.6")],
+         "software.cuda", 'set `software.cuda: "12.8"` or newer',
+         good=[S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.cuda", "12.8")]),
+    # cuda-compat for CUDA 12.x runs on base branches R470/R525/R535/R550 only
+    # (https://docs.nvidia.com/deeplearning/frameworks/sglang-release-notes/rel-25-10.html); CUDA 13 lists none
+    Case("cuda-forward-compat", "dgx", [S("software.driver_branch", "550"), S("software.cuda", "13.0"),
+                                        S("software.cuda_compat", True)], "software.cuda_compat",
+         good=[S("software.driver_branch", "470"), S("software.cuda", "12.8"), S("software.cuda_compat", True)]),
+    # NCCL 2.26.5 ships CUDA 12 builds only; 2.27.7 adds CUDA 13 (https://developer.download.nvidia.com/compute/redist/nccl/)
+    Case("nccl-cuda-build", "dgx", [S("software.cuda", "13.0"), S("software.nccl", "2.26.5")], "software.nccl",
+         "set `software.nccl` to a release built for CUDA 13 (e.g. 2.30.7)",
+         good=[S("software.cuda", "13.0"), S("software.nccl", "2.27.7")]),
+    # Blackwell support arrived in NCCL 2.25.1 (https://github.com/NVIDIA/nccl/releases/tag/v2.25.1-1)
+    Case("nccl-gpu-support", "p5", [S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.cuda", "12.8"),
+                                    S("software.nccl", "2.23.4")], "software.nccl", "set `software.nccl` to 2.25.1 or newer",
+         good=[S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.cuda", "12.8"), S("software.nccl", "2.25.1")]),
+    # NVLS (NVLink SHARP) is in NCCL from 2.17.1 (https://github.com/NVIDIA/nccl/releases/tag/v2.17.1-1)
+    Case("nccl-nvls", "dgx", [S("software.cuda", "12.0"), S("software.nccl", "2.16.5")], "software.nccl",
+         "set `software.nccl` to 2.17.1 or newer", good=[S("software.cuda", "12.0"), S("software.nccl", "2.17.1")]),
+    # aws-ofi-nccl added P6-B200 in 1.15.0 (https://github.com/aws/aws-ofi-nccl/blob/v1.21.1/RELEASENOTES.md)
+    Case("aws-ofi-nccl-instance-type", "p5", [S("node_groups.0.instance_type", "p6-b200.48xlarge"),
+                                              S("software.aws_ofi_nccl", "1.14.0")], "software.aws_ofi_nccl",
+         "set `software.aws_ofi_nccl` to 1.15.0 or newer",
+         good=[S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.aws_ofi_nccl", "1.15.0")]),
+    # aws-ofi-nccl 1.21.1 supports NCCL 2.17.1 and later (same release notes)
+    Case("aws-ofi-nccl-nccl", "eks", [S("software", {"cuda": "12.0", "nccl": "2.16.5"})], "software.nccl",
+         "set `software.nccl` to 2.17.1 or newer", good=[S("software", {"cuda": "12.0", "nccl": "2.17.1"})]),
+    # g5.48xlarge's EFA has no RDMA read, p5.48xlarge's has (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types)
+    Case("efa-env-capability", "p5", [S("node_groups.0.instance_type", "g5.48xlarge"),
+                                      S("network.nccl", {"env": {"FI_EFA_USE_DEVICE_RDMA": "1"}})],
+         "network.nccl.env.FI_EFA_USE_DEVICE_RDMA", good=[S("network.nccl", {"env": {"FI_EFA_USE_DEVICE_RDMA": "1"}})]),
+    # the NVIDIA Container Toolkit needs driver >= 418.81.07
+    # (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html)
+    Case("container-toolkit-driver", "dgx", [S("software.driver_branch", "410")], "software.driver_branch",
+         "set `software.driver_branch` to 418 or newer", good=[S("software.driver_branch", "418")]),
+    # PyTorch 2.12 publishes cu126, cu130 and cu132 wheels, no cu128
+    # (https://dev-discuss.pytorch.org/t/introducing-cuda-13-2-and-deprecating-cuda-12-8-release-2-12/3337)
+    Case("pytorch-cuda-tag", "dgx", [S("software.pytorch", "2.12.0"), S("software.pytorch_cuda", "cu128")],
+         "software.pytorch_cuda", "set `software.pytorch_cuda` to one of cu126, cu130, cu132",
+         good=[S("software.pytorch", "2.12.0"), S("software.pytorch_cuda", "cu130")]),
+    # CUDA 13.x needs driver R580 (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html); 12.x runs on R525+
+    Case("pytorch-cuda-driver", "dgx", [S("software.driver_branch", "535"), S("software.pytorch_cuda", "cu130")],
+         "software.pytorch_cuda", good=[S("software.driver_branch", "535"), S("software.pytorch_cuda", "cu126")]),
+    # cu126 wheels stop at Hopper (9.0); Blackwell (10.0) needs CUDA 12.8+ (https://github.com/pytorch/pytorch/pull/164471);
+    # PyTorch 2.12 (the default) publishes cu126, cu130, cu132
+    Case("pytorch-gpu-architecture", "p5", [S("node_groups.0.instance_type", "p6-b200.48xlarge"),
+                                            S("software.pytorch_cuda", "cu126")], "software.pytorch_cuda",
+         "set `software.pytorch_cuda` to one of cu130, cu132",
+         good=[S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.pytorch_cuda", "cu130")]),
+    # NGC 26.03 is built on CUDA 13.2 (https://docs.nvidia.com/deeplearning/frameworks/cuda-dl-release-notes/rel-26-03.html):
+    # R580 runs it (minor-version compatibility), R550 cannot
+    Case("container-image-driver", "dgx", [S("software.driver_branch", "550"),
+                                           S("software.container_image", "nvcr.io/nvidia/pytorch:26.03-py3")],
+         "software.container_image", good=[S("software.container_image", "nvcr.io/nvidia/pytorch:26.03-py3")]),
 ]
 
 RULES = {r.id: r for r in all_rules()}
