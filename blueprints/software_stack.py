@@ -28,12 +28,16 @@ __all__ = [
     "CudaMode",
     "SoftwareStack",
     "arch_first_cuda",
+    "arch_last_cuda_major",
     "blueprint_gpus",
     "cuda_minor",
+    "cuda_supports_arch",
     "driver_runs_cuda",
     "native_branch",
     "nccl_build_for",
     "software_stack",
+    "tag_cuda",
+    "wheel_drops_arch",
 ]
 
 CudaMode = Literal["native", "minor-version", "forward"]
@@ -91,6 +95,31 @@ def arch_first_cuda(cat: Catalog, architecture: str | None) -> str | None:
     ``driver_architectures.architectures.<arch>.first_cuda``); ``None`` when the catalog lists none."""
     row = cat.extras["driver_architectures"]["architectures"].get(architecture or "")
     return str(row["first_cuda"]) if row and row.get("first_cuda") else None
+
+
+def arch_last_cuda_major(cat: Catalog, architecture: str | None) -> int | None:
+    """The last CUDA major that builds for a GPU architecture (catalog
+    ``cuda_architecture_support.last_cuda_major``); ``None`` while current toolkits support it."""
+    row = cat.software["cuda_architecture_support"]["last_cuda_major"].get(architecture or "")
+    return int(row) if row is not None else None
+
+
+def cuda_supports_arch(cat: Catalog, cuda: str, architecture: str | None) -> bool:
+    """Whether CUDA ``cuda`` builds for ``architecture``: at least its first toolkit
+    (:func:`arch_first_cuda`) and at most its last major (:func:`arch_last_cuda_major`)."""
+    first, last = arch_first_cuda(cat, architecture), arch_last_cuda_major(cat, architecture)
+    v = version(cuda) or ()
+    return (first is None or v >= (version(first) or ())) and (last is None or (v[:1] or (0,))[0] <= last)
+
+
+def wheel_drops_arch(cat: Catalog, pytorch: str, tag: str, architecture: str | None) -> bool:
+    """Whether PyTorch ``pytorch``'s ``tag`` wheels carry no kernels for ``architecture``: the tag's CUDA
+    does not build for it (:func:`cuda_supports_arch`) or the release's matrix drops it (catalog
+    ``pytorch.releases.<r>.dropped``)."""
+    row = cat.software["pytorch"]["releases"].get(pytorch, {})
+    if architecture in (row.get("dropped") or {}).get(tag, []):
+        return True
+    return not cuda_supports_arch(cat, tag_cuda(cat, pytorch, tag), architecture)
 
 
 def blueprint_gpus(bp: Blueprint, cat: Catalog) -> list[tuple[int, str, str]]:
@@ -153,16 +182,16 @@ def _pick_row(cat: Catalog, bp: Blueprint, branch: int, archs: list[str]) -> dic
         exact = [r for r in rows if str(r["cuda"]) == cuda_minor(sw.cuda)]
         same = [r for r in rows if str(r["cuda"]).split(".")[0] == sw.cuda.split(".")[0]]
         return (exact or same or rows)[0]
-    firsts = [c for c in (arch_first_cuda(cat, a) for a in archs) if c]
     for r in rows:
         cuda = str(r["cuda"])
         native = native_branch(cat, cuda) or major_branch(cat, cuda) or 0
-        if branch >= native and all((version(cuda) or ()) >= (version(f) or ()) for f in firsts):
+        if (branch >= native and all(cuda_supports_arch(cat, cuda, a) for a in archs)
+                and not any(wheel_drops_arch(cat, str(r["pytorch"]), str(r["pytorch_cuda"]), a) for a in archs)):
             return r
     return rows[-1]
 
 
-def _tag_cuda(cat: Catalog, pytorch: str, tag: str) -> str:
+def tag_cuda(cat: Catalog, pytorch: str, tag: str) -> str:
     """The CUDA of a PyTorch wheel index tag (catalog ``pytorch.releases``; else read from the tag:
     ``cu130`` -> ``13.0``)."""
     row = cat.software["pytorch"]["releases"].get(pytorch, {})

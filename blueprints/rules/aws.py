@@ -546,8 +546,8 @@ def efa_software_versions(ctx: RuleContext) -> Iterator[Hit]:
     families = [g.instance_type for _, g in compute_groups(ctx.bp) if g.instance_type and g.instance_type.startswith(("p5", "p6"))]
     if not families:
         return
-    sw = ctx.bp.software
-    have = {"cuda": sw.cuda, "nccl": sw.nccl, "aws_ofi_nccl": sw.aws_ofi_nccl, "efa_installer": sw.efa_installer}
+    st = ctx.cluster.software
+    have = {"cuda": st.cuda, "nccl": st.nccl, "aws_ofi_nccl": st.aws_ofi_nccl, "efa_installer": st.efa_installer}
     for key, spec in _min_versions(ctx).items():
         need = version(str(spec).lstrip(">= "))
         got = version(have.get(key))
@@ -811,7 +811,7 @@ def fsx_backup_s3(ctx: RuleContext) -> Iterator[Hit]:
         return
     for i, s in enumerate(ctx.bp.storage):
         f = s.fsx if isinstance(s, LustreStorage) else None
-        if f is not None and f.s3 is not None and f.automatic_backup_retention_days > 0:
+        if f is not None and f.s3 is not None and (f.automatic_backup_retention_days or 0) > 0:
             yield Hit(("storage", i, "fsx", "automatic_backup_retention_days"),
                       f"`storage.{i}.fsx.automatic_backup_retention_days` is {f.automatic_backup_retention_days} on a "
                       f"file system linked to `{f.s3.data_repository_path}`")

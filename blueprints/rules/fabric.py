@@ -693,10 +693,11 @@ def nccl_gpudirect_method(ctx: RuleContext) -> Iterator[Hit]:
         return
     method = net.gpudirect_rdma.effective_method(ctx.bp.software.driver_open_kernel_modules)
     fact = ctx.catalog.extras["nccl_gpudirect"].get(method)
-    need, have = version(fact["min_nccl"]) if fact else None, version(ctx.bp.software.nccl)
+    nccl = ctx.cluster.software.nccl
+    need, have = version(fact["min_nccl"]) if fact else None, version(nccl)
     if need is None or have is None or have >= need:
         return
-    yield Hit(("software", "nccl"), f"`software.nccl` {ctx.bp.software.nccl} with GPUDirect RDMA method `{method}` "
+    yield Hit(("software", "nccl"), f"`software.nccl` {nccl} with GPUDirect RDMA method `{method}` "
               f"(`network.gpudirect_rdma.method`): {fact['why']}", f"set `software.nccl` to {vstr(need)} or newer"
               + (", or `network.gpudirect_rdma.method: dmabuf`" if method == "nvidia-peermem" else ""))
 

@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Iterator
 from typing import Any
 
+from ..software_stack import blueprint_gpus, driver_runs_cuda
 from ._facts import fld, version, vstr
 from .registry import Hit, RuleContext, rule
 
@@ -26,12 +27,17 @@ def _cuda_table(ctx: RuleContext) -> dict[str, Any]:
 )
 def cuda_driver_compat(ctx: RuleContext) -> Iterator[Hit]:
     sw = ctx.bp.software
-    cuda, branch = version(sw.cuda), version(sw.driver_branch)
+    text = ctx.cluster.software.cuda
+    cuda, branch = version(text), version(sw.driver_branch)
     need = _cuda_table(ctx)["major_compatibility"].get(str(cuda[0])) if cuda else None
-    if need is not None and branch and branch[0] < int(need):
-        yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} cannot run CUDA "
-                  f"{sw.cuda} (`software.cuda`); CUDA {cuda[0] if cuda else '?'}.x needs driver {need} or newer",
-                  f"set `software.driver_branch: \"{need}\"` or newer")
+    if need is None or not branch or branch[0] >= int(need):
+        return
+    gpus = tuple(k for _, k, _ in blueprint_gpus(ctx.bp, ctx.catalog))
+    if driver_runs_cuda(ctx.catalog, branch[0], text, compat=sw.cuda_compat, gpus=gpus) == "forward":
+        return  # the cuda-compat package runs it (rule cuda-forward-compat checks the package's own limits)
+    yield Hit(("software", "driver_branch"), f"`software.driver_branch` {sw.driver_branch} cannot run CUDA "
+              f"{text} (`software.cuda`); CUDA {cuda[0] if cuda else '?'}.x needs driver {need} or newer",
+              f"set `software.driver_branch: \"{need}\"` or newer")
 
 
 @rule(
@@ -44,7 +50,7 @@ def cuda_driver_compat(ctx: RuleContext) -> Iterator[Hit]:
 )
 def cuda_driver_minor(ctx: RuleContext) -> Iterator[Hit]:
     sw = ctx.bp.software
-    cuda, branch = version(sw.cuda), version(sw.driver_branch)
+    cuda, branch = version(ctx.cluster.software.cuda), version(sw.driver_branch)
     if not cuda or not branch or len(cuda) < 2:
         return
     table = _cuda_table(ctx)
