@@ -506,6 +506,19 @@ class Catalog:
             out.append(r)
         return out
 
+    def fast_paths_switched_off(self, name: str, value: str) -> list[dict[str, Any]]:
+        """The rows of :meth:`nccl_env_fast_paths` that the setting ``name=value`` matches (value compared
+        case-insensitively; a row of ``*`` matches every value but its ``except`` list), in table order."""
+        val = value.strip().lower()
+        out = []
+        for row in self.nccl_env_fast_paths:
+            if row["name"] != name:
+                continue
+            values = [v.lower() for v in row["values"]]
+            if ("*" in values and val not in [v.lower() for v in row["except"]]) or val in values:
+                out.append(row)
+        return out
+
     @property
     def mnnvl_gpus(self) -> list[str]:
         """GPU keys whose nodes join a multi-node NVLink domain (GB200 NVL72), where NCCL's

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import ClassVar, cast
 
 from blueprints.catalog import UnknownHardwareError, catalog
-from blueprints.models import NcclThresholds
+from blueprints.models import Blueprint, NcclThresholds
+from blueprints.resolved import ResolvedGroup
 
 from ..expectations import (
     FABRIC_NAMES,
@@ -55,6 +56,7 @@ from ..parsers.nccl import NcclRun, NetUsage, iter_curve, iter_values, net_usage
 from ..plan import PlannedTest, TestParams
 from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, fmt_bytes, pct
 from ..signatures import by_id, diagnose, doc_ref
+from ..stack import StackExpectations, compare_versions, declared_stack
 from .base import GroupPlan, HtmlSection, RanksSuite, gpu_mismatch, nothing, part_label, png, resolve_gpu
 
 __all__ = [
@@ -103,6 +105,9 @@ class NcclParams(TestParams):
     iters: int
     warmup_iters: int
     check: bool
+    nccl_tests_dir: str | None = None
+    """Where the nodes' nccl-tests binaries are (``NodeSettings.nccl_stack.tests_dir``: the nccl_stack role installs
+    them there); ``None``: the payload's own search (``PATH``, the usual build folders)."""
 
 
 class NcclMetrics(Metrics, total=False):
@@ -271,7 +276,9 @@ class NcclSuite(RanksSuite):
             id=gp.test_id(self.name, c), kind=self.name, group=gp.group.name, nodes=nodes, ranks_per_node=ranks,
             device=device,
             params=NcclParams(collective=c, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=v.step_factor,
-                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check),
+                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check,
+                              nccl_tests_dir=(gp.settings.nccl_stack.tests_dir
+                                              if gp.settings.nccl_stack is not None and not gp.local else None)),
             description=f"{c} over {nodes} node(s) x {ranks} {'GPU' if device == 'cuda' else 'CPU process'}"
                         f"{'s' if ranks != 1 and device == 'cuda' else 'es' if ranks != 1 else ''}",
             notes=tuple(cnotes)) for c in colls]
@@ -297,12 +304,18 @@ class NcclSuite(RanksSuite):
 
         return nccl_tests.find_binary(self.binary_name(test), dirs)
 
+    def binary_search_args(self, test: PlannedTest) -> list[str]:
+        """``--nccl-tests-dir <dir>`` where the node settings say the binaries are (the nccl_stack role's directory),
+        for ``nccl_tests.py`` and its ``--probe``; ``[]`` without one."""
+        d = test.params_as(NcclParams).nccl_tests_dir
+        return ["--nccl-tests-dir", d] if d else []
+
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
         p = test.params_as(NcclParams)
         return ["--collective", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
-                "-c", "1" if p.check else "0"]
+                "-c", "1" if p.check else "0", *self.binary_search_args(test)]
 
     def binary_flags(self, test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
         """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``)."""
@@ -324,6 +337,11 @@ class NcclSuite(RanksSuite):
 
             return dataclasses.replace(ctx, gpus_per_node=test.ranks_per_node)
         return ctx
+
+    def context_expectations(self, bp: Blueprint | None, group: ResolvedGroup | None) -> StackExpectations:
+        """The stack node ``group`` declares: the NCCL the judge compares a run's with, and where the nodes'
+        nccl-tests binaries are (:func:`validate.stack.declared_stack`)."""
+        return declared_stack(bp, group)
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per nccl-tests run in ``text`` (see the module docstring)."""
@@ -514,6 +532,7 @@ def expected_busbw(
     gpu_key: str | None,
     candidates: tuple[str, ...] = (),
     min_busbw_gbps: float | None = None,
+    allow_tree: bool = True,
 ) -> BusbwExpectation | None:
     """Expected peak busbw for ``collective`` over ``ranks`` ranks on ``nodes`` nodes of ``gpu_key``.
 
@@ -545,6 +564,8 @@ def expected_busbw(
     all_reduce/all_gather/reduce_scatter ``B x (n-1)/(k-1)`` (the same bound per node; on
     InfiniBand, where SHARP can reduce in the switch, ``2(n-1)/n x g x B``), broadcast, reduce and
     sendrecv ``g x B``, alltoall ``B x (n-1)/(n-g)``.
+
+    ``allow_tree`` ``False`` (the log pins NCCL_ALGO to a list without Tree) expects the ring on two nodes too.
 
     ``min_busbw_gbps`` (GB/s; ``validation.nccl.thresholds.min_busbw_gbps``) replaces the derived
     figure when set. ``collective`` ``None`` with ``candidates`` uses the lowest candidate expectation. Returns
@@ -588,7 +609,7 @@ def expected_busbw(
         if b is not None:
             if c == "all_reduce":
                 ring = frac * g * b
-                tree = tfrac * ar * g * b if k == 2 else 0.0
+                tree = tfrac * ar * g * b if (k == 2 and allow_tree) else 0.0
                 if tree > ring:
                     algo, inter = "tree", tree
                     inter_text = (f"network {node_gbps:g} Gbit/s per node / 8 / {gpus} GPUs = {b:.3g} GB/s per GPU; "
@@ -744,6 +765,10 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if run.backend:
         m["backend"] = run.backend
     m["device_name"] = run.device_name
+    if run.tool != "torch":  # nccl-tests names the NCCL it ran; the torch benchmark's NCCL is the wheel's
+        compare_versions(r, ctx.expectations_for(NcclSuite.name, StackExpectations),
+                         {"nccl": run.nccl_version, **({"nccl_cuda": run.nccl_cuda} if run.nccl_cuda else {})},
+                         f"the {run.tool} output")
     # ---- who ran: flags > log > blueprint ----------------------------------------------------
     log_nodes = run.nodes
     nodes = ctx.nodes if ctx.is_explicit("nodes") and ctx.nodes else (log_nodes or ctx.nodes)
@@ -899,9 +924,11 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
         _curve(run, r, peak_bw, _thresholds(ctx), cpu=True)
         return r
-    # ---- transport and NICs (NCCL INFO lines) ------------------------------------------------
+    # ---- the settings the log shows, then transport and NICs (NCCL INFO lines) ---------------
     fabric = ctx.fabric
-    _transport(run, usage, ctx, r, bool(multi), gpu_key)
+    g_run = (ranks // max(nodes or 1, 1)) if ranks else (ctx.gpus_per_node or 0)
+    settings_cause = _settings(run, ctx, r, bool(multi), gpu_key, g_run)
+    _transport(run, usage, ctx, r, bool(multi), gpu_key, settings_cause)
     # ---- expectation -------------------------------------------------------------------------
     if ranks is None:
         r.note("number of ranks unknown (no 'Using devices' lines and the table does not pin it down): pass --nodes "
@@ -910,7 +937,8 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         return r
     nodes_eff = nodes or 1
     exp = expected_busbw(ctx, collective=coll, ranks=ranks, nodes=nodes_eff, gpu_key=gpu_key,
-                         candidates=tuple(run.candidates), min_busbw_gbps=_thresholds(ctx).min_busbw_gbps)
+                         candidates=tuple(run.candidates), min_busbw_gbps=_thresholds(ctx).min_busbw_gbps,
+                         allow_tree=_tree_allowed(run.settings.get("NCCL_ALGO")))
     if multi:
         factor = (nodes_eff - 1) / (ranks - 1) if ranks > 1 else 0
         m["per_gpu_network_gbytes_s"] = round(peak_bw * factor, 4)
@@ -962,18 +990,19 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     fig = (f"peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} ({peak_where}) = {pct(ratio)} of the expected "
            f"{exp.busbw_gbps:.4g} GB/s ({exp.derivation})")
     inter = exp.inter_gbps
-    explained = any("NET/Socket" in x or "TCP sockets" in x for x in r.reasons)
+    explained = bool(settings_cause) or any("NET/Socket" in x or "TCP sockets" in x for x in r.reasons)
     if ratio < th.fail_ratio:
         if fabric in RDMA_FABRICS and multi and inter and peak_bw < th.socket_fallback_ratio * inter:
             assert fabric is not None
             r.degrade(Verdict.FAIL, fig + f": socket speed on an RDMA fabric ({pct(peak_bw / inter)} of the "
-                                    f"inter-node rate {inter:.4g} GB/s). {_socket_cause(fabric)}")
+                                    f"inter-node rate {inter:.4g} GB/s). "
+                                    + (f"Likely cause: {settings_cause}" if settings_cause else _socket_cause(fabric)))
         else:
             r.degrade(Verdict.FAIL, fig + f", below the fail ratio {th.fail_ratio:g}. "
-                      + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
+                      + _low_cause(exp.basis, fabric, bool(multi), usage, explained, settings_cause))
     elif ratio < th.warn_ratio:
         r.degrade(Verdict.WARN, fig + f", below the warn ratio {th.warn_ratio:g}. "
-                  + _low_cause(exp.basis, fabric, bool(multi), usage, explained))
+                  + _low_cause(exp.basis, fabric, bool(multi), usage, explained, settings_cause))
     else:
         r.note(fig)
         if ratio > th.above_ratio and exp.basis != "threshold":
@@ -986,10 +1015,67 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     return r
 
 
-def _transport(run: NcclRun, u: NetUsage, ctx: JudgeContext, r: JudgeResult, multi: bool, gpu_key: str | None) -> None:
+def _settings(run: NcclRun, ctx: JudgeContext, r: JudgeResult, multi: bool, gpu_key: str | None, g: int) -> str:
+    """Judge the environment the log shows the run was given (:attr:`NcclRun.settings`) before any bandwidth
+    heuristic: each setting that switches off a fast path this run would use (the catalog's
+    ``nccl_env_fast_paths``, the table the blueprint rule ``nccl-env-disables-fabric`` reads) is a warning naming
+    the setting, what it switches off and the fix (unset it); one that narrows a path (a forced NCCL_ALGO or
+    NCCL_PROTO, few channels) is a note. Returns the cause text for low bandwidth (``""`` when no setting
+    explains it): the judge then names these settings instead of guessing."""
+    if not run.settings:
+        return ""
+    cat = catalog()
+    fabric = ctx.fabric
+    rdma = fabric in RDMA_FABRICS and multi
+    instance = None
+    if ctx.instance_type:
+        try:
+            instance = cat.instance_type(ctx.instance_type)
+        except UnknownHardwareError:
+            instance = None
+    needs = {
+        "multi-gpu": g >= 2,
+        "nvlink": g >= 2 and _nvlink_gen(gpu_key) > 0,
+        "nvls": g >= 2 and _nvls(gpu_key),
+        "mnnvl": multi and (gpu_key or "") in cat.mnnvl_gpus,
+        "rdma": multi and fabric in IB_VERBS_FABRICS,
+        "roce": multi and fabric == "roce",
+        "efa": multi and fabric == "efa",
+        "net": rdma,
+        "gdr": rdma,
+        "efa-rdma-read": multi and fabric == "efa" and bool(instance and instance.efa_rdma_read),
+    }
+    causes: list[str] = []
+    for name, value in sorted(run.settings.items()):
+        for row in cat.fast_paths_switched_off(name, value):
+            if not needs.get(str(row["needs"]), False):
+                continue
+            what = f"the log sets {name}={value}, which switches off {row['switches_off']}"
+            if row["effect"] == "disables":
+                r.degrade(Verdict.WARN, f"{what}: this run does not measure that path of the cluster. Fix: unset {name} "
+                                        f"in the job's environment and rerun (source: {row['source']})")
+            else:
+                r.note(f"{what} (source: {row['source']})")
+            causes.append(f"{name}={value} in the log ({row['switches_off']})")
+            break
+    return "; ".join(causes)
+
+
+def _tree_allowed(algo: str | None) -> bool:
+    """Whether NCCL may pick the tree under the log's ``NCCL_ALGO`` (``None``: unset): a list naming it, or an
+    exclusion list (``^...``) that does not (NCCL environment reference, NCCL_ALGO)."""
+    if not algo:
+        return True
+    names = {a.split(":")[-1].strip().lower() for a in re.split(r"[,;]", algo.lstrip("^")) if a.strip()}
+    return ("tree" not in names) if algo.startswith("^") else ("tree" in names)
+
+
+def _transport(run: NcclRun, u: NetUsage, ctx: JudgeContext, r: JudgeResult, multi: bool, gpu_key: str | None,
+               settings_cause: str = "") -> None:
     """Judge what the NCCL INFO lines say: socket transport on an RDMA fabric (fail), fewer NICs used than
     declared, GPUDirect RDMA missing on some node, GPU peer-to-peer through host memory (warn); log
-    signatures that explain a run that finished (GPUDirect RDMA disabled) likewise."""
+    signatures that explain a run that finished (GPUDirect RDMA disabled) likewise. ``settings_cause``: the
+    settings of the log that explain them (:func:`_settings`), named as the cause first."""
     fabric = ctx.fabric
     if fabric in RDMA_FABRICS and multi:
         fname = FABRIC_NAMES[fabric]
@@ -1004,7 +1090,8 @@ def _transport(run: NcclRun, u: NetUsage, ctx: JudgeContext, r: JudgeResult, mul
                 how = "'NET/Plugin' found no plugin"
             else:
                 how = "network 'Socket' in the NCCL INFO lines"
-            r.degrade(Verdict.FAIL, f"NCCL used TCP sockets on an {fname} cluster ({how}). {_socket_cause(fabric)}")
+            r.degrade(Verdict.FAIL, f"NCCL used TCP sockets on an {fname} cluster ({how}). "
+                      + (f"Likely cause: {settings_cause}" if settings_cause else _socket_cause(fabric)))
         declared = ctx.nics_per_node
         if u.nics_used and declared:
             used = {h: len(v) for h, v in u.nics_used.items()}
@@ -1070,11 +1157,13 @@ def _network_cause(fabric: str | None) -> str:
 
 
 def _low_cause(basis: str, fabric: str | None, multi: bool, usage: NetUsage | None = None,
-               explained: bool = False) -> str:
+               explained: bool = False, named: str = "") -> str:
     """The likely causes of low busbw. A single-node run gets only node-local causes; a multi-node run
     without NCCL INFO channel lines gets every cause the numbers allow, and the advice to rerun with them."""
     if basis == "threshold":
         return "Below the blueprint's validation.nccl.thresholds.min_busbw_gbps"
+    if named:  # a setting of the log explains it (:func:`_settings`): named before any guess
+        return f"Likely cause: {named}"
     local = by_id("xgmi-below-rate" if basis == "xgmi" else "nvlink-below-rate")
     if basis == "pcie":
         local_text = ("PCIe peer-to-peer goes through the CPU: check PCIe ACS and IOMMU translation on bare metal "
