@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import ClassVar, cast
 
 from blueprints.catalog import UnknownHardwareError, catalog
-from blueprints.models import Blueprint, NcclThresholds
-from blueprints.resolved import ResolvedGroup
+from blueprints.models import NcclThresholds
 
 from ..expectations import (
     FABRIC_NAMES,
@@ -56,7 +55,6 @@ from ..parsers.nccl import NcclRun, NetUsage, iter_curve, iter_values, net_usage
 from ..plan import PlannedTest, TestParams
 from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, fmt_bytes, pct
 from ..signatures import by_id, diagnose, doc_ref
-from ..stack import StackExpectations, compare_versions, declared_stack
 from .base import GroupPlan, HtmlSection, RanksSuite, gpu_mismatch, nothing, part_label, png, resolve_gpu
 
 __all__ = [
@@ -105,9 +103,6 @@ class NcclParams(TestParams):
     iters: int
     warmup_iters: int
     check: bool
-    nccl_tests_dir: str | None = None
-    """Where the nodes' nccl-tests binaries are (``NodeSettings.nccl_stack.tests_dir``: the nccl_stack role installs
-    them there); ``None``: the payload's own search (``PATH``, the usual build folders)."""
 
 
 class NcclMetrics(Metrics, total=False):
@@ -276,9 +271,7 @@ class NcclSuite(RanksSuite):
             id=gp.test_id(self.name, c), kind=self.name, group=gp.group.name, nodes=nodes, ranks_per_node=ranks,
             device=device,
             params=NcclParams(collective=c, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=v.step_factor,
-                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check,
-                              nccl_tests_dir=(gp.settings.nccl_stack.tests_dir
-                                              if gp.settings.nccl_stack is not None and not gp.local else None)),
+                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check),
             description=f"{c} over {nodes} node(s) x {ranks} {'GPU' if device == 'cuda' else 'CPU process'}"
                         f"{'s' if ranks != 1 and device == 'cuda' else 'es' if ranks != 1 else ''}",
             notes=tuple(cnotes)) for c in colls]
@@ -304,18 +297,12 @@ class NcclSuite(RanksSuite):
 
         return nccl_tests.find_binary(self.binary_name(test), dirs)
 
-    def binary_search_args(self, test: PlannedTest) -> list[str]:
-        """``--nccl-tests-dir <dir>`` where the node settings say the binaries are (the nccl_stack role's directory),
-        for ``nccl_tests.py`` and its ``--probe``; ``[]`` without one."""
-        d = test.params_as(NcclParams).nccl_tests_dir
-        return ["--nccl-tests-dir", d] if d else []
-
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
         p = test.params_as(NcclParams)
         return ["--collective", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
-                "-c", "1" if p.check else "0", *self.binary_search_args(test)]
+                "-c", "1" if p.check else "0"]
 
     def binary_flags(self, test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
         """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``)."""
@@ -337,11 +324,6 @@ class NcclSuite(RanksSuite):
 
             return dataclasses.replace(ctx, gpus_per_node=test.ranks_per_node)
         return ctx
-
-    def context_expectations(self, bp: Blueprint | None, group: ResolvedGroup | None) -> StackExpectations:
-        """The stack node ``group`` declares: the NCCL the judge compares a run's with, and where the nodes'
-        nccl-tests binaries are (:func:`validate.stack.declared_stack`)."""
-        return declared_stack(bp, group)
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per nccl-tests run in ``text`` (see the module docstring)."""
@@ -765,10 +747,6 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     if run.backend:
         m["backend"] = run.backend
     m["device_name"] = run.device_name
-    if run.tool != "torch":  # nccl-tests names the NCCL it ran; the torch benchmark's NCCL is the wheel's
-        compare_versions(r, ctx.expectations_for(NcclSuite.name, StackExpectations),
-                         {"nccl": run.nccl_version, **({"nccl_cuda": run.nccl_cuda} if run.nccl_cuda else {})},
-                         f"the {run.tool} output")
     # ---- who ran: flags > log > blueprint ----------------------------------------------------
     log_nodes = run.nodes
     nodes = ctx.nodes if ctx.is_explicit("nodes") and ctx.nodes else (log_nodes or ctx.nodes)
