@@ -101,7 +101,7 @@ def arch_last_cuda_major(cat: Catalog, architecture: str | None) -> int | None:
     """The last CUDA major that builds for a GPU architecture (catalog
     ``cuda_architecture_support.last_cuda_major``); ``None`` while current toolkits support it."""
     row = cat.software["cuda_architecture_support"]["last_cuda_major"].get(architecture or "")
-    return int(row) if row is not None else None
+    return int(row["major"]) if row is not None else None
 
 
 def cuda_supports_arch(cat: Catalog, cuda: str, architecture: str | None) -> bool:

@@ -61,7 +61,8 @@ def cuda_gpu_architecture(ctx: RuleContext) -> Iterator[Hit]:
             return
         if last is not None and (version(cuda) or (0,))[0] > last:
             yield Hit(where, f"`software.cuda` {cuda} no longer builds for `{key}` ({arch}) of node group `{group}`: "
-                      f"CUDA {last}.x is the last with {arch} ({ctx.catalog.software['cuda_architecture_support']['source']})",
+                      f"CUDA {last}.x is the last with {arch} "
+                      f"({ctx.catalog.software['cuda_architecture_support']['last_cuda_major'][arch]['source']})",
                       f"set `software.cuda` to a {last}.x release")
             return
 

@@ -192,3 +192,36 @@ def test_stated_software_is_kept_and_the_rest_resolved() -> None:
     assert st.nccl_package_version == f"{st.nccl}-1+cuda{st.nccl_cuda}"
     assert st.pytorch_cuda.startswith("cu12")
     assert st.pytorch_index_url.endswith("/" + st.pytorch_cuda)
+
+
+def test_committed_compatibility_doc_is_current() -> None:
+    """docs/software-compatibility.md is what `python -m blueprints.compatibility` writes from the catalog."""
+    from blueprints.compatibility import COMPATIBILITY_PATH, compatibility_markdown
+
+    assert COMPATIBILITY_PATH.read_text(encoding="utf-8") == compatibility_markdown(), (
+        "docs/software-compatibility.md is stale: run `python -m blueprints.compatibility`")
+
+
+def test_compatibility_doc_names_a_source_for_every_edge() -> None:
+    """Every table row of the generated document carries an https source, or sits under a heading that names one."""
+    from blueprints.compatibility import compatibility_markdown
+
+    section_has_source = False
+    lines = compatibility_markdown().splitlines()
+    for n, line in enumerate(lines):
+        if n + 1 < len(lines) and lines[n + 1].startswith("|---"):
+            continue  # a table's header row
+        if line.startswith("## Defaults"):
+            break  # clusterforge's choice among the sourced releases: checked below
+        if line.startswith("#"):
+            section_has_source = False
+        elif not line.startswith("|") and "https://" in line:
+            section_has_source = True
+        elif line.startswith("| ") and not line.startswith("|---"):
+            assert section_has_source or "https://" in line, line
+    sw = catalog().software
+    for row in sw["defaults"]:
+        assert row["nccl"] in sw["nccl_releases"]["releases"]
+        assert row["aws_ofi_nccl"] in sw["aws_ofi_nccl"]["releases"]
+        assert row["pytorch_cuda"] in sw["pytorch"]["releases"][row["pytorch"]]["cuda_tags"]
+        assert row["cuda"] in catalog().extras["cuda_driver_minimums"]["toolkit"]
