@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from blueprints import LoadedBlueprint
     from blueprints.findings import Finding
 
+    from ..cost import CostReport
     from ..plan import PlannedResource, PlanResult
 
 __all__ = ["INSTALL_HINT", "AwsPlan", "AwsTarget", "pulumi_cli", "render_tree", "short_type"]
@@ -258,6 +259,23 @@ class AwsTarget(Target):
         target = loaded.blueprint.target
         where = f"aws {getattr(target, 'region', '')} {getattr(target, 'availability_zone', '')}".strip()
         return AwsPlan(blueprint=loaded.blueprint.name, result=result, where=where)
+
+    def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
+             prices: dict[str, Any] | None = None) -> CostReport:
+        """Every resource of the plan priced (:func:`clusterforge.cost.price_plan`); ``utilization`` does not
+        change what the cloud bills for running resources."""
+        from ..cost import price_plan
+
+        assert isinstance(plan, AwsPlan)
+        return price_plan(plan.result, loaded, prices)
+
+    def refresh_prices(self, loaded: LoadedBlueprint, plan: Plan) -> tuple[list[str], list[str], Path]:
+        """The plan's instance types and gp3 storage from the AWS Price List Query API
+        (:func:`clusterforge.pricelist.refresh_for_plan`; AWS credentials needed)."""
+        from ..pricelist import refresh_for_plan
+
+        assert isinstance(plan, AwsPlan)
+        return refresh_for_plan(loaded, plan.result)
 
     def render(self, loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
         """``Pulumi.yaml``, the program, the blueprint copy, the stack settings and each node group's cloud-init."""

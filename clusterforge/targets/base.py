@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from blueprints import LoadedBlueprint
+
+    from ..cost import CostReport
     from blueprints.findings import Finding
 
 __all__ = ["DeployOptions", "Plan", "Target"]
@@ -89,6 +91,26 @@ class Target(ABC):
     @abstractmethod
     def plan(self, loaded: LoadedBlueprint) -> Plan:
         """What :meth:`up` would create or configure, computed offline."""
+
+    def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
+             prices: dict[str, Any] | None = None) -> CostReport:
+        """What ``plan`` (this target's plan of ``loaded``) costs: :class:`~clusterforge.cost.CostReport`, every
+        line with its price's source and date, unpriced lines said (``clusterforge cost``, the cost line of
+        ``plan``). ``utilization`` (0-1]: the share of hours the cluster works, where the target's cost depends
+        on it; ``prices``: the price data (default the catalog with the user's refreshed prices). Default:
+        :class:`~clusterforge.errors.UsageError` (a target without prices)."""
+        from blueprints.errors import UsageError
+
+        raise UsageError(f"target `{self.provider}` has no prices: `clusterforge cost` cannot price it")
+
+    def refresh_prices(self, loaded: LoadedBlueprint, plan: Plan) -> tuple[list[str], list[str], Path]:
+        """Read today's prices of what ``plan`` uses from the provider's price service into the user's price
+        overlay (``clusterforge cost --refresh``); returns (prices read, prices not read with why, the overlay
+        file). Default: :class:`~clusterforge.errors.UsageError`."""
+        from blueprints.errors import UsageError
+
+        raise UsageError(f"--refresh reads a cloud provider's price list; target `{self.provider}` has none (on-prem "
+                         "prices and site figures live in the blueprint's `cost` section)")
 
     @abstractmethod
     def render(self, loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:

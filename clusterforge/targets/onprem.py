@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from blueprints import LoadedBlueprint
 
+    from ..cost import CostReport
+
 __all__ = [
     "DEFAULT_ANSIBLE_DIR",
     "OnpremPlan",
@@ -210,6 +212,14 @@ class OnpremTarget(Target):
     def plan(self, loaded: LoadedBlueprint) -> OnpremPlan:
         """Every host, role and variable of the Ansible run."""
         return OnpremPlan(blueprint=loaded.blueprint.name, data=_ansible("render").plan_ansible(loaded))
+
+    def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
+             prices: dict[str, Any] | None = None) -> CostReport:
+        """The hosts priced: capital written off, power at ``utilization``, space, facility, support, and the
+        comparison with the nearest catalogued cloud instance (:func:`clusterforge.cost.price_onprem`)."""
+        from ..cost import price_onprem
+
+        return price_onprem(loaded, prices, utilization=utilization)
 
     def render(self, loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
         """``ansible.cfg``, ``inventory.yml``, ``group_vars/``, ``site.yml``, the roles and payloads
