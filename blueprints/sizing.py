@@ -223,7 +223,7 @@ def adapter_parameters(shape: Shape, rank: int, experts: int | None = None,
     sizes = {"q": h + q, "k": h + kv, "v": h + kv, "o": q + h}
     per_layer = float(sum(sizes[t] for t in targets if t in sizes))
     if "mlp" in targets:
-        ffn = shape.expert_ffn_hidden if experts else shape.ffn_hidden
+        ffn = (shape.expert_ffn_hidden or shape.ffn_hidden) if experts else shape.ffn_hidden
         per_layer += 3 * (h + ffn) * (experts or 1)
     return float(rank) * shape.layers * per_layer
 
