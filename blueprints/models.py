@@ -1069,7 +1069,7 @@ Orchestrator = Annotated[
 ]
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast", "reduce"]
-Suite = Literal["node", "nccl", "fio", "amp"]
+Suite = Literal["node", "nccl", "fio", "amp", "profile"]
 
 
 class NcclThresholds(StrictModel):
@@ -1171,6 +1171,43 @@ class AmpSuite(StrictModel):
     thresholds: Annotated[AmpThresholds, Field(description="Judge thresholds.")] = AmpThresholds.model_construct()
 
 
+class ProfileThresholds(StrictModel):
+    """Shares of the profiled step (0-1) above which the profile judge names a bound other than compute
+    (defaults: the project's choices, explained in docs/profile.md)."""
+
+    max_data_loading: Annotated[float, Field(
+        description="Data loading / input share of the step above which it is input-bound (a healthy loader "
+                    "prefetches: its share is near 0).", gt=0, le=1)] = 0.10
+    max_host_launch: Annotated[float, Field(
+        description="Host work and kernel-launch share (device idle waiting for the host) above which it is "
+                    "host / launch-bound.", gt=0, le=1)] = 0.25
+    max_comm_exposed: Annotated[float, Field(
+        description="Exposed (not overlapped) communication share above which it is communication-bound.",
+        gt=0, le=1)] = 0.15
+    max_memory: Annotated[float, Field(
+        description="memcpy / memset share (GPU) above which it is memory-copy-bound.", gt=0, le=1)] = 0.10
+    max_idle: Annotated[float, Field(
+        description="GPU idle share with work already launched (synchronisation) above which it is idle-bound.",
+        gt=0, le=1)] = 0.20
+    fail_share: Annotated[float, Field(
+        description="A bound whose category takes this share of the step or more fails (below: warn).",
+        gt=0, le=1)] = 0.5
+    straggler_ratio: Annotated[float, Field(
+        description="A rank working (outside exposed communication) this fraction longer per step than the "
+                    "median of the other ranks is named the straggler.", gt=0)] = 0.10
+
+
+class ProfileSuite(StrictModel):
+    """Profile the AMP suite's training step (model, batch size, precision from `validation.amp`) on every
+    rank with torch.profiler and name what bounds it."""
+
+    wait: Annotated[int, Field(description="Profiler schedule: steps skipped first.", ge=0)] = 1
+    warmup: Annotated[int, Field(description="Profiler schedule: steps traced and discarded.", ge=0)] = 1
+    active: Annotated[int, Field(description="Profiler schedule: steps recorded in the trace.", ge=1)] = 3
+    num_workers: Annotated[int, Field(description="DataLoader worker processes.", ge=0)] = 0
+    thresholds: Annotated[ProfileThresholds, Field(description="Judge thresholds.")] = ProfileThresholds.model_construct()
+
+
 class Validation(StrictModel):
     """Post-provisioning validation suites."""
 
@@ -1180,6 +1217,8 @@ class Validation(StrictModel):
     nccl: Annotated[NcclSuite, Field(description="NCCL settings.")] = NcclSuite.model_construct()
     fio: Annotated[FioSuite, Field(description="fio settings.")] = FioSuite.model_construct()
     amp: Annotated[AmpSuite, Field(description="AMP settings.")] = AmpSuite.model_construct()
+    profile: Annotated[ProfileSuite, Field(description="Profile settings (suite `profile`, not run by default).")] = \
+        ProfileSuite.model_construct()
 
 
 class ModelShape(StrictModel):

@@ -48,8 +48,8 @@ EXAMPLES = REPO / "blueprints" / "examples"
 # ---------------------------------------------------------------------------------------------
 
 
-def test_the_registry_lists_the_four_suites_in_run_order() -> None:
-    assert suite_names() == ("node", "nccl", "fio", "amp")
+def test_the_registry_lists_the_five_suites_in_run_order() -> None:
+    assert suite_names() == ("node", "nccl", "fio", "amp", "profile")
     for name, suite in REGISTRY.items():
         assert isinstance(suite, Suite) and suite.name == name and get_suite(name) is suite
         assert issubclass(suite.params_type, TestParams) and dataclasses.is_dataclass(suite.params_type)
@@ -57,11 +57,13 @@ def test_the_registry_lists_the_four_suites_in_run_order() -> None:
             assert path == PAYLOAD_DIR / f and path.is_file()
     assert [s.name for s in REGISTRY.values() if s.runs_first] == ["node"]
     assert {s.name: s.placement for s in REGISTRY.values()} == {
-        "node": Placement.EVERY_NODE, "nccl": Placement.RANKS, "fio": Placement.ONE_NODE, "amp": Placement.ONE_NODE}
+        "node": Placement.EVERY_NODE, "nccl": Placement.RANKS, "fio": Placement.ONE_NODE, "amp": Placement.ONE_NODE,
+        "profile": Placement.ONE_NODE}
     # the payload files the launchers and `clusterforge render` copy are the suites', in registry order
     assert payload_files() == {f: p for s in REGISTRY.values() for f, p in s.payload_files().items()}
-    assert list(payload_files()) == ["node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py"]
-    with pytest.raises(Exception, match="unknown suite 'iperf'; choose from node, nccl, fio, amp"):
+    assert list(payload_files()) == ["node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py",
+                                   "profile_bench.py", "trace_breakdown.py"]
+    with pytest.raises(Exception, match="unknown suite 'iperf'; choose from node, nccl, fio, amp, profile"):
         get_suite("iperf")
 
 

@@ -1,6 +1,6 @@
 """The validation suites, registered in one place: :data:`REGISTRY`.
 
-Each suite is one module here (:mod:`.node`, :mod:`.nccl`, :mod:`.fio`, :mod:`.amp`) holding one
+Each suite is one module here (:mod:`.node`, :mod:`.nccl`, :mod:`.fio`, :mod:`.amp`, :mod:`.profile`) holding one
 :class:`~validate.suites.base.Suite` subclass that plans its tests, builds its payload's arguments,
 judges its raw outputs and describes and plots its results. The runner, the judge, the reports,
 the launchers and the CLI find a suite by its name here and know none by name themselves.
@@ -30,6 +30,7 @@ from .base import DETECT_MIN_POINTS, GroupPlan, HtmlSection, Placement, RanksSui
 from .fio import FioSuite
 from .nccl import NcclSuite
 from .node import NodeSuite
+from .profile import ProfileSuite
 
 __all__ = [
     "REGISTRY",
@@ -154,5 +155,5 @@ def summary(r: JudgeResult) -> str:
     return s
 
 
-for _suite in (NodeSuite(), NcclSuite(), FioSuite(), AmpSuite()):
+for _suite in (NodeSuite(), NcclSuite(), FioSuite(), AmpSuite(), ProfileSuite()):
     register(_suite)
