@@ -249,3 +249,35 @@ def test_training_error_names_the_layout_that_fits(tmp_path: Path, capsys: pytes
     assert main(["check", str(f)]) == 1
     out = capsys.readouterr().out
     assert "training-memory-fit" in out and "use context parallelism 2, full recompute" in out, out
+
+
+def test_activation_boundary_in_sequence_length(tmp_path: Path) -> None:
+    """Llama 3.1 8B (config.json: L = 32, h = 4096, v = 128256) on one p5 with TP8 and full recompute.
+    Per GPU: states 8.03e9 / 8 x 16 = 16.06 GB (ZeRO: 16 bytes per parameter, N_d = 1); per token 2*h*L
+    (full recompute, Korthikanti Table 2) + 34*h/8 (the layer being recomputed) + 4*v/8 (fp32 logits)
+    = 262,144 + 17,408 + 64,128 = 343,680 bytes. Usable 0.9 x 80 GiB: (77.31e9 - 16.06e9) / 343,680 =
+    178,216 tokens; the whole GPU: (85.90e9 - 16.06e9) / 343,680 = 203,210 tokens."""
+    per_token = 2 * 4096 * 32 + 34 * 4096 / 8 + 4 * 128256 / 8
+    states = 8.03e9 / 8 * 16
+    fits = int((0.9 * 80 * GIB - states) // per_token)
+    whole = int((80 * GIB - states) // per_token)
+    assert (fits, whole) == (178_216, 203_210)
+    wl = {"model": "llama-3.1-8b", "tensor_parallel": 8, "recompute": "full"}
+    verdict = {s: _verdicts(P5, _p5(1), wl | {"sequence_length": s}, tmp_path)[0] for s in (fits, fits + 8, whole + 8)}
+    assert verdict == {fits: {}, fits + 8: {"training-memory-headroom": "warning"},
+                       whole + 8: {"training-memory-fit": "error"}}
+
+
+def test_moe_all_to_all_boundary(tmp_path: Path) -> None:
+    """Mixtral 8x7B (config.json: L = 32, h = 4096, a = 32, head_dim 128, top-2; 12.9B active, paper) with
+    EP16 over two p4d (400 Gbit/s for 8 A100 = 6.25 GB/s per GPU; A100 bf16 312 TFLOP/s). Per token:
+    all-to-all 4 x 2 x 4096 x 2 x 15/16 x 32 = 1,966,080 bytes = 314.6 us; compute (6 x 12.9e9 +
+    12 x 32 x 32 x 128 x T) / 312e12 (PaLM). They cross at T = 13,190 tokens: shorter sequences are
+    communication-bound, longer ones hide the all-to-all behind attention's compute."""
+    comm = 4 * 2 * 4096 * 2 * 15 / 16 * 32 / 6.25e9
+    cross = (comm * 312e12 - 6 * 12.9e9) / (12 * 32 * 32 * 128)
+    assert int(cross) == 13_190
+    wl = {"model": "mixtral-8x7b", "architecture": "moe", "expert_parallel": 16}
+    near = {t: _verdicts("aws-eks-p4d", _nothing, wl | {"sequence_length": t}, tmp_path)[0].get("moe-fabric-bandwidth")
+            for t in (13_100, 13_300)}
+    assert near == {13_100: "warning", 13_300: None}
