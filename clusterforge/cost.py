@@ -314,7 +314,7 @@ class CostReport:
         return {g: sums[g] / nodes[g] for g in sums if nodes.get(g)}
 
 
-def _r(v: float | None, nd: int = 6) -> float | None:
+def _r(v: float | None, nd: int = 10) -> float | None:
     return None if v is None else round(v, nd)
 
 

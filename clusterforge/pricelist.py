@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["API_SOURCE", "PRICING_REGION", "RefreshResult", "parse_products", "refresh", "write_overlay"]
+__all__ = ["API_SOURCE", "PRICING_REGION", "RefreshResult", "parse_products", "refresh", "refresh_for_plan",
+           "write_overlay"]
 
 PRICING_REGION = "us-east-1"
 """A region that serves the Price List Query API (it is offered from us-east-1, eu-central-1 and ap-south-1)."""
@@ -155,3 +156,29 @@ def write_overlay(path: Path, overlay: Mapping[str, Any]) -> Path:
                    + yaml.safe_dump(current, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def refresh_for_plan(loaded: Any, result: Any) -> tuple[list[str], list[str], Path]:
+    """``clusterforge cost --refresh`` of an AWS blueprint: the instance types and capacity types of the priced
+    plan ``result`` and gp3 storage, read in the blueprint's region with a boto3 ``pricing`` client and merged into
+    the overlay (:func:`clusterforge.cost.overlay_path`). Returns (prices read, prices not read, overlay path).
+    Raises :class:`~blueprints.errors.UsageError` without boto3 or when the API cannot be read (no credentials,
+    no network, access denied), before anything is written."""
+    from blueprints.errors import UsageError
+
+    from .cost import overlay_path, price_plan
+
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        raise UsageError("--refresh needs boto3: `pip install boto3`") from None
+    region = str(loaded.blueprint.target.region)
+    draft = price_plan(result, loaded)
+    wanted = sorted({(i.spec[0], i.spec[1]) for i in draft.items if i.type == "ec2-instance"})
+    try:
+        res = refresh(boto3.client("pricing", region_name=PRICING_REGION), region, wanted)
+    except (BotoCoreError, ClientError) as e:
+        raise UsageError(f"the AWS Price List API could not be read: {e} — configure AWS credentials "
+                         "(any account can read public prices) or run without --refresh") from None
+    return res.found, res.missed, write_overlay(overlay_path(), res.overlay)

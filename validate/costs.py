@@ -22,6 +22,30 @@ from typing import Any
 __all__ = ["work_costs"]
 
 
+def _number(v: Any) -> float | None:
+    """``v`` when it is a finite positive number (a cost basis read back from a results folder is untrusted)."""
+    import math
+
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        return None
+    return float(v)
+
+
+def _groups(basis: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """The basis's groups with a usable node price: ``{name: {"node_per_hour_usd", "gpus_per_node"}}``."""
+    raw = basis.get("groups")
+    out: dict[str, dict[str, float]] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for name, info in raw.items():
+        if not isinstance(name, str) or not isinstance(info, Mapping):
+            continue
+        price = _number(info.get("node_per_hour_usd"))
+        if price is not None:
+            out[name] = {"node_per_hour_usd": price, "gpus_per_node": _number(info.get("gpus_per_node")) or 0.0}
+    return out
+
+
 def _group_for(r: Any, groups: Mapping[str, Any]) -> str | None:
     test = (r.label or r.source or "").split(": ", 1)[0]
     parts = test.split("-")
@@ -29,8 +53,7 @@ def _group_for(r: Any, groups: Mapping[str, Any]) -> str | None:
         name = "-".join(parts[i:])
         if name in groups:
             return name
-    priced = [g for g, v in groups.items() if v.get("node_per_hour_usd")]
-    return priced[0] if len(priced) == 1 else None
+    return next(iter(groups)) if len(groups) == 1 else None
 
 
 def work_costs(results: Iterable[Any], basis: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -38,10 +61,10 @@ def work_costs(results: Iterable[Any], basis: Mapping[str, Any] | None) -> list[
     AMP result with ``tokens_per_s`` (``metric`` ``usd_per_million_tokens``) and per fio result with a read
     rate (``usd_per_tb_read``), priced with ``basis`` (``{"groups": {group: {"node_per_hour_usd",
     "gpus_per_node"}}}``). Results that are ``invalid``, unmatched to a priced group or without the figure are
-    left out. Empty when ``basis`` is None."""
-    if not basis:
+    left out. Empty when ``basis`` is None; groups whose figures are not positive numbers are ignored."""
+    if not isinstance(basis, Mapping):
         return []
-    groups = basis.get("groups") or {}
+    groups = _groups(basis)
     out: list[dict[str, Any]] = []
     for r in results:
         if getattr(r.verdict, "value", r.verdict) == "invalid" or r.kind not in ("amp", "fio"):

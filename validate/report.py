@@ -199,10 +199,13 @@ def load_results_damaged(path: Path) -> tuple[list[JudgeResult], list[Damaged]]:
 
 
 def build_report(results: list[JudgeResult], *, title: str, blueprint: Any,
-                 damaged: list[Damaged] | None = None) -> dict[str, Any]:
+                 damaged: list[Damaged] | None = None, cost: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``report.json`` document: ``{"title", "blueprint", "generated_at", "verdict", "counts", "results"}``.
 
     ``blueprint`` is the blueprint's name (a :class:`~blueprints.models.Blueprint` is accepted: its name is used).
+    ``cost``: the cluster's cost basis (:func:`clusterforge.cost.cost_basis`: node $/h per group, with the
+    prices' date); when given the document gains ``cost`` and ``work_costs`` (:func:`validate.costs.work_costs`:
+    dollars per million training tokens of each AMP result, per TB read of each fio result).
     """
     from blueprints.version import __version__
 
@@ -211,6 +214,11 @@ def build_report(results: list[JudgeResult], *, title: str, blueprint: Any,
 
     counts = Counter(r.verdict.value for r in results)
     extra: dict[str, Any] = {}
+    if cost:
+        from .costs import work_costs
+
+        extra["cost"] = cost
+        extra["work_costs"] = work_costs(results, cost)
     if damaged:  # lines of results.jsonl that were skipped (named; the results they held are not here)
         extra["damaged_lines"] = [{k: v for k, v in d.to_json().items() if k != "text"} | {"describe": d.describe()}
                                   for d in damaged]
@@ -432,6 +440,12 @@ def _markdown(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, ra
                   f"{PASS_EXAMPLES} passing result(s) of each suite.")]
     for suite in REGISTRY.values():
         lines += suite.markdown_section(lay.sectioned)
+    if doc.get("work_costs"):
+        lines += ["", "## Cost of measured work", "",
+                  f"At catalog prices ({_md(doc['cost'].get('source', ''))}, oldest price {_md(doc['cost'].get('as_of', ''))}):",
+                  "", "| test | group | cost | measured | node $/h |", "|---|---|---|---|---|"]
+        lines += [f"| {_md(c['test'])} | {_md(c['group'])} | ${c['value']:,.4g} {_md(c['unit'][4:])} | "
+                  f"{_md(c['measured'])} | ${c['node_per_hour_usd']:,.2f} |" for c in doc["work_costs"]]
     lines += ["", "## Details", ""]
     for r in lay.detailed:
         lines.append(f"### {_ICON.get(r.verdict, '')} {_md(r.title)}: {r.verdict}")
@@ -554,7 +568,7 @@ def _html(doc: dict[str, Any], results: list[JudgeResult], out_dir: Path, raw_di
 
 def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blueprint: Any,
                   raw_dir: Path | None, html_path: Path | None = None,
-                  damaged: list[Damaged] | None = None) -> dict[str, Path]:
+                  damaged: list[Damaged] | None = None, cost: dict[str, Any] | None = None) -> dict[str, Path]:
     """Write ``report.json``, ``report.md``, ``junit.xml`` and ``report.html`` into ``out_dir``.
 
     ``blueprint`` is the blueprint's name (or the Blueprint itself) shown in the reports, ``None`` if none.
@@ -563,7 +577,8 @@ def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blue
     inside ``out_dir`` or ``raw_dir`` (the results folder), relative to the report; others are named as
     text. ``html_path`` overrides where the HTML goes. Returns ``{"json", "markdown", "junit", "html"}``
     -> path. Creates ``out_dir`` if needed. ``damaged``: results lines that were skipped
-    (:func:`load_results_damaged`), named at the top of each report.
+    (:func:`load_results_damaged`), named at the top of each report. ``cost``: the cost basis
+    (:func:`build_report`): the reports then show the cost of measured work ($ per 1M training tokens, $ per TB read).
 
     More than :data:`FULL_REPORT_MAX` results are summarised in ``report.md`` and ``report.html`` (see the
     module docstring); ``report.json`` and ``junit.xml`` hold every result.
@@ -575,7 +590,7 @@ def write_reports(results: list[JudgeResult], out_dir: Path, *, title: str, blue
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    doc = build_report(results, title=title, blueprint=blueprint, damaged=damaged)
+    doc = build_report(results, title=title, blueprint=blueprint, damaged=damaged, cost=cost)
     paths = {"json": out / "report.json", "markdown": out / "report.md", "junit": out / "junit.xml",
              "html": Path(html_path) if html_path else out / "report.html"}
     inside = (out,) + ((Path(raw_dir),) if raw_dir is not None else ())

@@ -482,11 +482,12 @@ def _plan_resume(lines: list[dict[str, Any]], tests: list[PlannedTest], *, resum
 def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, tests: list[PlannedTest], *,
                    resume: bool = False, force: bool = False, keep_unplanned: bool = False,
                    notes: list[str] | None = None, events: RunEvents | None = None,
-                   title: str | None = None) -> RunSummary:
+                   title: str | None = None, cost: dict[str, Any] | None = None) -> RunSummary:
     """:func:`_run_validation` holding the folder's exclusive :class:`~validate.rundir.RunLock` (created
     with the folder; a second run on it raises :class:`~validate.rundir.FolderBusy` naming the holder,
     before anything in the folder changes). A folder this call created is removed again when the run is
-    refused before anything ran."""
+    refused before anything ran. ``cost``: the cluster's cost basis for the reports' cost of measured work
+    (:func:`validate.report.build_report`)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a directory — pass a directory for -o")
@@ -501,7 +502,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
         raise
     try:
         return _run_validation(loaded, out_dir, launcher, tests, resume=resume, force=force,
-                               keep_unplanned=keep_unplanned, notes=notes, events=events, title=title)
+                               keep_unplanned=keep_unplanned, notes=notes, events=events, title=title, cost=cost)
     except UsageError:
         if created and not [e for e in out_dir.iterdir() if e.name not in HIDDEN]:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -513,7 +514,7 @@ def run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, t
 def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, tests: list[PlannedTest], *,
                     resume: bool = False, force: bool = False, keep_unplanned: bool = False,
                     notes: list[str] | None = None, events: RunEvents | None = None,
-                    title: str | None = None) -> RunSummary:
+                    title: str | None = None, cost: dict[str, Any] | None = None) -> RunSummary:
     """Run ``tests`` with ``launcher`` into ``out_dir``, judging and recording each as it finishes.
 
     See the module docstring for the files and for ``resume`` (rerun what failed, was invalid,
@@ -653,7 +654,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
         raise InvalidRunError(f"{out_dir}: no test produced a result (planned: {', '.join(t.id for t in tests) or 'none'})")
     try:
         reports = write_reports(all_results, out_dir, title=title or f"Validation of {bp.name} ({launcher.name} launcher)",
-                                blueprint=bp, raw_dir=out_dir / "raw")
+                                blueprint=bp, raw_dir=out_dir / "raw", cost=cost)
     except OSError:  # every test is recorded, the reports are not: --resume writes them
         manifest["status"] = "interrupted"
         _write_manifest_last(out_dir / MANIFEST, manifest)

@@ -25,15 +25,13 @@ import typer
 
 
 def compute(loaded: Any, *, utilization: float = 1.0, plan: Any = None, prices: dict[str, Any] | None = None) -> Any:
-    """The :class:`~clusterforge.cost.CostReport` of ``loaded``: its target's plan priced (AWS; ``plan`` reuses
-    a plan already made), or its hosts (on-prem) at ``utilization``."""
-    from ..cost import price_onprem, price_plan
-    from ..targets import plan as make_plan
+    """The :class:`~clusterforge.cost.CostReport` of ``loaded`` from its target
+    (:meth:`clusterforge.targets.Target.cost`): its plan priced; ``plan`` reuses a plan already made."""
+    from ..targets import checked_target
 
-    if loaded.blueprint.target.provider == "aws":
-        p = plan if plan is not None else make_plan(loaded)
-        return price_plan(p.result, loaded, prices)  # type: ignore[union-attr]  # an AwsPlan
-    return price_onprem(loaded, prices, utilization=utilization)
+    target = checked_target(loaded)
+    return target.cost(loaded, plan if plan is not None else target.plan(loaded), utilization=utilization,
+                       prices=prices)
 
 
 def _measured(results_dir: Path) -> tuple[list[Any], float | None, str]:
@@ -51,31 +49,14 @@ def _measured(results_dir: Path) -> tuple[list[Any], float | None, str]:
 
 
 def _refresh(loaded: Any, plan: Any) -> None:
+    """``--refresh``: the target reads today's prices into the user's overlay (:meth:`Target.refresh_prices`)."""
     from ..console import ok, warn
-    from ..cost import overlay_path, price_plan
-    from ..errors import UsageError
-    from ..pricelist import PRICING_REGION, refresh, write_overlay
+    from ..targets import target_for
 
-    if loaded.blueprint.target.provider != "aws":
-        raise UsageError("--refresh reads AWS prices: it applies to aws blueprints (on-prem inputs live in the "
-                         "blueprint's `cost` section)")
-    try:
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        raise UsageError("--refresh needs boto3: `pip install boto3`") from None
-    region = loaded.blueprint.target.region
-    draft = price_plan(plan.result, loaded)
-    wanted = sorted({(i.spec[0], i.spec[1]) for i in draft.items if i.type == "ec2-instance"})
-    try:
-        res = refresh(boto3.client("pricing", region_name=PRICING_REGION), region, wanted)
-    except (BotoCoreError, ClientError) as e:
-        raise UsageError(f"the AWS Price List API could not be read: {e} — configure AWS credentials "
-                         "(any account can read public prices) or run without --refresh") from None
-    path = write_overlay(overlay_path(), res.overlay)
-    for line in res.found:
+    found, missed, path = target_for(loaded.blueprint.target.provider).refresh_prices(loaded, plan)
+    for line in found:
         ok(line)
-    for line in res.missed:
+    for line in missed:
         warn(line)
     ok(f"refreshed prices written to {path}")
 
@@ -165,7 +146,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print(json.dumps(findings_document(blueprint, False, e.findings), indent=2))
             raise
-        plan = make_plan(loaded) if loaded.blueprint.target.provider == "aws" else None
+        plan = make_plan(loaded)
         if refresh:
             _refresh(loaded, plan)
         report = compute(loaded, utilization=utilization, plan=plan)

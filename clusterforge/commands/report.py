@@ -42,12 +42,14 @@ def register(app: typer.Typer) -> None:
                  "and runs its test again)")
         folder = results_dir if results_dir.is_dir() else results_dir.parent
         blueprint = None
+        cost = None
         old = folder / "report.json"
         if old.is_file():
             try:
                 doc = bounded_loads(old.read_text(encoding="utf-8", errors="replace"))
                 blueprint = doc.get("blueprint")
                 title = title or doc.get("title")
+                cost = doc.get("cost") if isinstance(doc.get("cost"), dict) else None  # kept from validate
             except (OSError, ValueError, AttributeError):
                 pass
         raw = folder / "raw"
@@ -56,7 +58,7 @@ def register(app: typer.Typer) -> None:
         try:
             paths = write_reports(results, folder, title=title or f"clusterforge validation: {folder.resolve().name}",
                                   blueprint=blueprint, raw_dir=raw if raw.is_dir() else folder, html_path=output,
-                                  damaged=damaged)
+                                  damaged=damaged, cost=cost)
         except OSError as e:
             raise UsageError(f"cannot write the report: {e.filename or ''}: {e.strerror or e}") from None
         verdict = worst(r.verdict for r in results)

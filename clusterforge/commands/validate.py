@@ -133,6 +133,24 @@ def _sigterm(signum: int, frame: Any) -> None:
     raise _Terminated
 
 
+def _cost_basis(loaded: Any) -> dict[str, Any] | None:
+    """The cluster's cost basis for the report's cost of measured work (:func:`clusterforge.cost.cost_basis`),
+    or ``None`` with a warning when it cannot be priced (the validation runs either way)."""
+    from blueprints.findings import BlueprintInvalid
+
+    from ..console import warn
+    from ..cost import cost_basis
+    from ..errors import ClusterforgeError
+    from .cost import compute
+
+    try:
+        report = compute(loaded)
+    except (ClusterforgeError, BlueprintInvalid) as e:
+        warn(f"no cost of measured work in the report: the cluster could not be priced ({e})")
+        return None
+    return cost_basis(report, loaded)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``validate`` verb to ``app``."""
 
@@ -190,10 +208,11 @@ def register(app: typer.Typer) -> None:
         progress = _Progress(live=console.is_terminal, job_lines=getattr(runner, "report", None))
         if hasattr(runner, "report"):  # the Slurm launcher: job states go to the status column
             runner.report = progress.job
+        cost = _cost_basis(loaded)
         old = signal.signal(signal.SIGTERM, _sigterm)
         try:
             summary = run_validation(loaded, out, runner, tests, resume=resume, force=force,
-                                     keep_unplanned=chosen is not None, notes=notes, events=progress)
+                                     keep_unplanned=chosen is not None, notes=notes, events=progress, cost=cost)
         except (ToolMissingError, ProvisionError) as e:
             # the launcher's own tool (sbatch, kubectl, ssh) is missing or the cluster cannot be reached: nothing about
             # the cluster was measured, so the run is invalid (exit 3), not failed (exit 1 says the cluster fell short)
