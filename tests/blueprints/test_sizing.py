@@ -104,7 +104,7 @@ def test_lora_adapter_count() -> None:
     gpt3 = spec(Workload(model="gpt-3-175b")).shape  # type: ignore[union-attr]
     assert gpt3 is not None
     for rank, targets in ((8, ("q",)), (4, ("q", "v")), (2, ("q", "k", "v", "o"))):
-        assert round(adapter_parameters(gpt3, rank, targets=targets) / 1e6) == 19  # 18.87M, "18M" in the table
+        assert int(adapter_parameters(gpt3, rank, targets=targets) / 1e6) == 18  # 18.87M
     # every linear layer (QLoRA): the four attention matrices and the three MLP matrices of width 4h
     h = 12288
     assert adapter_parameters(gpt3, 1) == 96 * (4 * 2 * h + 3 * (h + 4 * h))
@@ -157,6 +157,15 @@ ROWS: list[tuple[str, str, Any, dict[str, Any], dict[str, str]]] = [
     # 34*8192*16384*126/8 = 71.9 GB + 0.5 GB = 72.8 GB < 77.3
     ("llama-3.1-405b 8k, 2048 x p5, TP8 PP16", P5, _p5(2048),
      {"model": "llama-3.1-405b", "sequence_length": 8192, "tensor_parallel": 8, "pipeline_parallel": 16}, {}),
+    # Llama 3 paper's 128k layout (Table 4): TP8 CP16 PP16 on 16,384 GPUs: 8192 tokens per GPU, as above
+    ("llama-3.1-405b 128k, 2048 x p5, TP8 CP16 PP16", P5, _p5(2048),
+     {"model": "llama-3.1-405b", "sequence_length": 131072, "tensor_parallel": 8, "context_parallel": 16,
+      "pipeline_parallel": 16}, {}),
+    # 4 DGX H100 (80 GB vendor GB, usable 72 GB): 72.7/8 x 16/4 = 36.4 GB + 34*16384*8192*80/8 = 45.6 GB +
+    # 4*16384*152064/8 = 1.2 GB = 83.2 GB > 80 GB
+    ("qwen2.5-72b 32k, 4 x DGX H100, TP8 CP2", "onprem-dgx-h100-ib", _nothing,
+     {"model": "qwen2.5-72b", "sequence_length": 32768, "tensor_parallel": 8, "context_parallel": 2},
+     {"training-memory-fit": "error"}),
     # 405.9B x 16 bytes = 6.5 TB of model states on 16 GPUs of 85.9 GB
     ("llama-3.1-405b 8k, 2 x p5", P5, _p5(2), {"model": "llama-3.1-405b", "sequence_length": 8192, "tensor_parallel": 8},
      {"training-memory-fit": "error"}),
