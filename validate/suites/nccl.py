@@ -749,10 +749,12 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     m["device_name"] = run.device_name
     # ---- who ran: flags > log > blueprint ----------------------------------------------------
     log_nodes = run.nodes
-    nodes = ctx.nodes if ctx.is_explicit("nodes") and ctx.nodes else (log_nodes or ctx.nodes)
     ranks = run.ranks or run.inferred_ranks()
     if ranks is not None and not run.ranks:
         r.note(f"no 'Using devices' lines: {ranks} ranks follow from the table (busbw / algbw or size / count)")
+    ranks, log_nodes, contradiction = _counts(run, ctx, r, ranks, log_nodes)
+    nodes = ctx.nodes if ctx.is_explicit("nodes") and ctx.nodes else (log_nodes or (ctx.nodes if run.ranks is None
+                                                                                      or log_nodes else None))
     if ranks is None and nodes and ctx.gpus_per_node:
         ranks = nodes * ctx.gpus_per_node
         r.note(f"ranks not in the log: assumed {nodes} node(s) x {ctx.gpus_per_node} GPUs = {ranks}")
@@ -772,8 +774,6 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         else:
             r.note(f"GPU {run.device_name!r} is not in the hardware catalog"
                    + (f"; using the declared {declared}" if declared else "; no NVLink expectation (pass --gpu)"))
-    if ctx.is_explicit("nodes") and log_nodes and ctx.nodes != log_nodes:
-        r.note(f"--nodes {ctx.nodes} overrides the {log_nodes} host(s) named in the log")
     multi: bool | None = bool(nodes and nodes > 1) if nodes else None
     m["ranks"] = ranks
     m["nodes"] = nodes
@@ -824,6 +824,11 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         r.degrade(Verdict.INVALID, f"not this hardware: {what} but {by} declares {declared}{other}; its figures say "
                              "nothing about the declared cluster. " + by_id("not-this-hardware").hint())
         # a crash or wrong data is still a failure on whatever hardware: those checks run, the bandwidth ones do not
+    if contradiction and not mismatch:
+        r.degrade(Verdict.INVALID, f"counts that contradict each other: {contradiction}; busbw depends on the rank count, "
+                                   "so no bandwidth verdict. Fix: pass the run's own --nodes and --gpus-per-node (or "
+                                   "none), and keep the whole output")
+        mismatch = True  # the correctness and crash checks still run; the bandwidth ones do not
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)
@@ -929,7 +934,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         return r
     if nodes is None and ranks > 1 and _thresholds(ctx).min_busbw_gbps is None:
         r.degrade(Verdict.WARN, f"no bandwidth verdict: the log does not say how many nodes its {ranks} ranks ran on (no "
-                          f"'Using devices' lines), so NVLink and the network cannot be told apart (peak busbw "
+                          f"complete 'Using devices' lines), so NVLink and the network cannot be told apart (peak busbw "
                           f"{peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded). Fix: pass --nodes and --gpus-per-node "
                           f"(or --blueprint) ({doc_ref('network-unknown')})")
         _curve(run, r, peak_bw, _thresholds(ctx))
@@ -1037,6 +1042,54 @@ def _settings(run: NcclRun, ctx: JudgeContext, r: JudgeResult, multi: bool, gpu_
             causes.append(f"{name}={value} in the log ({row['switches_off']})")
             break
     return "; ".join(causes)
+
+
+GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "127.0.0.1"})
+"""Host names that do not tell nodes apart (containers started with the host's network often print these)."""
+
+
+def _counts(run: NcclRun, ctx: JudgeContext, r: JudgeResult, ranks: int | None,
+            log_nodes: int | None) -> tuple[int | None, int | None, str | None]:
+    """Reconcile the counts a run states: its device lines (how many, up to which ``Rank N``, on how many hosts), its
+    table (busbw / algbw = the bus factor of the rank count, :meth:`NcclRun.inferred_ranks`) and the explicit flags
+    (``--nodes``, ``--gpus-per-node``). Returns ``(ranks, nodes from the log, contradiction)``: device lines that stop
+    short of their highest rank (an excerpt) give way to the table and say nothing about the nodes (noted); a table
+    that contradicts complete device lines, or flags that contradict the log, are a contradiction (the judge names it
+    and gives no bandwidth verdict rather than judge on either count)."""
+    if not run.devices:
+        return ranks, log_nodes, _flag_contradiction(ctx, ranks, "the table's bus factor gives") if ranks else None
+    listed = run.ranks or 0
+    top = max(d.rank for d in run.devices) + 1
+    table = run.inferred_ranks() if run.rows else None
+    if top > listed:
+        ranks = max(top, table or 0)
+        r.note(f"the device lines list {listed} rank(s) but go up to 'Rank {top - 1}': the log lacks the other ranks' "
+               f"lines (an excerpt?)" + (f"; busbw / algbw in the table gives {table} ranks" if table else "")
+               + f"; judged as {ranks} ranks on an unknown number of nodes")
+        return ranks, None, _flag_contradiction(ctx, ranks, "the log has")
+    if table is not None and table != listed:
+        return ranks, log_nodes, (f"the device lines list {listed} ranks on {log_nodes} host(s) but busbw / algbw in the "
+                                  f"table is the bus factor of {table} ranks")
+    found = _flag_contradiction(ctx, listed, "the log's device lines list")
+    if found:
+        return ranks, log_nodes, found
+    if ctx.is_explicit("nodes") and ctx.nodes and log_nodes and ctx.nodes != log_nodes:
+        hosts = run.hosts
+        if all(h.lower() in GENERIC_HOSTS for h in hosts):
+            r.note(f"--nodes {ctx.nodes} overrides the log's host name {hosts[0]!r}, which does not tell nodes apart")
+        else:
+            shown = ", ".join(hosts[:4]) + (" ..." if len(hosts) > 4 else "")
+            return ranks, log_nodes, f"--nodes {ctx.nodes}, but the log's {listed} ranks ran on {log_nodes} host(s) ({shown})"
+    return ranks, log_nodes, None
+
+
+def _flag_contradiction(ctx: JudgeContext, ranks: int, said_by: str) -> str | None:
+    """The contradiction between explicit ``--nodes`` x ``--gpus-per-node`` and the ``ranks`` the log states, if any."""
+    if ctx.is_explicit("nodes") and ctx.is_explicit("gpus_per_node") and ctx.nodes and ctx.gpus_per_node:
+        flagged = ctx.nodes * ctx.gpus_per_node
+        if flagged != ranks:
+            return f"--nodes {ctx.nodes} x --gpus-per-node {ctx.gpus_per_node} = {flagged} ranks, but {said_by} {ranks}"
+    return None
 
 
 def _tree_allowed(algo: str | None) -> bool:
@@ -1162,8 +1215,8 @@ def _low_cause(basis: str, fabric: str | None, multi: bool, usage: NetUsage | No
 
 
 def _check_ranks(run: NcclRun, ctx: JudgeContext, r: JudgeResult, ranks: int) -> None:
-    if not run.devices or not ctx.gpus_per_node:
-        return
+    if not run.devices or not ctx.gpus_per_node or max(d.rank for d in run.devices) + 1 > (run.ranks or 0):
+        return  # no device lines, or only some of them (an excerpt): they say nothing about the nodes
     per_host: dict[str, int] = {}
     for d in run.devices:
         per_host[d.host] = per_host.get(d.host, 0) + 1
