@@ -747,10 +747,13 @@ def workload_estimate(report: CostReport, loaded: LoadedBlueprint, measured_mfu:
     if w is None:
         return None
     tokens_b = bp.cost.training_tokens_b
-    params_b = getattr(w, "active_parameters_b", None) if getattr(w, "architecture", "dense") == "moe" else None
-    params_b = params_b or getattr(w, "parameters_b", None)
+    from blueprints.sizing import spec
+
+    model = spec(w)  # declared parameters over the shape catalog's `workload.model`; active ones for MoE
+    params_b = model.active / 1e9 if model is not None else None
     if tokens_b is None or params_b is None:
-        return {"note": "set `cost.training_tokens_b` and `workload.parameters_b` for a training estimate"}
+        return {"note": "set `cost.training_tokens_b` and `workload.model` or `workload.parameters_b` for a training "
+                        "estimate"}
     groups = [rg for rg in loaded.cluster.groups if rg.training and rg.hardware.gpu is not None]
     if not groups:
         return {"note": "no training group with a catalogued GPU"}

@@ -303,6 +303,18 @@ def test_workload_estimate_assumed_and_measured_mfu(capsys, tmp_path):
     assert [c["metric"] for c in doc["work"]] == ["usd_per_million_tokens"]
 
 
+def test_workload_estimate_from_a_catalog_model(capsys, tmp_path):
+    """`workload.model` alone: the shape catalog's parameters (Llama 3.1 8B: 8.03B, Llama 3 herd paper) and,
+    for MoE, its active parameters (Mixtral 8x7B: 12.9B of 46.7B, https://arxiv.org/abs/2401.04088)."""
+    for model, extra, want in (("llama-3.1-8b", {}, 8.03), ("mixtral-8x7b", {"architecture": "moe"}, 12.9)):
+        def workload(d, model=model, extra=extra):
+            d["workload"] = {"model": model, **extra}
+            d["cost"] = {"training_tokens_b": 1000}
+            d.setdefault("validation", {}).setdefault("nccl", {})["collectives"] = ["all_reduce", "alltoall"]
+        doc = cost_json(capsys, write_variant(tmp_path, "aws-p5-efa-lustre", workload))
+        assert doc["workload"]["parameters_b"] == pytest.approx(want)
+
+
 def _ctx(instance_type: str):
     from validate.expectations import context_from_flags
 
