@@ -38,6 +38,7 @@ def _argv(verb: str, path: Path, tmp_path: Path) -> list[str]:
     return {
         "check": ["check", str(path)],
         "plan": ["plan", str(path)],
+        "cost": ["cost", str(path)],
         "render": ["render", str(path), "-o", out],
         "up": ["up", str(path)],
         "down": ["down", str(path)],
@@ -48,7 +49,7 @@ def _argv(verb: str, path: Path, tmp_path: Path) -> list[str]:
     }[verb]
 
 
-VERBS = ["check", "plan", "render", "up", "down", "validate", "judge", "judge-blueprint", "report"]
+VERBS = ["check", "plan", "cost", "render", "up", "down", "validate", "judge", "judge-blueprint", "report"]
 KINDS = ["missing", "directory", "empty", "binary", "wrong-kind"]
 
 
@@ -77,7 +78,8 @@ def test_bad_input_gives_one_line_and_the_documented_exit(verb, kind, bad_inputs
     assert len(lines[0]) < 400
 
 
-@pytest.mark.parametrize("verb", ["check", "plan", "render", "up", "down", "validate", "judge", "report", "schema", "rules"])
+@pytest.mark.parametrize("verb", ["check", "plan", "cost", "render", "up", "down", "validate", "judge", "report", "schema",
+                                  "rules"])
 def test_bad_flag_is_a_usage_error(verb, capsys):
     rc = main([verb, "--no-such-flag"])
     out, err = capsys.readouterr()
