@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Replace a previous run in DIR (with --suites: only those suites' results)."),
         run_anyway: bool = typer.Option(False, "--run-anyway", help="local: run even when this machine lacks the "
                                         "blueprint's GPUs or mounts (the results are then invalid)."),
-        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (node,nccl,fio,amp; node, when chosen, runs before the others); overrides validation.suites."),
+        suites: str = typer.Option(None, "--suites", help="Comma-separated suites to run (node,nccl,fio,amp,profile; node, when chosen, runs before the others); overrides validation.suites."),
         gpus: int = typer.Option(None, "--gpus", help="Ranks per node: GPUs, or gloo processes on a CPU-only machine."),
         inventory: Path = typer.Option(None, "--inventory", help="ssh: Ansible inventory (default: the blueprint's on-prem hosts)."),
         remote_python: str = typer.Option("python3", "--remote-python", help="ssh/slurm: Python with torch on the nodes."),

@@ -31,7 +31,8 @@ Output: one JSON document::
      "schedule": {"wait", "warmup", "active"}, "induced": {"loader_sleep_ms", "tiny_ops", "comm_mb",
      "slow_rank"}, "step_time_s": float (mean active step, slowest rank),
      "ranks": [{"rank", "host", "trace" (relative to the output's folder), "trace_bytes",
-                "step_times_s" (every step, wall clock), **trace_breakdown.analyze(...)}],
+                "step_times_s" (every step, host wall clock: no synchronisation inside the profiled loop,
+                which would idle the GPU during the next batch's loading), **trace_breakdown.analyze(...)}],
      "error": str|null}
 
 Example::
@@ -144,7 +145,7 @@ def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, i
     with profile(activities=activities, schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(trace_path)) as prof:
         it = iter(loader)
-        for _ in range(total):
+        for i in range(total):
             t0 = time.perf_counter()
             with record_function("clusterforge:data"):
                 batch = next(it).to(device, non_blocking=True)
@@ -172,8 +173,9 @@ def run_rank(args: argparse.Namespace, rank: int, world: int, local_rank: int, i
                 else:
                     opt.step()
                 opt.zero_grad(set_to_none=True)
-            sync()
-            times.append(time.perf_counter() - t0)
+            if i == total - 1:
+                sync()  # the last active step's kernels are finished before the trace is collected
+            times.append(time.perf_counter() - t0)  # host side: no synchronisation between steps
             prof.step()
     if not os.path.exists(trace_path):
         raise RuntimeError(f"the profiler wrote no trace to {trace_path}")
