@@ -1247,8 +1247,9 @@ class Workload(StrictModel):
     purpose: Annotated[Literal["training", "inference"], Field(description="Training or inference.")] = "training"
     model: Annotated[str | None, Field(
         description="A model of the shape catalog (`blueprints/data/model-shapes.yaml`, e.g. `llama-3.1-70b`, "
-                    "`mixtral-8x7b`, `deepseek-v3`): its parameters and shape.", max_length=64,
-        pattern=r"^[a-z0-9][a-z0-9.\-]*$")] = None
+                    "`mixtral-8x7b`, `deepseek-v3`, or its Hugging Face id such as `meta-llama/Llama-3.1-70B`, any "
+                    "case): its parameters and shape.", max_length=96,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9][A-Za-z0-9._\-]*)?$")] = None
     parameters_b: Annotated[float | None, Field(description="Total parameters in billions; unset = the model's.", gt=0)] = None
     shape: Annotated[ModelShape | None, Field(description="The model's shape, when `model` is not in the catalog "
                                                           "(overrides the catalog's).")] = None

@@ -80,16 +80,21 @@ WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "int8": 1.0, 
 
 @functools.cache
 def model_shapes() -> dict[str, dict[str, Any]]:
-    """The shape catalog (``blueprints/data/model-shapes.yaml``): ``{key: entry}``, aliases included."""
+    """The shape catalog (``blueprints/data/model-shapes.yaml``): ``{name: entry}`` with every key, alias and
+    Hugging Face id in lower case; each entry has its catalog ``key``."""
     from .catalog import _load_yaml
 
     out: dict[str, dict[str, Any]] = {}
     for key, entry in _load_yaml("model-shapes.yaml")["models"].items():
         e = {**entry, "key": key}
-        out[key] = e
-        for alias in entry.get("aliases", []):
-            out[alias] = e
+        for name in (key, *entry.get("aliases", []), *([entry["hf"]] if entry.get("hf") else [])):
+            out[name.lower()] = e
     return out
+
+
+def model_entry(name: str | None) -> dict[str, Any] | None:
+    """The shape catalog entry of ``name`` (a key, an alias or a Hugging Face id, any case), or ``None``."""
+    return model_shapes().get(name.lower()) if name else None
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ class Spec:
 def spec(w: Workload) -> Spec | None:
     """The effective model of ``w``; ``None`` when ``workload.model`` is not in the catalog and no
     ``parameters_b`` is declared (a rule reports the unknown model)."""
-    entry = model_shapes().get(w.model) if w.model else None
+    entry = model_entry(w.model)
     if w.parameters_b is None and entry is None:
         return None
     e = entry or {}

@@ -28,6 +28,7 @@ from ..sizing import (
     flops_per_token,
     kv_bytes_per_token,
     layouts_to_try,
+    model_entry,
     model_shapes,
     spec,
     training_bytes_per_gpu,
@@ -83,12 +84,12 @@ def _name(w: Workload, s: Spec) -> str:
     severity="error",
     summary="`workload.model` names a model of the shape catalog, or the workload declares `parameters_b` (and "
             "`shape`) itself.",
-    fix="use a catalog model (`clusterforge` lists them in the message) or declare `parameters_b:` and `shape:`",
+    fix="use a model the message lists, or declare `parameters_b:` and `shape:`",
     source="https://arxiv.org/abs/2407.21783",
 )
 def workload_model_known(ctx: RuleContext) -> Iterator[Hit]:
     w = _wl(ctx)
-    if w is None or w.model is None or w.model in model_shapes() or w.parameters_b is not None:
+    if w is None or w.model is None or model_entry(w.model) is not None or w.parameters_b is not None:
         return
     known = ", ".join(sorted({e["key"] for e in model_shapes().values()}))
     yield Hit(("workload", "model"), f"`workload.model` `{w.model}` is not in the shape catalog ({known})")
@@ -106,7 +107,7 @@ def workload_moe_fields(ctx: RuleContext) -> Iterator[Hit]:
     w = _wl(ctx)
     if w is None:
         return
-    entry = model_shapes().get(w.model or "", {})
+    entry = model_entry(w.model) or {}
     if w.architecture != "moe" and entry.get("experts"):
         yield Hit(("workload", "model"), f"`workload.model` `{w.model}` is a mixture-of-experts model but "
                   "`workload.architecture` is `dense`", "add `architecture: moe`")

@@ -521,7 +521,7 @@ CASES: list[Case] = [
     Case("workload-fp8-support", "eks", [S("workload", {"parameters_b": 1, "precision": "fp8"})], "workload.precision",
          good_base="p5", good=[S("workload", {"parameters_b": 1, "precision": "fp8"})]),
     Case("workload-model-known", "p5", [S("workload", {"model": "llama-9-1t"})], "workload.model",
-         good=[S("workload", {"model": "llama-3-8b"})]),
+         good=[S("workload", {"model": "meta-llama/Llama-3.1-8B"})]),
     Case("workload-parallel-layout", "p5", [S("workload", {"model": "llama-3.1-8b", "tensor_parallel": 8, "context_parallel": 4})],
          "workload.tensor_parallel", good=[S("workload", {"model": "llama-3.1-8b", "tensor_parallel": 8, "context_parallel": 2})]),
     Case("workload-shape", "p5", [S("workload", {"parameters_b": 7})], "workload.parameters_b",
