@@ -318,9 +318,12 @@ def declared_parallel(w: Workload) -> Parallel:
 
 
 def layouts_to_try(base: Parallel, gpus: int, gpus_per_node: int) -> list[Parallel]:
-    """Layouts that use at least the declared parallelism, cheapest first: recomputation before more
-    GPUs per model replica, tensor parallelism within a node (Narayanan et al. 2021,
-    https://arxiv.org/abs/2104.04473, section 3.3), context parallelism in powers of two."""
+    """Layouts that use at least the declared parallelism, cheapest first: without full recomputation
+    (it repeats the forward pass, about a third more compute; Korthikanti et al. 2022, section 5) before
+    with it, and within each the fewest GPUs per model replica, tensor before context parallelism (it
+    splits the sequence, for long context); tensor parallelism stays within a node
+    (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473, section 3.3), context parallelism in
+    powers of two."""
     out = []
     recomputes = ["none", "selective", "full"]
     rec = recomputes[recomputes.index(base.recompute):]
@@ -332,6 +335,6 @@ def layouts_to_try(base: Parallel, gpus: int, gpus_per_node: int) -> list[Parall
                 continue
             for r in rec:
                 out.append(replace(base, tp=tp, cp=cp, sp=True if tp > 1 else base.sp, zero=3, recompute=r))
-    out.sort(key=lambda p: (p.tp * p.cp, recomputes.index(p.recompute)))
+    out.sort(key=lambda p: (p.recompute == "full", p.tp * p.cp, p.cp, recomputes.index(p.recompute)))
     return out
 

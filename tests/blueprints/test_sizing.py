@@ -290,3 +290,12 @@ def test_moe_all_to_all_boundary(tmp_path: Path) -> None:
     near = {t: _verdicts("aws-eks-p4d", _nothing, wl | {"sequence_length": t}, tmp_path)[0].get("moe-fabric-bandwidth")
             for t in (13_100, 13_300)}
     assert near == {13_100: "warning", 13_300: None}
+
+
+def test_suggestion_prefers_tensor_parallelism_to_full_recompute(tmp_path: Path) -> None:
+    """Llama 3.1 70B at 8k on 8 p5 (64 GPUs) without tensor parallelism stores 34*8192*8192*80 = 182.5 GB of
+    activations per GPU. TP2 halves it (91 GB, too much); TP4: 70.6e9/4 x 16/16 = 17.7 GB + 45.6 GB + 4*8192*
+    128256/4 = 1.05 GB = 64.3 GB fits, without the extra forward pass of full recomputation."""
+    _, lines = _verdicts(P5, _p5(8), {"model": "llama-3.1-70b", "sequence_length": 8192}, tmp_path)
+    assert len(lines) == 1 and "training-memory-fit" in lines[0], lines
+    assert lines[0].endswith("— use tensor parallelism 4, selective recompute (64 GB per GPU)"), lines[0]
