@@ -25,6 +25,12 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
     return out + [""]
 
 
+def _api(row: dict[str, Any]) -> str:
+    """A ``net_plugin_api`` range as ``v6-v12`` (empty when the row has none)."""
+    api = row.get("net_plugin_api")
+    return f"v{api[0]}-v{api[1]}" if api else ""
+
+
 def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in v.split(".") if x.isdigit())
 
@@ -74,10 +80,11 @@ def compatibility_markdown(cat: Catalog | None = None) -> str:
                     [[f"{m}.x", ", ".join(f"R{b}" for b in bs)] for m, bs in fwd["base_branches"].items()])
 
     rel = sw["nccl_releases"]
-    lines += ["## NCCL", "", f"Builds per release (`<nccl>-1+cuda<X.Y>`, {rel['source']}):", ""]
-    lines += _table(["NCCL", "CUDA builds", "net plugin API", "source"],
-                    [[v, ", ".join(map(str, r["cuda_builds"])), f"v{r['net_plugin_api']}" if r.get("net_plugin_api")
-                      else "", r["source"]] for v, r in sorted(rel["releases"].items(), key=lambda kv: _vkey(kv[0]))])
+    lines += ["## NCCL", "", (f"Builds per release (`<nccl>-1+cuda<X.Y>`, {rel['source']}) and the net-plugin API "
+                              f"versions it loads ({rel['field_sources']['net_plugin_api']}, per tag):"), ""]
+    lines += _table(["NCCL", "CUDA builds", "loads net API", "source"],
+                    [[v, ", ".join(map(str, r["cuda_builds"])), _api(r), r["source"]]
+                     for v, r in sorted(rel["releases"].items(), key=lambda kv: _vkey(kv[0]))])
     f = sw["nccl_features"]
     feat_rows = [["NVLS (NVLink SHARP)", f["nvls"]["needs"], f["nvls"]["min_nccl"], f["nvls"]["source"]],
                  ["multi-node NVLink", f["mnnvl"]["needs"], f["mnnvl"]["min_nccl"], f["mnnvl"]["source"]]]
@@ -88,9 +95,10 @@ def compatibility_markdown(cat: Catalog | None = None) -> str:
     lines += _table(["feature", "needed by", "first NCCL", "source"], feat_rows)
 
     ofi = sw["aws_ofi_nccl"]
-    lines += ["## aws-ofi-nccl and EFA", "", f"Plugin releases ({ofi['source']}):", ""]
-    lines += _table(["aws-ofi-nccl", "date", "oldest NCCL", "tested with NCCL"],
-                    [[v, r["date"], r["min_nccl"], r["tested_nccl"]]
+    lines += ["## aws-ofi-nccl and EFA", "", (f"Plugin releases ({ofi['source']}; exported API: "
+                                              f"{ofi['field_sources']['net_plugin_api']}, per tag):"), ""]
+    lines += _table(["aws-ofi-nccl", "date", "oldest NCCL", "tested with NCCL", "exports net API"],
+                    [[v, r["date"], r["min_nccl"], r["tested_nccl"], _api(r)]
                      for v, r in sorted(ofi["releases"].items(), key=lambda kv: _vkey(kv[0]))])
     p5 = cat.efa["software"]["p5_min_versions"]
     fam_rows = [[f"`{fam}`", r["min_version"], r["source"]] for fam, r in ofi["instance_families"].items()]

@@ -218,6 +218,59 @@ def aws_ofi_nccl_nccl(ctx: RuleContext) -> Iterator[Hit]:
                   f"set `software.nccl` to {vstr(need)} or newer")
 
 
+def _net_apis(ctx: RuleContext) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """``((NCCL's lowest, highest), (plugin's lowest, highest))`` net-plugin API versions of the stack on EFA
+    GPU groups; ``None`` off EFA or when the catalog lacks either release."""
+    if not any(True for _ in _efa_family_groups(ctx)):
+        return None
+    st, sw = ctx.cluster.software, ctx.catalog.software
+    n = sw["nccl_releases"]["releases"].get(st.nccl.split("-")[0], {}).get("net_plugin_api")
+    p = sw["aws_ofi_nccl"]["releases"].get(st.aws_ofi_nccl, {}).get("net_plugin_api")
+    return ((int(n[0]), int(n[1])), (int(p[0]), int(p[1]))) if n and p else None
+
+
+@rule(
+    id="nccl-net-plugin-api",
+    severity="error",
+    summary="NCCL loads a net plugin through one of the `ncclNet_vN` API versions it knows (2.26 dropped v5, 2.30 "
+            "added v12); a plugin that exports none of them is not loaded and NCCL falls back to TCP sockets.",
+    fix="use an aws-ofi-nccl release that exports an API version the NCCL release loads",
+    source="https://github.com/NVIDIA/nccl/tree/v2.30.7-1/src/plugin/net",
+)
+def nccl_net_plugin_api(ctx: RuleContext) -> Iterator[Hit]:
+    apis = _net_apis(ctx)
+    if apis is None:
+        return
+    (nlo, nhi), (plo, phi) = apis
+    if max(nlo, plo) > min(nhi, phi):
+        st = ctx.cluster.software
+        yield Hit(_at(ctx, "aws_ofi_nccl", ("software", "nccl")), f"aws-ofi-nccl {st.aws_ofi_nccl} "
+                  f"(`software.aws_ofi_nccl`) exports net API v{plo}-v{phi}, NCCL {st.nccl} (`software.nccl`) loads "
+                  f"v{nlo}-v{nhi}: NCCL cannot load the plugin")
+
+
+@rule(
+    id="nccl-net-plugin-api-older",
+    severity="warning",
+    summary="When the net plugin's newest `ncclNet_vN` API is older than the NCCL release's, NCCL drives it through the "
+            "older API and the newer API's features (v10 traffic classes, v11 and v12 additions) stay unused.",
+    fix="raise `software.aws_ofi_nccl` to a release that exports the NCCL release's newest net API",
+    source="https://github.com/aws/aws-ofi-nccl/blob/v1.21.1/RELEASENOTES.md",
+)
+def nccl_net_plugin_api_older(ctx: RuleContext) -> Iterator[Hit]:
+    apis = _net_apis(ctx)
+    if apis is None:
+        return
+    (nlo, nhi), (plo, phi) = apis
+    if max(nlo, plo) <= min(nhi, phi) and phi < nhi:
+        st = ctx.cluster.software
+        newer = [v for v, r in ctx.catalog.software["aws_ofi_nccl"]["releases"].items()
+                 if r.get("net_plugin_api") and int(r["net_plugin_api"][1]) >= nhi]
+        yield Hit(_at(ctx, "aws_ofi_nccl", ("software", "nccl")), f"aws-ofi-nccl {st.aws_ofi_nccl} "
+                  f"(`software.aws_ofi_nccl`) exports net API up to v{phi}; NCCL {st.nccl} uses up to v{nhi}",
+                  f"set `software.aws_ofi_nccl` to {newer[0]} or newer" if newer else None)
+
+
 @rule(
     id="efa-env-capability",
     severity="error",

@@ -123,6 +123,18 @@ def _catalog_with_gpu_image(os_name: str) -> Callable[[], Catalog]:
     return make
 
 
+def _catalog_with_plugin_api(release: str, api: list[int]) -> Callable[[], Catalog]:
+    """The catalog with aws-ofi-nccl ``release`` exporting net-plugin API versions ``api`` (lowest, highest)."""
+
+    def make() -> Catalog:
+        c = catalog()
+        sw = copy.deepcopy(c.software)
+        sw["aws_ofi_nccl"]["releases"][release]["net_plugin_api"] = api
+        return Catalog(c.data, c.extras, c.aws, sw)
+
+    return make
+
+
 @dataclass
 class Case:
     """``bad`` ops on ``base`` trip ``rule`` at the key ``at`` with fix ``fix``; ``good`` ops
@@ -557,6 +569,16 @@ CASES: list[Case] = [
     # aws-ofi-nccl 1.21.1 supports NCCL 2.17.1 and later (same release notes)
     Case("aws-ofi-nccl-nccl", "eks", [S("software", {"cuda": "12.0", "nccl": "2.16.5"})], "software.nccl",
          "set `software.nccl` to 2.17.1 or newer", good=[S("software", {"cuda": "12.0", "nccl": "2.17.1"})]),
+    # aws-ofi-nccl 1.15.0 exports ncclNetPlugin_v2..v10 (https://github.com/aws/aws-ofi-nccl/blob/v1.15.0/src/nccl_ofi_interface_nvidia.cpp),
+    # NCCL 2.28.9 loads v6..v11 (https://github.com/NVIDIA/nccl/tree/v2.28.9-1/src/plugin/net); 1.17.3 exports v11
+    Case("nccl-net-plugin-api-older", "p5", [S("software", {"nccl": "2.28.9", "aws_ofi_nccl": "1.15.0"})],
+         "software.aws_ofi_nccl", "set `software.aws_ofi_nccl` to 1.17.3 or newer",
+         good=[S("software", {"nccl": "2.28.9", "aws_ofi_nccl": "1.17.3"})]),
+    # no catalogued pair lacks a common net API version: the trip uses a catalog whose plugin 1.7.2 exports v2..v5 only
+    # (aws-ofi-nccl releases before 1.6 built one API version, the NCCL header's)
+    Case("nccl-net-plugin-api", "p5", [S("software", {"nccl": "2.26.5", "cuda": "12.9", "aws_ofi_nccl": "1.7.2"})],
+         "software.aws_ofi_nccl", patch=_catalog_with_plugin_api("1.7.2", [2, 5]),
+         good=[S("software", {"nccl": "2.26.5", "cuda": "12.9", "aws_ofi_nccl": "1.15.0"})]),
     # g5.48xlarge's EFA has no RDMA read, p5.48xlarge's has (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types)
     Case("efa-env-capability", "p5", [S("node_groups.0.instance_type", "g5.48xlarge"),
                                       S("network.nccl", {"env": {"FI_EFA_USE_DEVICE_RDMA": "1"}})],

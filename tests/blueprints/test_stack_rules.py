@@ -39,7 +39,7 @@ INSTANCES = ["p4d.24xlarge", "g6e.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p6
 STACK_RULES = {"cuda-gpu-architecture", "cuda-driver-compat", "cuda-forward-compat", "nccl-cuda-build",
                "nccl-gpu-support", "nccl-nvls", "aws-ofi-nccl-instance-type", "aws-ofi-nccl-nccl", "pytorch-cuda-tag",
                "pytorch-cuda-driver", "pytorch-gpu-architecture", "container-image-driver", "efa-software-versions",
-               "container-toolkit-driver"}
+               "container-toolkit-driver", "nccl-net-plugin-api", "nccl-net-plugin-api-older", "cuda-driver-minor"}
 DGX = "onprem-dgx-h100-ib"
 
 
