@@ -16,6 +16,7 @@ https://docs.nvidia.com/deploy/cuda-compatibility/ .
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -201,11 +202,27 @@ def tag_cuda(cat: Catalog, pytorch: str, tag: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
+_CACHE: OrderedDict[tuple[int, int], tuple[Blueprint, Catalog, SoftwareStack]] = OrderedDict()
+
+
 def software_stack(bp: Blueprint, cat: Catalog | None = None) -> SoftwareStack:
     """The :class:`SoftwareStack` of ``bp``: stated ``software`` fields as written, the rest from the
     catalog's default row for the declared hardware (see the module docstring). Never raises for a
-    blueprint the models accepted."""
+    blueprint the models accepted. Cached per blueprint and catalog object (the node settings of every
+    group and every rule ask for it)."""
     cat = cat or catalog()
+    key = (id(bp), id(cat))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is bp and hit[1] is cat:
+        return hit[2]
+    out = _software_stack(bp, cat)
+    _CACHE[key] = (bp, cat, out)
+    while len(_CACHE) > 32:
+        _CACHE.popitem(last=False)
+    return out
+
+
+def _software_stack(bp: Blueprint, cat: Catalog) -> SoftwareStack:
     sw = bp.software
     stated = frozenset(k for k in ("cuda", "nccl", "aws_ofi_nccl", "efa_installer", "pytorch", "pytorch_cuda",
                                    "container_image") if getattr(sw, k) is not None)
