@@ -730,6 +730,11 @@ class FsxS3Repository(StrictModel):
     auto_export: Annotated[bool, Field(description="Export new, changed and deleted files automatically.")] = False
 
 
+DEFAULT_BACKUP_RETENTION_DAYS = 7
+"""Daily FSx backups kept when a blueprint does not say: clusterforge's choice (a week of restore points),
+not an AWS default (the FSx API's is no backups)."""
+
+
 class FsxLustre(StrictModel):
     """An FSx for Lustre file system created by the stack."""
 
@@ -751,7 +756,20 @@ class FsxLustre(StrictModel):
     availability_zone: Annotated[
         Annotated[str, VK["aws-az"]] | None, Field(description="AZ of the file system; unset = the target's AZ (the only good choice).")
     ] = None
-    automatic_backup_retention_days: Annotated[int, Field(description="Daily backups kept, 0-35.", ge=0, le=35)] = 0
+    automatic_backup_retention_days: Annotated[int | None, Field(
+        description="Daily automatic backups kept, in days (0 = none). Unset: 7 where FSx takes backups "
+                    "(PERSISTENT_* without an S3 link), none elsewhere.", ge=0, le=35)] = None
+    final_backup: Annotated[bool, Field(
+        description="`clusterforge down` takes a final backup before deleting the file system (FSx's own default is "
+                    "none). `false` opts out: the data is gone with the file system. Only where FSx takes backups "
+                    "(PERSISTENT_* without an S3 link).")] = True
+
+    @property
+    def backup_retention_days(self) -> int:
+        """Days of daily backups the file system gets: ``automatic_backup_retention_days``, unset = 7
+        (:data:`DEFAULT_BACKUP_RETENTION_DAYS`); only used where FSx takes backups."""
+        d = self.automatic_backup_retention_days
+        return DEFAULT_BACKUP_RETENTION_DAYS if d is None else d
 
 
 class LustreServer(StrictModel):

@@ -69,7 +69,8 @@ class PlannedResource:
     ``parent_urn``; ``inputs``: engine property names (camelCase) to plain JSON values, secrets
     replaced by ``"[secret]"``; ``custom``: a cloud resource (``False`` for components and
     providers' components); ``depends_on``: URNs of the resources it depends on; ``id``: the
-    mock engine's id for it (links resources: a rule's ``securityGroupId`` is a group's ``id``).
+    mock engine's id for it (links resources: a rule's ``securityGroupId`` is a group's ``id``);
+    ``delete_before_replace``: the resource option (a replacement deletes the old one first).
     """
 
     type: str
@@ -81,6 +82,7 @@ class PlannedResource:
     custom: bool
     depends_on: tuple[str, ...] = ()
     id: str | None = None
+    delete_before_replace: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """``{"type", "name", "parent", "inputs"}`` — the ``plan --json`` shape."""
@@ -281,6 +283,7 @@ class RecordingMonitor(MockMonitor):
             parent_urn=None if top else parent_urn,
             inputs=_clean(inputs), custom=bool(request.custom),
             depends_on=tuple(request.dependencies), id=resp.id or None,
+            delete_before_replace=bool(request.deleteBeforeReplace),
         ))
         return resp
 

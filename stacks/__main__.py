@@ -34,7 +34,8 @@ from stacks.components import (
 from stacks.config import load_stack_blueprint, read_stack_config
 from stacks.outputs import ansible_inventory
 
-loaded = load_stack_blueprint(read_stack_config())
+stack_config = read_stack_config()
+loaded = load_stack_blueprint(stack_config)
 bp = loaded.blueprint
 try:
     target = translate.aws_target(bp)
@@ -107,6 +108,7 @@ for r in resolved.groups:
         slurm=translate.slurm_group_args(
             bp, r, zone_id=slurm.zone_id, munge_secret_arn=slurm.munge_secret_arn, bundle_urls=slurm.bundle_urls,
             bundles=slurm.bundle_objects, state_volume_id=slurm.state_volume_id) if slurm is not None else None,
+        recorded_image=stack_config.images.get(r.name),
     ), aws_opts)
 
 if cluster is not None and orchestrator is not None:
@@ -130,6 +132,8 @@ pulumi.export("vpcId", network.vpc_id)
 pulumi.export("subnetId", network.subnet_id)
 pulumi.export("placementGroup", placement.group_name)
 pulumi.export("nodePrivateIps", {k: v.private_ips for k, v in groups.items()})
+# the image each EC2 group runs: `clusterforge up` records it and gives it back (stack setting `images`)
+pulumi.export("nodeImages", {k: v.image_id for k, v in ec2_groups.items() if v.image_id is not None})
 pulumi.export("fsx", {k: {"fileSystemId": fs.file_system_id, "dnsName": fs.dns_name, "mountName": fs.mount_name}
                       for k, fs in filesystems.items()})
 pulumi.export("ansibleInventory", pulumi.Output.all(*[v.private_ips for v in ec2_groups.values()]).apply(

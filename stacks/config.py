@@ -7,6 +7,9 @@ The stack file ``Pulumi.<stack>.yaml`` holds one required setting::
 
 A relative path is resolved against the project root (the directory of ``Pulumi.yaml``), then
 against the working directory. ``clusterforge:strict: true`` also stops on rule warnings.
+``clusterforge:images`` (JSON object, node group -> AMI id; written by ``clusterforge up`` from its
+record) gives EC2 node groups the image they were deployed with, so a newer AMI behind the SSM
+parameter does not replace them (``target.ami_id`` still wins; ``up --refresh-ami`` leaves it empty).
 
 Errors stop the Pulumi run with :class:`pulumi.RunError`, whose message Pulumi prints without a
 traceback: one ``FILE:LINE:COL: rule-id: message — fix`` line per blueprint problem.
@@ -14,7 +17,9 @@ traceback: one ``FILE:LINE:COL: rule-id: message — fix`` line per blueprint pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
@@ -32,10 +37,12 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True)
 class StackConfig:
-    """Validated stack settings: ``blueprint`` (absolute path), ``strict`` (warnings are errors)."""
+    """Validated stack settings: ``blueprint`` (absolute path), ``strict`` (warnings are errors),
+    ``images`` (node group -> recorded AMI id)."""
 
     blueprint: Path
     strict: bool = False
+    images: dict[str, str] = field(default_factory=dict)
 
 
 def _resolve(raw: str) -> Path:
@@ -67,7 +74,22 @@ def read_stack_config() -> StackConfig:
             f"stack setting `clusterforge:blueprint` names {raw!r}, which is not a file "
             f"(looked in {PROJECT_ROOT} and {Path.cwd()}) — set it to a blueprint YAML path"
         )
-    return StackConfig(blueprint=path, strict=bool(cfg.get_bool("strict") or False))
+    images: dict[str, str] = {}
+    raw_images = cfg.get("images")
+    if raw_images:
+        try:
+            data = json.loads(raw_images)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and _AMI.fullmatch(v) for k, v in data.items()):
+            raise pulumi.RunError("stack setting `clusterforge:images` must be a JSON object of node group -> "
+                                  "AMI id (ami-…); `clusterforge up` writes it — remove it to look the images up")
+        images = dict(data)
+    return StackConfig(blueprint=path, strict=bool(cfg.get_bool("strict") or False), images=images)
+
+
+_AMI = re.compile(r"ami-[0-9a-f]{8,17}")
 
 
 def load_stack_blueprint(config: StackConfig) -> LoadedBlueprint:

@@ -139,7 +139,7 @@ def lustre_args(storage: LustreStorage, naming: Naming, *, subnet_id: pulumi.Inp
         metadata_mode=f.metadata.mode if f.metadata is not None else None,
         metadata_iops=f.metadata.iops if f.metadata is not None else None,
         efa_enabled=f.efa_enabled, kms_key_id=f.kms_key_id,
-        automatic_backup_retention_days=f.automatic_backup_retention_days,
+        automatic_backup_retention_days=f.backup_retention_days, final_backup=f.final_backup,
         s3=FsxS3Link(data_repository_path=s3.data_repository_path, file_system_path=s3.file_system_path,
                      auto_import=s3.auto_import, auto_export=s3.auto_export) if s3 is not None else None,
         subnet_id=subnet_id, security_group_id=security_group_id, depends_on=depends_on,
@@ -150,11 +150,13 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, naming: Naming, *, subnet_i
                     security_group_ids: Sequence[pulumi.Input[str]], placement_group: pulumi.Input[str] | None,
                     instance_profile_name: pulumi.Input[str], node_role_arn: pulumi.Input[str],
                     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]],
-                    eks: EksAttachment | None, slurm: SlurmGroupArgs | None = None) -> NodeGroupArgs:
+                    eks: EksAttachment | None, slurm: SlurmGroupArgs | None = None,
+                    recorded_image: str | None = None) -> NodeGroupArgs:
     """:class:`NodeGroupArgs` of resolved group ``r``: its node group's values, resolved settings and
     catalog entry, the group's own purchase (:func:`blueprints.aws.capacity_for`), ``network.efa.interfaces``
     and the target's AMI, root volume and key pair; the keyword arguments are other components' outputs
-    (``slurm``: :func:`slurm_group_args`)."""
+    (``slurm``: :func:`slurm_group_args`). The AMI: ``target.ami_id``, else ``recorded_image`` (the one
+    the group was deployed with), else ``None`` (the stack reads the SSM parameter)."""
     target = aws_target(bp)
     g = r.group
     if g.instance_type is None:
@@ -166,7 +168,7 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, naming: Naming, *, subnet_i
         efa_interfaces=efa.efa.interfaces if efa else 0, purchase=purchase(capacity_for(bp, g)),
         availability_zone=target.availability_zone, subnet_id=subnet_id, security_group_ids=security_group_ids,
         placement_group=placement_group, instance_profile_name=instance_profile_name, node_role_arn=node_role_arn,
-        ami_id=target.ami_id, root_volume_gib=target.root_volume_gib, key_name=target.key_name, lustre=lustre, eks=eks,
+        ami_id=target.ami_id or recorded_image, root_volume_gib=target.root_volume_gib, key_name=target.key_name, lustre=lustre, eks=eks,
         slurm=slurm,
     )
 

@@ -280,7 +280,7 @@ def fsx_kms_persistent(ctx: RuleContext) -> Iterator[Hit]:
 )
 def fsx_backup_scratch(ctx: RuleContext) -> Iterator[Hit]:
     for i, s, fsx in _fsx(ctx):
-        if fsx.deployment_type.startswith("SCRATCH") and fsx.automatic_backup_retention_days > 0:
+        if fsx.deployment_type.startswith("SCRATCH") and (fsx.automatic_backup_retention_days or 0) > 0:
             yield Hit(_p(i, "automatic_backup_retention_days"),
                       f"`storage.{i}.fsx.automatic_backup_retention_days` is {fsx.automatic_backup_retention_days} on a "
                       f"{fsx.deployment_type} file system")

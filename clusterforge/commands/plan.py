@@ -8,8 +8,10 @@ counts; ``--json`` prints ``{"resources": [{"type", "name", "parent", "inputs"}]
 ``{"file", "ok": false, "findings"}`` (exit 1, or 2 when the path names no readable file). On-prem: every host, role and variable of the Ansible run; the hosts of
 a node group that differ only in some values (address ...) are shown once with those values per
 host, and lines longer than the terminal are cut with a marker (``--all``: every host in full,
-nothing cut). The last line is the cost summary: the priced lines' total per hour and month and how many
-lines are unpriced (:mod:`clusterforge.cost`, from this same plan).
+nothing cut). After an AWS plan, the changes against the deployed stack's record (``--state-dir``), each
+with its update policy, as ``up`` would print them before asking (:mod:`clusterforge.updates`). The cost
+line gives the priced lines' total per hour and month and how many lines are unpriced (:mod:`clusterforge.cost`,
+from this same plan).
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the planned resources as JSON."),
         show_all: bool = typer.Option(False, "--all", help="List every resource and every on-prem host in full "
                                       "(no collapsing, no cut values)."),
+        state_dir: Path = typer.Option(None, "--state-dir", help="AWS: state directory whose deployment record "
+                                       "the changes are shown against (default as for `up`)."),
     ) -> None:
         """Show every resource `up` would create (AWS: Pulumi program against a mock engine; on-prem: the Ansible run)."""
         from blueprints.findings import BlueprintInvalid
 
         from ..blueprint_io import findings_document, load_checked
         from ..console import console
-        from ..targets import plan
+        from ..targets import plan, target_for
 
         try:
             loaded = load_checked(blueprint, show_warnings=not as_json)
@@ -44,8 +48,12 @@ def register(app: typer.Typer) -> None:
                 print(json.dumps(findings_document(blueprint, False, e.findings), indent=2))
             raise
         result = plan(loaded)
+        report = target_for(loaded.blueprint.target.provider).changes_report(loaded, state_dir)
         if as_json:
-            print(json.dumps(result.to_json(), indent=2))
+            doc = result.to_json()
+            if report:
+                doc["changes"] = report
+            print(json.dumps(doc, indent=2))
             return
         result.show(console, show_all=show_all)
         from .cost import compute
@@ -53,3 +61,5 @@ def register(app: typer.Typer) -> None:
         cost = compute(loaded, plan=result)
         console.print(f"cost: {cost.summary()} (catalog prices{', some stale' if cost.stale else ''}; "
                       "`clusterforge cost` lists every line with its source)", markup=False, highlight=False)
+        for line in report:
+            print(line)

@@ -4,8 +4,11 @@
 credentials, no network, no Pulumi CLI) and shows every resource under its component.
 ``render`` writes a Pulumi project directory that runs on its own (:func:`stacks.render.render_stack_config`).
 ``up`` / ``down`` drive the Pulumi CLI through the Automation API against the project in this
-repository (``Pulumi.yaml``, program ``stacks/``), stack = blueprint name, with a **local file state
-backend** (``--state-dir``; ``PULUMI_BACKEND_URL`` in the environment wins). Pulumi's own progress is
+repository (``Pulumi.yaml``, program ``stacks/``), stack ``<name>-<region>`` owned by one blueprint
+file, with a **local file state backend** in the user's state directory (:mod:`clusterforge.state`:
+``--state-dir``; ``PULUMI_BACKEND_URL`` in the environment wins). ``up`` on a deployed stack prints
+the changes with their update policy and asks before replacing or deleting (:mod:`clusterforge.updates`);
+``down`` destroys what the record names without loading the blueprint. Pulumi's own progress is
 streamed as it runs.
 
 Secrets (the EKS kubeconfig) are encrypted in that state with a passphrase: set
@@ -16,6 +19,7 @@ environment only, never written or logged.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from blueprints.errors import ClusterforgeError, ProvisionError, ToolMissingError, UsageError
 
+from ..state import Deployment, StateDir, stack_name
 from .base import DeployOptions, Plan, Target
 
 if TYPE_CHECKING:
@@ -62,35 +67,38 @@ def _echo(line: str) -> None:
     print(line, flush=True)
 
 
-def _stack(loaded: LoadedBlueprint, state_dir: Path) -> Any:
-    """Create or select the Automation API stack for ``loaded`` (CLI checked, passphrase set)."""
+def _stack(stack_name: str, state: StateDir, *, config: dict[str, str] | None = None, create: bool = True) -> Any:
+    """Create (``create``) or select the Automation API stack ``stack_name`` in ``state``'s backend
+    (CLI checked, passphrase set) and set ``config`` (``clusterforge:*`` keys) on it."""
     cli = pulumi_cli()
     if "PULUMI_CONFIG_PASSPHRASE" not in os.environ and "PULUMI_CONFIG_PASSPHRASE_FILE" not in os.environ:
         raise UsageError(
             "set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE): it encrypts the stack's secrets "
-            f"(the EKS kubeconfig) in the local state under {state_dir}; keep it, `down` needs the same one"
+            f"(the EKS kubeconfig) in the local state under {state.root}; keep it, `down` needs the same one"
         )
     from pulumi import automation as auto
 
-    from stacks.config import CONFIG_NAMESPACE, PROJECT_ROOT
+    from stacks.config import PROJECT_ROOT
 
     if not (PROJECT_ROOT / "Pulumi.yaml").is_file():
         raise UsageError(f"no Pulumi.yaml in {PROJECT_ROOT}: `clusterforge up` runs the Pulumi project of a "
                          "clusterforge checkout — install it with `pip install -e .` from the repository")
-    backend = os.environ.get("PULUMI_BACKEND_URL")
-    if not backend:
-        state_dir = state_dir.expanduser().resolve()
-        state_dir.mkdir(parents=True, exist_ok=True)
-        backend = f"file://{state_dir}"
+    backend = state.backend_url
+    if backend.startswith("file://"):
+        Path(backend[len("file://"):]).mkdir(parents=True, exist_ok=True)
     env = {"PULUMI_BACKEND_URL": backend, "PULUMI_SKIP_UPDATE_CHECK": "true"}
     command = auto.PulumiCommand(root=str(Path(cli).resolve().parent.parent))
     opts = auto.LocalWorkspaceOptions(work_dir=str(PROJECT_ROOT), env_vars=env, secrets_provider="passphrase",
                                       pulumi_command=command)
     try:
-        stack = auto.create_or_select_stack(stack_name=loaded.blueprint.name, work_dir=str(PROJECT_ROOT), opts=opts)
-        stack.set_config(f"{CONFIG_NAMESPACE}:blueprint", auto.ConfigValue(str(Path(loaded.file).resolve())))
+        if create:
+            stack = auto.create_or_select_stack(stack_name=stack_name, work_dir=str(PROJECT_ROOT), opts=opts)
+        else:
+            stack = auto.select_stack(stack_name=stack_name, work_dir=str(PROJECT_ROOT), opts=opts)
+        for key, value in (config or {}).items():
+            stack.set_config(key, auto.ConfigValue(value))
     except auto.CommandError as e:
-        raise ProvisionError(f"pulumi could not open stack `{loaded.blueprint.name}` ({backend}): "
+        raise ProvisionError(f"pulumi could not open stack `{stack_name}` ({backend}): "
                              f"{_first_line(str(e))}") from None
     return stack
 
@@ -284,26 +292,152 @@ class AwsTarget(Target):
         return render_stack_config(loaded, out_dir)
 
     def up(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
-        """``pulumi up`` (``options.preview``: ``pulumi preview``); the Ansible options (``check``,
-        ``tags``, ``limit``, ``output``) are refused with :class:`UsageError`."""
+        """``pulumi up`` (``options.preview``: ``pulumi preview``) of the blueprint's stack
+        (:func:`clusterforge.state.stack_name`), after the update check: a stack recorded for another
+        blueprint file is refused (:class:`clusterforge.state.StackTakenError`, unless ``adopt``); on a
+        deployed stack the changes are printed with their update policy and confirmed
+        (:func:`clusterforge.updates.confirm`). The node images recorded at the last ``up`` are reused
+        unless ``refresh_ami``. Afterwards the record is written (:class:`clusterforge.state.Deployment`).
+        The Ansible options (``check``, ``tags``, ``limit``, ``output``) are refused with :class:`UsageError`."""
+        from stacks.config import CONFIG_NAMESPACE
+
         from ..console import ok
 
         bp = loaded.blueprint
         if options.check or options.tags or options.limit or options.output:
             raise UsageError("--check, --tags, --limit and -o apply to on-prem blueprints; "
                              f"`{bp.name}` targets aws (use --preview)")
-        stack = _stack(loaded, options.state_dir)
+        state = StateDir.of(options.state_dir)
+        region = str(getattr(bp.target, "region", ""))
+        name = stack_name(bp.name, region)
+        rec = state.owner_check(name, Path(loaded.file), adopt=options.adopt)
+        images = {} if rec is None or options.refresh_ami else dict(rec.images)
+        if rec is not None:
+            found = self.update_changes(loaded, rec, refresh_ami=options.refresh_ami)
+            _show_changes(loaded, rec, found)
+            if not options.preview:
+                from ..updates import confirm
+
+                confirm(found, yes=options.yes)
+        config = {f"{CONFIG_NAMESPACE}:blueprint": str(Path(loaded.file).resolve()),
+                  f"{CONFIG_NAMESPACE}:images": json.dumps(images, sort_keys=True)}
+        stack = _stack(name, state, config=config)
         if options.preview:
             _run("preview", stack.preview, diff=False)
             return
         result = _run("up", stack.up)
-        ok(f"{bp.name}: deployed ({result.summary.result}); outputs: {', '.join(sorted(result.outputs))}")
+        outputs = {k: getattr(v, "value", v) for k, v in result.outputs.items()}
+        recorded = outputs.get("nodeImages") or {}
+        changes = getattr(result.summary, "resource_changes", None) or {}
+        state.save(Deployment(
+            stack=name, blueprint_file=str(Path(loaded.file).resolve()), name=bp.name, region=region,
+            blueprint=blueprint_data(loaded), images={str(k): str(v) for k, v in dict(recorded).items()},
+            resources=int(sum(v for k, v in changes.items() if k != "delete")) if changes else 0))
+        ok(f"{bp.name}: deployed ({result.summary.result}) as stack {name}; outputs: {', '.join(sorted(outputs))}")
 
-    def down(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
-        """``pulumi destroy`` of the blueprint's stack."""
+    def changes_report(self, loaded: LoadedBlueprint, state_dir: Path | None) -> list[str]:
+        """``plan``'s offline view of what ``up`` would do to the deployed stack of ``loaded``: the lines
+        :func:`clusterforge.updates.show` prints, a line saying another file owns the stack, or none when
+        nothing is deployed (the plan itself is then what ``up`` creates)."""
+        import io
+
+        state = StateDir.of(state_dir)
+        name = stack_name(loaded.blueprint.name, str(getattr(loaded.blueprint.target, "region", "")))
+        rec = state.load(name)
+        if rec is None:  # not deployed: the plan above is what `up` creates
+            return []
+        if rec.blueprint_file != str(Path(loaded.file).resolve()):
+            return [(f"{name}: belongs to {rec.blueprint_file}: `up` of this file is refused (rename `name:` or "
+                     "`up --adopt`)")]
+        buf = io.StringIO()
+        from ..updates import show
+
+        found = self.update_changes(loaded, rec)
+        counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
+        show(found, stack=rec.stack, deployed_from=rec.blueprint_file, deployed_at=rec.deployed_at,
+             group_counts=counts, reserved=_reserved_groups(rec.blueprint), out=buf)
+        return buf.getvalue().splitlines()
+
+    def update_changes(self, loaded: LoadedBlueprint, rec: Deployment, *, refresh_ami: bool = False) -> list[Any]:
+        """The classified changes from the deployment ``rec`` to ``loaded`` (:func:`clusterforge.updates.changes`)."""
+        from blueprints.models import KubernetesOrchestrator
+
+        from ..updates import changes
+
+        eks = isinstance(loaded.blueprint.orchestrator, KubernetesOrchestrator)
+        return changes(rec.blueprint, blueprint_data(loaded), old_images=rec.images, refresh_ami=refresh_ami,
+                       image_groups=[] if eks else [g.name for g in loaded.blueprint.node_groups])
+
+    def down(self, what: str, options: DeployOptions) -> None:
+        """``pulumi destroy`` of the stack recorded for ``what`` (blueprint path, stack or blueprint name),
+        read from the record alone (the blueprint is not loaded); prints what goes, asks unless
+        ``options.yes``, then forgets the record. Nothing recorded: :class:`UsageError`, exit 1."""
         from ..console import ok
+        from ..updates import ask
 
-        stack = _stack(loaded, options.state_dir)
+        state = StateDir.of(options.state_dir)
+        rec = state.find(what)
+        _show_teardown(rec, state)
+        ask(f"Destroy stack {rec.stack}?", yes=options.yes,
+            no_terminal=f"`down` destroys stack {rec.stack} and there is no terminal to ask on: rerun with --yes",
+            declined="not confirmed; nothing was destroyed")
+        stack = _stack(rec.stack, state, create=False)
         _run("destroy", stack.destroy)
-        ok(f"{loaded.blueprint.name}: destroyed")
+        state.remove(rec.stack)
+        ok(f"{rec.name}: destroyed stack {rec.stack}")
 
+
+def blueprint_data(loaded: LoadedBlueprint) -> dict[str, Any]:
+    """The blueprint as the record keeps it: canonical JSON data, field names (not aliases)."""
+    return loaded.blueprint.model_dump(mode="json")
+
+
+def _reserved_groups(data: dict[str, Any]) -> list[str]:
+    """Groups of a recorded blueprint that launch into a Capacity Block or reservation."""
+    from blueprints.aws import capacity_for
+    from blueprints.models import Blueprint
+
+    try:
+        bp = Blueprint.model_validate(data)
+    except ValueError:
+        return []
+    return [g.name for g in bp.node_groups
+            if getattr(capacity_for(bp, g), "type", "") in ("capacity-block", "reservation")]
+
+
+def _show_changes(loaded: LoadedBlueprint, rec: Deployment, found: list[Any]) -> None:
+    from ..updates import show
+
+    counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
+    show(found, stack=rec.stack, deployed_from=rec.blueprint_file, deployed_at=rec.deployed_at,
+         group_counts=counts, reserved=_reserved_groups(rec.blueprint))
+
+
+def _show_teardown(rec: Deployment, state: StateDir) -> None:
+    """What ``down`` destroys, from the record: the stack, its owner file, node groups and file systems
+    with their final-backup setting."""
+    print(f"down: stack {rec.stack} (state {state.root}), deployed {rec.deployed_at} from {rec.blueprint_file}, "
+          f"{rec.resources} resources")
+    for g in rec.blueprint.get("node_groups", []):
+        print(f"  node group {g.get('name')}: {g.get('count')} × {g.get('instance_type')} — destroyed")
+    for s in rec.blueprint.get("storage", []):
+        fsx = s.get("fsx")
+        if not fsx:
+            continue
+        persistent = str(fsx.get("deployment_type", "")).startswith("PERSISTENT")
+        backups = persistent and (not fsx.get("s3") or bool(_catalog_fsx()["backups_with_s3_repository"]))
+        if backups and fsx.get("final_backup", True):
+            what = "deleted after a final backup (kept until you delete it)"
+        elif backups:
+            what = "deleted WITHOUT a final backup (fsx.final_backup: false)"
+        else:
+            what = f"deleted, no backup ({fsx.get('deployment_type')}{' with S3 link' if fsx.get('s3') else ''} " \
+                   "has none)"
+        print(f"  file system {s.get('name')} ({fsx.get('deployment_type')}, "
+              f"{fsx.get('storage_capacity_gib')} GiB): {what}")
+
+
+def _catalog_fsx() -> dict[str, Any]:
+    from blueprints.catalog import catalog
+
+    return dict(catalog().aws["fsx"])

@@ -48,19 +48,24 @@ class DeployOptions:
     """Options of ``clusterforge up`` / ``down``; each target uses the ones that apply to it and
     refuses the ones that do not (:class:`~clusterforge.errors.UsageError`).
 
-    ``state_dir``: Pulumi's local state backend directory (cloud); ``preview``: only show what would
-    change (cloud); ``output``: where the rendered Ansible files go (``None``: the target's default);
-    ``check``: Ansible check mode; ``tags``: only these Ansible tags; ``limit``: only these hosts or
-    groups; ``yes``: configure this machine without asking (hosts with ``connection: local``).
+    ``state_dir``: the state directory (cloud; ``None``: :func:`clusterforge.state.default_state_dir`,
+    never relative to the current directory); ``preview``: only show what would change (cloud);
+    ``output``: where the rendered Ansible files go (``None``: the target's default); ``check``: Ansible
+    check mode; ``tags``: only these Ansible tags; ``limit``: only these hosts or groups; ``yes``: do not
+    ask (configure this machine, replace or delete cloud resources, destroy); ``refresh_ami``: cloud:
+    resolve the node images anew instead of reusing the recorded ones; ``adopt``: cloud: move a stack
+    recorded for another blueprint file to this one.
     """
 
-    state_dir: Path = Path(".clusterforge/state")
+    state_dir: Path | None = None
     preview: bool = False
     output: Path | None = None
     check: bool = False
     tags: tuple[str, ...] = ()
     limit: str | None = None
     yes: bool = False
+    refresh_ami: bool = False
+    adopt: bool = False
 
 
 class Target(ABC):
@@ -91,6 +96,11 @@ class Target(ABC):
     @abstractmethod
     def plan(self, loaded: LoadedBlueprint) -> Plan:
         """What :meth:`up` would create or configure, computed offline."""
+
+    def changes_report(self, loaded: LoadedBlueprint, state_dir: Path | None) -> list[str]:
+        """Lines ``plan`` prints after the plan: what ``up`` would change on what is deployed now
+        (the cloud target reads its record). Default: none."""
+        return []
 
     def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
              prices: dict[str, Any] | None = None) -> CostReport:
@@ -123,6 +133,8 @@ class Target(ABC):
         Raises :class:`~clusterforge.errors.ProvisionError` when the deploy tool fails."""
 
     @abstractmethod
-    def down(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
-        """Destroy what :meth:`up` created; raises :class:`~clusterforge.errors.UsageError` where the
-        target has nothing to destroy."""
+    def down(self, what: str, options: DeployOptions) -> None:
+        """Destroy what :meth:`up` created for ``what`` (a blueprint path or a deployment's name) from
+        the target's own record, without loading or checking the blueprint (one that no longer passes
+        ``check`` can still be torn down); asks first unless ``options.yes``. Raises
+        :class:`~clusterforge.errors.UsageError` where nothing is recorded or the target has nothing to destroy."""

@@ -254,8 +254,8 @@ class OnpremTarget(Target):
             raise ProvisionError(f"ansible run for `{bp.name}` failed (exit {rc}); the failed tasks are above")
         ok(f"{bp.name}: {'checked' if options.check else 'provisioned'} ({out})")
 
-    def down(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
+    def down(self, what: str, options: DeployOptions) -> None:
         """Always :class:`UsageError`: clusterforge does not uninstall what the roles configured."""
-        raise UsageError(f"`{loaded.blueprint.name}` is an on-prem blueprint: there is nothing to destroy on bare "
+        raise UsageError(f"`{what}` is an on-prem blueprint: there is nothing to destroy on bare "
                          "metal (clusterforge does not uninstall what the Ansible roles configured)")
 

@@ -12,6 +12,12 @@ combinations are checked before deploy by the blueprint rules. Notable facts:
 * ``per_unit_storage_throughput``, ``kms_key_id``, backups and ``metadata_configuration`` are only
   sent for the deployment types that accept them;
 * an S3 bucket is linked with a data repository association (auto import / export policies);
+* backups (daily automatic ones and the final one taken when ``down`` deletes the file system) where FSx
+  takes them: PERSISTENT_* file systems without an S3 link (catalog ``fsx``: ``backups_with_s3_repository``,
+  https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html). FSx skips the final backup
+  unless asked (``SkipFinalBackup`` defaults to true:
+  https://docs.aws.amazon.com/fsx/latest/APIReference/API_DeleteFileSystemLustreConfiguration.html), so
+  ``skip_final_backup`` is always sent: ``false`` unless the blueprint opts out (``fsx.final_backup: false``);
 * the file system depends on the Lustre security-group rules.
 """
 
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from blueprints.catalog import catalog
 from blueprints.naming import Naming
 
 __all__ = ["FsxS3Link", "LustreFileSystem", "LustreFileSystemArgs"]
@@ -70,6 +77,7 @@ class LustreFileSystemArgs:
     efa_enabled: bool
     kms_key_id: str | None
     automatic_backup_retention_days: int
+    final_backup: bool
     s3: FsxS3Link | None
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
@@ -88,6 +96,7 @@ class LustreFileSystem(pulumi.ComponentResource):
         f = args
         n = args.naming
         persistent = f.deployment_type.startswith("PERSISTENT")
+        backups = persistent and (f.s3 is None or bool(catalog().aws["fsx"]["backups_with_s3_repository"]))
         metadata = None
         if f.deployment_type == "PERSISTENT_2" and f.metadata_mode is not None:
             metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
@@ -105,8 +114,10 @@ class LustreFileSystem(pulumi.ComponentResource):
             metadata_configuration=metadata,
             efa_enabled=True if f.efa_enabled else None,
             kms_key_id=f.kms_key_id if persistent else None,
-            automatic_backup_retention_days=f.automatic_backup_retention_days if persistent else None,
-            copy_tags_to_backups=True if persistent else None,
+            automatic_backup_retention_days=f.automatic_backup_retention_days if backups else None,
+            copy_tags_to_backups=True if backups else None,
+            skip_final_backup=not f.final_backup if backups else None,
+            final_backup_tags={**tags, "clusterforge:final-backup": n.blueprint} if backups and f.final_backup else None,
             subnet_ids=args.subnet_id,
             security_group_ids=[args.security_group_id],
             tags=tags,

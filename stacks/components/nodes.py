@@ -201,9 +201,16 @@ class NodeGroupArgs:
 
 class NodeGroupComponent(pulumi.ComponentResource):
     """One node group. Outputs: ``launch_template_id``, ``private_ips`` (EC2 node groups; empty for
-    EKS), ``instance_names`` (EC2), ``eks_node_group_name`` (EKS) and ``nic_layout``."""
+    EKS), ``instance_names`` (EC2), ``eks_node_group_name`` (EKS), ``nic_layout`` and ``image_id``
+    (EC2: the AMI the launch template names; ``None`` for EKS).
+
+    EC2 instances in a Capacity Block or capacity reservation are replaced delete-first
+    (``delete_before_replace``): a block or reservation sized to the group has no slot for the new
+    instance while the old one runs, so create-first (Pulumi's default) would fail with
+    InsufficientInstanceCapacity (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html)."""
 
     launch_template_id: pulumi.Output[str]
+    image_id: pulumi.Output[str] | None
     private_ips: pulumi.Output[list[str]]
     instance_names: list[str]
     eks_node_group_name: pulumi.Output[str] | None
@@ -223,6 +230,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
         # ---- AMI and root device -------------------------------------------------------------
         image_id: pulumi.Input[str] | None
         root_device: pulumi.Input[str]
+        self.image_id = None
         if eks is not None:  # EKS launches its own AMI (rule `eks-ami-id` refuses `target.ami_id` here)
             image_id, root_device = None, EKS_ROOT_DEVICE
         else:
@@ -237,6 +245,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
             ami = aws.ec2.get_ami_output(filters=filters, most_recent=True,
                                          opts=pulumi.InvokeOutputOptions(parent=self))
             root_device = ami.root_device_name
+            self.image_id = pulumi.Output.from_input(image_id)
 
         # ---- interfaces ----------------------------------------------------------------------
         single = len(self.nic_layout) == 1
@@ -356,7 +365,8 @@ class NodeGroupComponent(pulumi.ComponentResource):
                     host,
                     launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
                     tags=inst_tags,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[sl.bundle] if sl and sl.bundle else None),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[sl.bundle] if sl and sl.bundle else None,
+                                                delete_before_replace=cap.type in ("capacity-block", "reservation")),
                 )
                 self.instance_names.append(host)
                 ips.append(inst.private_ip)

@@ -70,7 +70,7 @@ class CsvTarget(Target):
     def up(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
         self.calls.append(("up", options))
 
-    def down(self, loaded: LoadedBlueprint, options: DeployOptions) -> None:
+    def down(self, what: str, options: DeployOptions) -> None:
         self.calls.append(("down", options))
 
 

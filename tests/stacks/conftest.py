@@ -125,3 +125,10 @@ def sg_named(plan: PlanResult, suffix: str) -> PlannedResource:
 def rules_of(plan: PlanResult, sg: PlannedResource, kind: str) -> list[PlannedResource]:
     """Ingress (``kind=INGRESS``) or egress rules attached to ``sg``."""
     return [r for r in plan.of_type(kind) if r.inputs.get("securityGroupId") == sg.id]
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every stack test sees an empty clusterforge state directory of its own, never the user's
+    (``plan`` and ``up`` read deployment records from it: :mod:`clusterforge.state`)."""
+    monkeypatch.setenv("CLUSTERFORGE_STATE_DIR", str(tmp_path_factory.mktemp("cf-state")))

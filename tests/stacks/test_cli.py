@@ -61,13 +61,13 @@ def test_plan_reports_program_errors_in_one_line(tmp_path: Path, capsys: pytest.
 
 def _without_pulumi(tmp_path: Path) -> dict[str, str]:
     """Environment where no `pulumi` executable can be found (PATH = the venv only, empty HOME)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "CLUSTERFORGE_", "XDG_"))}
     env["PATH"] = str(Path(sys.executable).parent)
     env["HOME"] = str(tmp_path)
     return env
 
 
-@pytest.mark.parametrize("verb", ["up", "down"])
+@pytest.mark.parametrize("verb", ["up"])  # `down` with nothing recorded stops earlier: tests/stacks/test_day_two.py
 def test_up_and_down_without_pulumi_cli_say_how_to_install_it(verb: str, tmp_path: Path) -> None:
     assert not (Path(sys.executable).parent / "pulumi").exists()
     res = subprocess.run([sys.executable, "-m", "clusterforge.cli", verb, str(EXAMPLES / "aws-p5-efa-lustre.yaml")],
@@ -90,7 +90,7 @@ def test_up_without_passphrase_explains_it(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "clusterforge.cli", "up", str(EXAMPLES / "aws-p5-efa-lustre.yaml")],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
     assert res.returncode == 2, res.stderr
-    assert "PULUMI_CONFIG_PASSPHRASE" in res.stderr and ".clusterforge/state" in res.stderr
+    assert "PULUMI_CONFIG_PASSPHRASE" in res.stderr and str(tmp_path / ".local/state/clusterforge") in res.stderr
 
 
 def test_down_on_prem_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,7 +46,7 @@ def fake_pulumi(tmp_path: Path) -> tuple[dict[str, str], Path]:
     exe = bin_dir / "pulumi"
     exe.write_text(FAKE.format(python=sys.executable, log=str(log)))
     exe.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "CLUSTERFORGE_", "XDG_"))}
     env.update({"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
                 "PULUMI_CONFIG_PASSPHRASE": "correct horse"})
     return env, log
@@ -66,15 +66,17 @@ def test_up_uses_a_local_state_backend_and_streams_pulumi_output(fake_pulumi, tm
     res = run("up", env, tmp_path)
     assert res.returncode == 0, res.stderr
     assert "up: Updating (stack)" in res.stdout and "+ 34 to create" in res.stdout, "Pulumi output not streamed"
-    assert "p5-train: deployed (succeeded)" in res.stdout
+    assert "p5-train: deployed (succeeded) as stack p5-train-us-east-1" in res.stdout
     made = calls(log)
     stack_calls = [c for c in made if c["argv"][:1] != ["version"]]
-    state = (tmp_path / ".clusterforge" / "state").resolve()
+    # the default state directory is the user's (HOME here), never the working directory's
+    state = (tmp_path / ".local" / "state" / "clusterforge" / "pulumi").resolve()
     assert state.is_dir(), "default state directory not created"
+    assert not (tmp_path / ".clusterforge").exists()
     for c in stack_calls:
         assert c["backend"] == f"file://{state}", c
         assert c["cwd"] == str(Path(__file__).resolve().parents[2]), "must run the repository's Pulumi project"
-        assert "--stack" in c["argv"] and c["argv"][c["argv"].index("--stack") + 1] == "p5-train"
+        assert "--stack" in c["argv"] and c["argv"][c["argv"].index("--stack") + 1] == "p5-train-us-east-1"
     config = [c["argv"] for c in stack_calls if c["argv"][:2] == ["config", "set"]]
     assert config and config[0][2] == "clusterforge:blueprint"
     assert config[0][-1] == str((EXAMPLES / "aws-p5-efa-lustre.yaml").resolve())
@@ -85,12 +87,14 @@ def test_up_uses_a_local_state_backend_and_streams_pulumi_output(fake_pulumi, tm
 def test_state_dir_option_and_down(fake_pulumi, tmp_path: Path) -> None:
     env, log = fake_pulumi
     state = tmp_path / "elsewhere"
-    res = run("down", env, tmp_path, "--state-dir", str(state))
+    assert run("up", env, tmp_path, "--state-dir", str(state)).returncode == 0
+    res = run("down", env, tmp_path, "--state-dir", str(state), "--yes")
     assert res.returncode == 0, res.stderr
-    assert "destroy: Updating (stack)" in res.stdout and "p5-train: destroyed" in res.stdout
+    assert "destroy: Updating (stack)" in res.stdout and "p5-train: destroyed stack p5-train-us-east-1" in res.stdout
     verbs = [c["argv"][0] for c in calls(log)]
-    assert "destroy" in verbs and "up" not in verbs
-    assert all(c["backend"] == f"file://{state.resolve()}" for c in calls(log) if c["argv"][:1] != ["version"])
+    assert verbs.count("destroy") == 1 and verbs.count("up") == 1
+    assert all(c["backend"] == f"file://{state.resolve() / 'pulumi'}" for c in calls(log)
+               if c["argv"][:1] != ["version"])
 
 
 def test_failed_up_is_one_line_after_pulumis_own_messages(fake_pulumi, tmp_path: Path) -> None:

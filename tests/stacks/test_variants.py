@@ -95,7 +95,9 @@ def test_fsx_every_validated_argument_and_s3_association(plan_variant) -> None:
     assert (i["deploymentType"], i["storageCapacity"], i["perUnitStorageThroughput"]) == ("PERSISTENT_2", 4800, 500)
     assert i["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 6000}, fs.urn
     assert i["kmsKeyId"] == "arn:aws:kms:us-east-1:123456789012:key/abc", f"{fs.urn}: customer key not used"
-    assert i["dataCompressionType"] == "NONE" and i["automaticBackupRetentionDays"] == 0
+    assert i["dataCompressionType"] == "NONE"
+    # linked to S3: FSx takes no backups (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html)
+    assert "automaticBackupRetentionDays" not in i and "skipFinalBackup" not in i
     (dra,) = plan.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     assert dra.inputs["fileSystemId"] == fs.id, f"{dra.urn}: not linked to {fs.urn}"
     assert dra.inputs["dataRepositoryPath"] == "s3://datasets-bucket/train"
