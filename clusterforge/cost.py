@@ -578,7 +578,7 @@ def _fabric_key(bp: Any) -> str:
 
 
 def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = None, *, utilization: float = 1.0,
-                 today: _dt.date | None = None) -> CostReport:
+                 today: _dt.date | None = None, hosts: Mapping[str, int] | None = None) -> CostReport:
     """Price an on-prem blueprint's hosts (per node group of the resolved cluster) at ``utilization`` (0-1]:
     capital (servers, one switch port and its cabling per declared NIC, shared storage) written off over the
     amortisation period, power x utilisation, space, facility and support per hour; and the comparison with
@@ -587,6 +587,8 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
     Inputs: the blueprint's ``cost`` section, else the catalog's ``onprem`` defaults (each with its source);
     a value with neither gives an unpriced line. Power: ``cost.node_power_kw``, else the catalog's system
     figure, else the GPUs' TDP x count (hardware catalog ``tdp_w``; CPUs and fans not counted, said in the line).
+    ``hosts``: ``{node group: hosts}`` of the on-prem plan (the hosts it configures); unset = the resolved
+    cluster's node counts.
     """
     from blueprints.catalog import catalog
 
@@ -611,7 +613,8 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
     equivalents: list[CloudEquivalent] = []
     cat = catalog()
     for rg in loaded.cluster.groups:
-        g, n = rg.name, rg.nodes
+        g = rg.name
+        n = rg.nodes if hosts is None else int(hosts.get(g, 0))
         server = _mine(cost.server_price_usd.get(g), f"server_price_usd.{g}") or _keyed(data, "servers", _node_keys(rg))
         s_item = p.add(f"servers ({g})", "onprem-server", n, "USD", server, per_hour_factor=amort, group=g,
                        note=f"capital {yrs}",
@@ -664,7 +667,7 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
             continue
         fixed_gpu += sum(i.per_hour_usd or 0 for i in fixed)
         power_gpu += n * (power_item.unit_price_usd or 0)
-        eq = _cloud_equivalent(data, cat, rg, cost.compare_region)
+        eq = _cloud_equivalent(data, cat, rg, cost.compare_region, n)
         if eq is None:
             compare_ok = False
             compare_note = (f"no catalogued on-demand price in {cost.compare_region} for a cloud instance with "
@@ -701,7 +704,8 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
     return CostReport(bp.name, "onprem", cost.compare_region, p.hpm, p.items, {}, onprem=summary)
 
 
-def _cloud_equivalent(data: Mapping[str, Any], cat: Any, rg: ResolvedGroup, region: str) -> CloudEquivalent | None:
+def _cloud_equivalent(data: Mapping[str, Any], cat: Any, rg: ResolvedGroup, region: str,
+                      nodes: int) -> CloudEquivalent | None:
     """The cheapest catalogued on-demand instance type with ``rg``'s GPU model and count per node."""
     best: CloudEquivalent | None = None
     for name, raw in cat.data["aws_instance_types"].items():
@@ -712,7 +716,7 @@ def _cloud_equivalent(data: Mapping[str, Any], cat: Any, rg: ResolvedGroup, regi
         if price is None:
             continue
         if best is None or price.value < best.unit_price_usd:
-            best = CloudEquivalent(rg.name, name, rg.nodes, region, price.value, price.source, price.as_of)
+            best = CloudEquivalent(rg.name, name, nodes, region, price.value, price.source, price.as_of)
     return best
 
 

@@ -215,11 +215,14 @@ class OnpremTarget(Target):
 
     def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
              prices: dict[str, Any] | None = None) -> CostReport:
-        """The hosts priced: capital written off, power at ``utilization``, space, facility, support, and the
-        comparison with the nearest catalogued cloud instance (:func:`clusterforge.cost.price_onprem`)."""
+        """The plan's hosts priced per node group: capital written off, power at ``utilization``, space, facility,
+        support, and the comparison with the nearest catalogued cloud instance (:func:`clusterforge.cost.price_onprem`)."""
         from ..cost import price_onprem
 
-        return price_onprem(loaded, prices, utilization=utilization)
+        assert isinstance(plan, OnpremPlan)
+        groups = {rg.name for rg in loaded.cluster.groups}
+        hosts = {g: sum(1 for h in plan.data.get("hosts") or [] if g in (h.get("groups") or [])) for g in groups}
+        return price_onprem(loaded, prices, utilization=utilization, hosts=hosts)
 
     def render(self, loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
         """``ansible.cfg``, ``inventory.yml``, ``group_vars/``, ``site.yml``, the roles and payloads
