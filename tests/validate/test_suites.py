@@ -311,11 +311,14 @@ def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
             update={"warn_ratio": fwarn, "fail_ratio": ffail})}),
         "amp": v.amp.model_copy(update={"thresholds": v.amp.thresholds.model_copy(
             update={"min_speedup_vs_fp32": speedup})}),
+        "profile": v.profile.model_copy(update={"thresholds": v.profile.thresholds.model_copy(
+            update={"max_comm_exposed": fail})}),
     })})
     ctx = context_from_blueprint(bp)
-    nccl, fio, amp = (get_suite(n).thresholds(ctx) for n in ("nccl", "fio", "amp"))
+    nccl, fio, amp, profile = (get_suite(n).thresholds(ctx) for n in ("nccl", "fio", "amp", "profile"))
     assert nccl is bp.validation.nccl.thresholds and fio is bp.validation.fio.thresholds
-    assert amp is bp.validation.amp.thresholds and list(ctx.thresholds) == ["nccl", "fio", "amp"]
+    assert amp is bp.validation.amp.thresholds and list(ctx.thresholds) == ["nccl", "fio", "amp", "profile"]
+    assert profile is bp.validation.profile.thresholds and profile.max_comm_exposed == fail
     assert (nccl.warn_ratio, nccl.fail_ratio, fio.warn_ratio, fio.fail_ratio) == (warn, fail, fwarn, ffail)
     assert amp.min_speedup_vs_fp32 == speedup
     assert json.loads(json.dumps(ctx.to_json()))["nccl"] == bp.validation.nccl.thresholds.model_dump()
@@ -326,11 +329,12 @@ def test_judge_thresholds_are_the_blueprint_models(seed: int) -> None:
 
     dv = Validation()
     bare = JudgeContext()
-    assert bare.thresholds == {"nccl": dv.nccl.thresholds, "fio": dv.fio.thresholds, "amp": dv.amp.thresholds}
+    assert bare.thresholds == {"nccl": dv.nccl.thresholds, "fio": dv.fio.thresholds, "amp": dv.amp.thresholds,
+                               "profile": dv.profile.thresholds}
     assert get_suite("node").thresholds(bare) is None  # a suite without thresholds
     # the JSON of a context keeps one key per suite, where the per-suite fields stood
     keys = list(bare.to_json())
-    assert keys[keys.index("fio_target") + 1:keys.index("blueprint")] == ["nccl", "fio", "amp"]
+    assert keys[keys.index("fio_target") + 1:keys.index("blueprint")] == ["nccl", "fio", "amp", "profile"]
 
 
 def test_a_local_gpu_run_is_judged_against_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
