@@ -299,3 +299,56 @@ def test_suggestion_prefers_tensor_parallelism_to_full_recompute(tmp_path: Path)
     _, lines = _verdicts(P5, _p5(8), {"model": "llama-3.1-70b", "sequence_length": 8192}, tmp_path)
     assert len(lines) == 1 and "training-memory-fit" in lines[0], lines
     assert lines[0].endswith("— use tensor parallelism 4, selective recompute (64 GB per GPU)"), lines[0]
+
+
+def test_korthikanti_counts_what_pytorch_saves_for_backward() -> None:
+    """The paper's per-layer count (34*s*b*h + 5*a*s^2*b bytes, 16-bit activations, 1-byte dropout masks)
+    against the tensors PyTorch's autograd really keeps for the backward pass of the paper's GPT layer
+    (layer norm, QKV, softmax, attention dropout, projection, 4h GeLU MLP, dropouts), in bf16 on this CPU.
+    Autograd's saved-tensor hooks see every saved tensor; storages are counted once, weights not at all.
+    Where PyTorch keeps a dropout mask wider than a byte (the CPU kernel keeps it in the input's type),
+    the three masks (2*s*b*h + a*s^2*b elements) count the extra bytes; the layer norms' per-token
+    statistics (4*s*b values), which the paper leaves out, are added."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as fn
+
+    s, b, h, a = 256, 2, 512, 8
+
+    class GptLayer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.qkv, self.proj = nn.LayerNorm(h), nn.Linear(h, 3 * h), nn.Linear(h, h)
+            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(h), nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+
+        def forward(self, x: Any) -> Any:
+            q, k, v = self.qkv(self.ln1(x)).view(s, b, 3, a, h // a).permute(2, 1, 3, 0, 4)
+            p = fn.dropout(torch.softmax(q @ k.transpose(-1, -2) / (h // a) ** 0.5, -1), 0.1, True)
+            x = x + fn.dropout(self.proj((p @ v).permute(2, 0, 1, 3).reshape(s, b, h)), 0.1, True)
+            return x + fn.dropout(self.fc2(fn.gelu(self.fc1(self.ln2(x)))), 0.1, True)
+
+    torch.manual_seed(0)
+    layer = GptLayer().to(torch.bfloat16)
+    weights = {p.untyped_storage().data_ptr() for p in layer.parameters()}
+    saved: dict[int, int] = {}
+    mask_bytes: list[int] = []
+
+    def keep(t: Any) -> Any:
+        if t.untyped_storage().data_ptr() not in weights:
+            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        layer(torch.randn(s, b, h, dtype=torch.bfloat16, requires_grad=True))
+    probe = torch.ones(8, dtype=torch.bfloat16, requires_grad=True)
+    def width(t: Any) -> Any:
+        mask_bytes.append(t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(width, lambda t: t):
+        fn.dropout(probe, 0.5, True)
+    extra_per_mask_element = max(mask_bytes) - 1
+    paper = activation_bytes_per_layer(s, b, h, a)
+    assert paper == s * b * h * (34 + 5 * a * s / h)
+    layer_norm_stats = 2 * 2 * s * b * 2  # two layer norms' per-token mean and 1/std in bf16: left out by the paper
+    assert sum(saved.values()) == paper + (2 * s * b * h + a * s * s * b) * extra_per_mask_element + layer_norm_stats
