@@ -352,3 +352,22 @@ def test_korthikanti_counts_what_pytorch_saves_for_backward() -> None:
     assert paper == s * b * h * (34 + 5 * a * s / h)
     layer_norm_stats = 2 * 2 * s * b * 2  # two layer norms' per-token mean and 1/std in bf16: left out by the paper
     assert sum(saved.values()) == paper + (2 * s * b * h + a * s * s * b) * extra_per_mask_element + layer_norm_stats
+
+
+@pytest.mark.parametrize(("model", "active"), [("llama-3.1-8b", False), ("llama-3.1-70b", False), ("llama-3.1-405b", False),
+                                               ("qwen2.5-7b", False), ("qwen2.5-72b", False), ("mixtral-8x7b", False),
+                                               ("mixtral-8x7b", True), ("mixtral-8x22b", False), ("mixtral-8x22b", True)])
+def test_catalog_shapes_add_up_to_the_published_parameter_counts(model: str, active: bool) -> None:
+    """A shape typo would size everything wrong: the parameters a catalog shape implies (SwiGLU decoder:
+    q, k, v, o projections, three MLP matrices per expert, untied input and output embeddings) must be
+    within 1.5 % of the count its paper publishes (catalog ``parameters_b`` / ``active_parameters_b``)."""
+    kind = "moe" if "mixtral" in model else "dense"
+    sp = spec(Workload(model=model, architecture=kind))  # type: ignore[arg-type]
+    assert sp is not None and sp.shape is not None
+    sh = sp.shape
+    attn = sh.hidden * sh.heads * sh.head_dim * 2 + sh.hidden * sh.kv_heads * sh.head_dim * 2
+    experts = (sh.experts_per_token if active else sp.experts) or 1
+    mlp = 3 * sh.hidden * (sh.expert_ffn_hidden or sh.ffn_hidden) * experts
+    implied = sh.layers * (attn + mlp) + 2 * sh.vocab * sh.hidden
+    published = sp.active if active else sp.parameters
+    assert implied == pytest.approx(published, rel=0.015), (implied / 1e9, published / 1e9)
