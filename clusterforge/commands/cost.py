@@ -26,12 +26,24 @@ import typer
 
 def compute(loaded: Any, *, utilization: float = 1.0, plan: Any = None, prices: dict[str, Any] | None = None) -> Any:
     """The :class:`~clusterforge.cost.CostReport` of ``loaded`` from its target
-    (:meth:`clusterforge.targets.Target.cost`): its plan priced; ``plan`` reuses a plan already made."""
+    (:meth:`clusterforge.targets.Target.cost`): its plan priced; ``plan`` reuses a plan already made. ``None``
+    for a target without prices."""
     from ..targets import checked_target
 
     target = checked_target(loaded)
     return target.cost(loaded, plan if plan is not None else target.plan(loaded), utilization=utilization,
                        prices=prices)
+
+
+def _priced(loaded: Any, **kw: Any) -> Any:
+    """:func:`compute`, or :class:`~clusterforge.errors.UsageError` for a target without prices."""
+    from ..errors import UsageError
+
+    report = compute(loaded, **kw)
+    if report is None:
+        raise UsageError(f"target `{loaded.blueprint.target.provider}` has no prices: `clusterforge cost` cannot "
+                         "price it")
+    return report
 
 
 def _measured(results_dir: Path) -> tuple[list[Any], float | None, str]:
@@ -149,7 +161,7 @@ def register(app: typer.Typer) -> None:
         plan = make_plan(loaded)
         if refresh:
             _refresh(loaded, plan)
-        report = compute(loaded, utilization=utilization, plan=plan)
+        report = _priced(loaded, utilization=utilization, plan=plan)
         measured: list[Any] = []
         mfu, how = None, ""
         if results is not None:

@@ -59,7 +59,8 @@ def register(app: typer.Typer) -> None:
         from .cost import compute
 
         cost = compute(loaded, plan=result)
-        console.print(f"cost: {cost.summary()} (catalog prices{', some stale' if cost.stale else ''}; "
-                      "`clusterforge cost` lists every line with its source)", markup=False, highlight=False)
+        if cost is not None:  # a target without prices has no cost line
+            console.print(f"cost: {cost.summary()} (catalog prices{', some stale' if cost.stale else ''}; "
+                          "`clusterforge cost` lists every line with its source)", markup=False, highlight=False)
         for line in report:
             print(line)

@@ -148,7 +148,7 @@ def _cost_basis(loaded: Any) -> dict[str, Any] | None:
     except (ClusterforgeError, BlueprintInvalid) as e:
         warn(f"no cost of measured work in the report: the cluster could not be priced ({e})")
         return None
-    return cost_basis(report, loaded)
+    return None if report is None else cost_basis(report, loaded)
 
 
 def register(app: typer.Typer) -> None:

@@ -103,15 +103,13 @@ class Target(ABC):
         return []
 
     def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
-             prices: dict[str, Any] | None = None) -> CostReport:
+             prices: dict[str, Any] | None = None) -> CostReport | None:
         """What ``plan`` (this target's plan of ``loaded``) costs: :class:`~clusterforge.cost.CostReport`, every
         line with its price's source and date, unpriced lines said (``clusterforge cost``, the cost line of
         ``plan``). ``utilization`` (0-1]: the share of hours the cluster works, where the target's cost depends
         on it; ``prices``: the price data (default the catalog with the user's refreshed prices). Default:
-        :class:`~clusterforge.errors.UsageError` (a target without prices)."""
-        from blueprints.errors import UsageError
-
-        raise UsageError(f"target `{self.provider}` has no prices: `clusterforge cost` cannot price it")
+        ``None``, a target without prices (``plan`` then prints no cost line, ``cost`` says so)."""
+        return None
 
     def refresh_prices(self, loaded: LoadedBlueprint, plan: Plan) -> tuple[list[str], list[str], Path]:
         """Read today's prices of what ``plan`` uses from the provider's price service into the user's price
