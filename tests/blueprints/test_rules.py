@@ -210,6 +210,8 @@ CASES: list[Case] = [
     Case("capacity-single-instance-type", "cb",
          [A("node_groups", {"name": "gpu2", "count": 1, "instance_type": "p5e.48xlarge"})], "node_groups.1.instance_type",
          good=[S("node_groups.0.count", 1), A("node_groups", {"name": "gpu2", "count": 1, "instance_type": "p5.48xlarge"})]),
+    Case("cost-node-group-unknown", "dgx", [S("cost", {"server_price_usd": {"dgx-typo": 250000}})],
+         "cost.server_price_usd.dgx-typo", good=[S("cost", {"server_price_usd": {"dgx": 250000}})]),
     Case("driver-branch-gpu", "dgx", [S("software", {"driver_branch": "470", "cuda": "11.4", "kernel_updates": "hold"})],
          "software.driver_branch", "set `software.driver_branch` within R520 or newer",
          good=[S("software", {"driver_branch": "525", "cuda": "12.0", "kernel_updates": "hold"})]),
