@@ -137,7 +137,9 @@ def compatibility_markdown(cat: Catalog | None = None) -> str:
 
     lines += ["## Defaults", "", ("Unset `software` fields take the first row whose CUDA the driver branch "
                                   f"(default R{cat.bare_metal['nvidia_driver']['default_branch']}) runs natively and whose "
-                                  "CUDA and wheels build for every declared GPU; the EFA installer defaults to "
+                                  "CUDA and wheels build for every declared GPU (on a branch older than every row, the "
+                                  "newest toolkit of the last row's major that the branch runs natively); the EFA "
+                                  "installer defaults to "
                                   f"{sw['efa_installer']['default']}, the newest release whose SHA-256 the catalog pins; "
                                   "the container to the newest listed release the driver runs."), ""]
     lines += _table(["CUDA", "NCCL", "aws-ofi-nccl", "PyTorch", "wheel tag"],

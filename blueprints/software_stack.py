@@ -230,6 +230,14 @@ def _software_stack(bp: Blueprint, cat: Catalog) -> SoftwareStack:
     branch = (version(sw.driver_branch) or (0,))[0]
     row = _pick_row(cat, bp, branch, [a for _, _, a in gpus])
     cuda = sw.cuda or str(row["cuda"])
+    if not sw.cuda and (native_branch(cat, cuda) or 0) > branch:
+        # no default row runs natively on this (older) branch: the newest toolkit of the row's major that does
+        archs = [a for _, _, a in gpus]
+        older = [c for c, b in cat.extras["cuda_driver_minimums"]["toolkit"].items()
+                 if int(b) <= branch and c.split(".")[0] == cuda.split(".")[0]
+                 and all(cuda_supports_arch(cat, c, a) for a in archs)]
+        if older:
+            cuda = max(older, key=lambda c: version(c) or ())
     nccl = sw.nccl or str(row["nccl"])
     nccl_cuda = nccl_build_for(cat, nccl, cuda)
     pytorch = sw.pytorch or str(row["pytorch"])

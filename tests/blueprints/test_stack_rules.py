@@ -225,3 +225,16 @@ def test_compatibility_doc_names_a_source_for_every_edge() -> None:
         assert row["aws_ofi_nccl"] in sw["aws_ofi_nccl"]["releases"]
         assert row["pytorch_cuda"] in sw["pytorch"]["releases"][row["pytorch"]]["cuda_tags"]
         assert row["cuda"] in catalog().extras["cuda_driver_minimums"]["toolkit"]
+
+
+def test_older_driver_branch_gets_a_cuda_it_runs_natively() -> None:
+    """R550 (CUDA 12.4 shipped with it, per https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html): no
+    default row's CUDA runs natively there, so the default CUDA is 12.4 and no CUDA or wheel rule fires; no catalogued
+    NGC container runs on it (26.03 is CUDA 13.2), so there is no default container."""
+    doc = load_blueprint(EXAMPLES / f"{DGX}.yaml").data
+    S("software.driver_branch", "550")(doc)
+    st = software_stack(parse_blueprint(emit(doc)[0], "x.yaml").blueprint)
+    assert st.cuda == "12.4" and st.container_image is None
+    assert st.pytorch_cuda.startswith("cu12")
+    hits = [f.format() for f in _findings([S("software.driver_branch", "550")], DGX) if f.rule_id in STACK_RULES]
+    assert hits == []
