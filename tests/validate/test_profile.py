@@ -36,7 +36,7 @@ torch = pytest.importorskip("torch")
 
 # A small GPT step (CPU: dispatch-bound by itself) and a compute-heavy one (CPU: matmul-bound).
 SMALL = ["--layers", "1", "--hidden", "96", "--seq-len", "64", "--batch-size", "4", "--vocab", "96"]
-HEAVY = ["--layers", "1", "--hidden", "256", "--seq-len", "256", "--batch-size", "8", "--vocab", "256"]
+HEAVY = ["--layers", "1", "--hidden", "256", "--seq-len", "128", "--batch-size", "8", "--vocab", "256"]
 SCHEDULE = ["--wait", "0", "--warmup", "1", "--active", "2"]
 
 
@@ -46,12 +46,19 @@ def _judge(doc: dict[str, Any], source: str = "raw/profile.json") -> Any:
 
 
 def _in_process(tmp_path: Path, *flags: str) -> dict[str, Any]:
-    """One rank of the payload in this process (torch is imported once for the module's tests)."""
+    """One rank of the payload in this process (torch is imported once for the module's tests), on one intra-op
+    thread as the local launcher gives each rank its share of the cores (OMP_NUM_THREADS): OpenMP threads
+    spinning against other processes on a busy 2-core machine would inflate the compute under test."""
     from validate.payloads import profile_bench
 
     out = tmp_path / "profile.json"
     args = profile_bench.build_parser().parse_args(["--device", "cpu", "--output", str(out), *SCHEDULE, *flags])
-    doc = profile_bench.run_rank(args, 0, 1, 0, None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        doc = profile_bench.run_rank(args, 0, 1, 0, None)
+    finally:
+        torch.set_num_threads(threads)
     assert doc is not None and doc["error"] is None
     return doc
 
