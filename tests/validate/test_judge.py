@@ -368,10 +368,12 @@ def test_fio_path_picks_the_target_and_rate_passes(fixtures_dir, nvme8_ctx):
     doc = json.loads((fixtures_dir / "fio" / "fio-02.json").read_text())
     job = doc["jobs"][0]
     job["job options"] = {"name": "seq", "rw": "write", "bs": "1M", "directory": "/scratch/cf-fio", "direct": "1"}
-    job["write"]["bw_bytes"] = 40_000_000_000
+    # a self-consistent edit (issue 29 kind 4): 1 MiB per I/O, IOPS x 1 MiB = the bandwidth
+    job["write"]["total_ios"] = job["write"]["io_bytes"] // 2**20
+    job["write"]["bw_bytes"], job["write"]["iops"] = 40_000_000_000, 40_000_000_000 / 2**20
     (r,) = judge_text(json.dumps(doc), nvme8_ctx, source="fio.json", kind="fio")
     assert r.expected["target"] == "/scratch" and r.verdict == "pass" and r.expected["ratio"] == pytest.approx(40e3 / 52.8e3, rel=1e-3)
-    job["write"]["bw_bytes"] = 30_000_000_000  # 57%: warn
+    job["write"]["bw_bytes"], job["write"]["iops"] = 30_000_000_000, 30_000_000_000 / 2**20  # 57%: warn
     (r,) = judge_text(json.dumps(doc), nvme8_ctx, source="fio.json", kind="fio")
     assert r.verdict == "warn"
 

@@ -467,6 +467,8 @@ def _fio_doc(fixtures_dir: Path, options: dict, read_bw: float) -> str:
     job["job options"] = {"name": "T1", "filename": "/scratch/T1.dat", "ioengine": "libaio", **options}
     job["read"]["bw_bytes"] = int(read_bw)
     job["read"]["iops"] = read_bw / (parse_size(options.get("bs")) or 4096)
+    # self-consistent (issue 29 kind 4): the I/O count of the job's block size
+    job["read"]["total_ios"] = job["read"]["io_bytes"] // (parse_size(options.get("bs")) or 4096)
     return json.dumps(doc)
 
 

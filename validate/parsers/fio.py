@@ -26,7 +26,8 @@ from typing import Any
 
 from .bounds import ScanBudget, clip_input, decode_at, long_lines_note, note_unread, too_long
 
-__all__ = ["FIO_DEFAULT_BS", "FIO_DEFAULT_RW", "FioIo", "FioJob", "FioReport", "VerifyFailure", "parse_fio", "parse_fio_json", "parse_fio_text", "parse_size"]
+__all__ = ["FIO_DEFAULT_BS", "FIO_DEFAULT_RW", "FioIo", "FioJob", "FioReport", "VerifyFailure", "command_line_options",
+           "parse_fio", "parse_fio_json", "parse_fio_text", "parse_size"]
 
 FIO_DEFAULT_RW = "read"
 """fio's default I/O pattern (fio(1) ``rw``: "Default: read"; https://fio.readthedocs.io/en/latest/fio_doc.html#cmdoption-arg-readwrite)."""
@@ -74,7 +75,8 @@ class FioJob:
     (string values; a list where a key was repeated). ``clones`` is how many JSON entries were
     summed (numjobs without group reporting). ``options_complete``: the options are every option the
     job was given (JSON output lists them all, so an absent option has fio's default); False for the
-    text output, which shows only rw, bs, ioengine and iodepth."""
+    text output, which shows only rw, bs, ioengine and iodepth (plus those of a fio command line printed with it:
+    ``command_line`` True, :func:`command_line_options`)."""
 
     name: str
     groupid: int = 0
@@ -86,6 +88,7 @@ class FioJob:
     clones: int = 1
     elapsed_s: float | None = None
     options_complete: bool = True
+    command_line: bool = False
 
     def option(self, key: str) -> str | None:
         """The effective value of a fio option (the last one given), or ``None``."""
@@ -135,7 +138,7 @@ class FioJob:
         d = self.direct
         if d is not None:
             return not d
-        return True if self.options_complete else None
+        return True if (self.options_complete or self.command_line) else None
 
     @property
     def rw_effective(self) -> str:
@@ -404,6 +407,39 @@ def _rate(value: str, unit: str) -> float:
     return float(value) * base ** ("KMGT".index(letter) + 1 if letter else 0)
 
 
+_CMDLINE = re.compile(r"(?:^|[\s$#>])fio\s+(-.*)$")
+_FLAG_ONLY = frozenset({"thread", "group_reporting", "time_based", "norandommap", "readonly", "minimal",
+                        "eta-newline", "allow_mounted_write"})
+
+
+def command_line_options(line: str) -> dict[str, str]:
+    """The job options a fio command line in ``line`` gives (``fio --rw=read ...``), in every spelling fio accepts:
+    ``--name=value``, ``-name=value`` (fio takes single-dash long options too, as in ``fio -filename=/dev/sdb
+    -direct=1``) and ``-name value``; options without a value (``-thread``, ``--group_reporting``) are ``"1"``.
+    ``{}`` when the line holds no fio command line. Output options (``--output``, ``--output-format``) are left out."""
+    m = _CMDLINE.search(line)
+    if not m:
+        return {}
+    toks = m.group(1).split()
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        i += 1
+        if not tok.startswith("-") or tok in ("-", "--"):
+            continue
+        name, eq, value = tok.lstrip("-").partition("=")
+        if not eq:
+            nxt = toks[i] if i < len(toks) else None
+            if name not in _FLAG_ONLY and nxt is not None and not nxt.startswith("-") and not nxt.endswith(".fio"):
+                value, i = nxt, i + 1
+            else:
+                value = "1"
+        if name and not name.startswith("output"):
+            opts[name.replace("-", "_") if name not in ("eta-newline",) else name] = value.strip("'\"")
+    return opts
+
+
 def parse_fio_text(text: str) -> FioReport:
     """Parse fio's normal (``--output-format=normal``) text output and verify failures.
 
@@ -419,10 +455,13 @@ def parse_fio_text(text: str) -> FioReport:
     cur_dir: str | None = None
     groups: dict[int, FioJob] = {}
     group_id: int | None = None
+    cmd: dict[str, str] = {}
     for i, line in enumerate(text.splitlines(), start=1):
         if too_long(line):
             continue  # counted by _scan_side_text below
         s = line.rstrip()
+        if "fio " in s and " -" in s:
+            cmd.update(command_line_options(s))
         vm = _VERSION.match(s.strip())
         if vm:
             report.version = "fio-" + vm.group(1)
@@ -483,6 +522,10 @@ def parse_fio_text(text: str) -> FioReport:
     if not report.jobs and groups:
         report.jobs = list(groups.values())
         report.group_reporting = True
+    if cmd:  # the command line printed with the output: options the text does not show (direct, size ...)
+        for job in report.jobs:
+            job.options = {**cmd, **job.options}
+            job.command_line = True
     _scan_side_text(text, 1, report, long_lines)
     _long_lines(long_lines)
     return report

@@ -36,7 +36,7 @@ from blueprints.settings import on_mount
 
 from ..expectations import ContextError, JudgeContext
 from ..parsers.bounds import loads as bounded_loads
-from ..parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio
+from ..parsers.fio import FioJob, FioReport, VerifyFailure, parse_fio, parse_size
 from ..plan import PlannedTest, TestParams
 from ..results import Expected, JudgeResult, Metrics, Verdict, fmt_bytes, pct
 from ..signatures import by_id, doc_ref
@@ -827,6 +827,8 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
     if not active and not job.error:
         r.degrade(Verdict.INVALID, f"fio job {job.name!r} did no I/O (0 bytes read and written)")
         return r
+    if _inconsistent(job, ctx, r, active):
+        return r
     tgt = _target(job, ctx, r)
     if tgt is not None:
         tgt = _with_thresholds(tgt, _thresholds(ctx))
@@ -889,6 +891,97 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
     else:
         r.note(fig)
     return r
+
+
+FIO_DOC = "https://fio.readthedocs.io/en/latest/fio_doc.html"
+SYNC_ENGINES = ("sync", "psync", "vsync", "pvsync", "pvsync2")
+"""fio's synchronous I/O engines: fio(1) ``iodepth``: "increasing iodepth beyond 1 will not affect synchronous
+ioengines" (:data:`FIO_DOC`, #cmdoption-arg-iodepth)."""
+CONSISTENCY_TOLERANCE = 0.05
+"""How far bytes per I/O may stray from the block size, and IOPS x block size from the bandwidth, before a result is
+inconsistent: fio derives both rates from the same byte and I/O counts over the same runtime, so they agree exactly
+but for rounding (the text output prints 3-4 significant figures: under 1%) and a short last I/O of a sequential job."""
+MIN_RUNTIME_MS = 1000
+"""A direction that ran under a second measured a burst: fio prints runtime in whole milliseconds and drives and
+file systems start in burst states (an SSD's write cache, FSx burst credits, a cold RAID); the figures say nothing
+about sustained rates."""
+
+
+def _fixed_block_size(job: FioJob) -> int | None:
+    """The job's one block size in bytes, ``None`` when it varies (``bsrange``, ``bssplit``, a ``4k-64k`` range,
+    different read and write sizes ``4k,64k``) or is not known."""
+    if job.option("bsrange") or job.option("bssplit") or job.option("blocksize_range"):
+        return None
+    raw = job.option("bs") or job.option("blocksize")
+    if raw is None:
+        return job.block_size_effective if job.options_complete else None
+    sizes = {parse_size(x) for x in re.split(r"[,]", raw) if x.strip()}
+    if "-" in raw or len(sizes) != 1:
+        return None
+    return sizes.pop()
+
+
+def _nvme_namespace_bound() -> tuple[float, str]:
+    """The most one NVMe namespace can move, MB/s: a PCIe x4 link of the newest generation the catalog knows (x16 rate
+    / 4), with its derivation."""
+    cat = catalog()
+    rates = cat.fabrics.get("pcie_x16_unidir_gbytes_s", {})
+    gen, x16 = max(rates.items(), key=lambda kv: float(kv[1]))
+    return float(x16) / 4 * 1000, f"PCIe {gen} x4 = {float(x16):g} GB/s x16 / 4 ({cat.fabrics.get('pcie_source', '')})"
+
+
+def _inconsistent(job: FioJob, ctx: JudgeContext, r: JudgeResult, active: list[str]) -> bool:
+    """Self-consistency of one job's result, with or without a blueprint: bytes per I/O against the block size, IOPS x
+    block size against the bandwidth, a runtime too short to mean anything (:data:`MIN_RUNTIME_MS`), a synchronous
+    engine given ``iodepth`` > 1, buffered reads of a file smaller than the node's memory (the instance type's, when
+    known), and bandwidth beyond what the device class can move (one NVMe namespace: a PCIe x4 link). Each makes the
+    result ``invalid`` with its reason; returns True when one did."""
+    bad: list[str] = []
+    bs = _fixed_block_size(job)
+    for d in active:
+        io = getattr(job, d)
+        if bs and io.total_ios > 0 and io.io_bytes > 0:
+            per_io = io.io_bytes / io.total_ios
+            if abs(per_io - bs) > CONSISTENCY_TOLERANCE * bs:
+                bad.append(f"{d}: {io.io_bytes:,} bytes in {io.total_ios:,} I/Os is {per_io:,.0f} bytes per I/O, not the "
+                           f"job's block size {fmt_bytes(bs)} ({bs:,} bytes)")
+        if bs and io.iops > 0 and io.bw_bytes_per_s > 0:
+            implied = io.iops * bs
+            if abs(implied - io.bw_bytes_per_s) > CONSISTENCY_TOLERANCE * io.bw_bytes_per_s:
+                bad.append(f"{d}: {io.iops:,.6g} IOPS x {fmt_bytes(bs)} = {implied / 1e6:,.5g} MB/s, but the bandwidth is "
+                           f"{io.bw_bytes_per_s / 1e6:,.5g} MB/s")
+        if 0 < io.runtime_ms < MIN_RUNTIME_MS:
+            bad.append(f"{d} ran {io.runtime_ms:g} ms, under {MIN_RUNTIME_MS / 1000:g} s: a burst, not a sustained rate "
+                       "(set runtime=, time_based=1 and a size the device cannot absorb in its caches)")
+    engine = (job.option("ioengine") or "").strip()
+    depth = int(job.option("iodepth") or 1) if (job.option("iodepth") or "1").strip().isdigit() else 1
+    if engine in SYNC_ENGINES and depth > 1:
+        bad.append(f"ioengine={engine} is synchronous: fio ignores iodepth={depth} and kept one I/O in flight per job, so "
+                   f"the result is not the queue depth it claims (fio(1) iodepth, {FIO_DOC}#cmdoption-arg-iodepth); use "
+                   "ioengine=libaio or io_uring with direct=1")
+    size = parse_size(job.option("size"))
+    if job.buffered and "read" in active and size and ctx.instance_type:
+        try:
+            mem = catalog().instance_type(ctx.instance_type).memory_gib
+        except KeyError:
+            mem = None
+        files = max(int(job.option("numjobs") or 1), 1) if not job.option("filename") else 1
+        if mem and size * files < mem * 2**30:
+            bad.append(f"buffered read of {fmt_bytes(size * files)}, less than the {mem:g} GiB of memory of a "
+                       f"{ctx.instance_type}: the file was read from the page cache")
+    for d in active:
+        io = getattr(job, d)
+        paths = job.paths
+        if paths and all(re.fullmatch(r"/dev/nvme\d+n\d+", p) for p in paths) and len(paths) == 1:
+            bound, how = _nvme_namespace_bound()
+            if io.bw_bytes_per_s / 1e6 > bound * FIO_BOUND_MARGIN:
+                bad.append(f"{d} {io.bw_bytes_per_s / 1e6:,.5g} MB/s from one NVMe namespace ({paths[0]}) is beyond what "
+                           f"any NVMe drive's link can move ({bound:,.5g} MB/s: {how})")
+    if not bad:
+        return False
+    for b in bad:
+        r.degrade(Verdict.INVALID, f"fio job {job.name!r} is not self-consistent: {b}")
+    return True
 
 
 def _fio_bound(job: FioJob, tgt: StorageExpectation, r: JudgeResult, active: list[str]) -> bool:
