@@ -971,6 +971,13 @@ class KubernetesOrchestrator(StrictModel):
     gpu_operator_version: Annotated[Annotated[str, VK["version"]], Field(description="NVIDIA GPU Operator chart version.")] = "v24.9.0"
     efa_device_plugin_version: Annotated[Annotated[str, VK["version"]], Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
     mpi_operator_version: Annotated[Annotated[str, VK["version"]], Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
+    api_access_cidrs: Annotated[
+        list[Annotated[str, VK["cidr"]]],
+        Field(description="EKS: CIDRs allowed to reach the Kubernetes API endpoint from the internet (separate from "
+                          "`target.ssh_ingress_cidrs`). Empty (default): the endpoint is private, reachable from inside "
+                          "the VPC only — run `clusterforge up` from there (a VPN, a CI runner in the VPC), or list "
+                          "the deploy machine's CIDR here."),
+    ] = []
     namespace: Annotated[str, Field(description="Namespace for validation jobs.", pattern=DNS_LABEL)] = "clusterforge"
     node_selector: Annotated[
         dict[Annotated[str, VK["label-key"]], Annotated[str, VK["selector-value"]]] | None,

@@ -35,6 +35,7 @@ ROLE_ORDER = (
     "slurm_node",
     "slurm_login",
     "enroot_pyxis",
+    "nccl_stack",
     "validation_tools",
     "kernel_updates",
 )
@@ -44,7 +45,9 @@ inbox one (https://docs.nvidia.com/networking/display/mlnxofedv24010331/gpudirec
 ``kernel_updates`` runs last, after every role that installs kernel packages or modules. The Slurm roles run after the
 driver (slurmd waits for the GPU device files): ``munge`` first (every daemon authenticates with it), ``slurm_dbd``
 before ``slurm_controller`` (slurmctld registers with slurmdbd when it starts, https://slurm.schedmd.com/accounting.html),
-the controller before the nodes and login hosts, ``enroot_pyxis`` last (pyxis builds against the installed Slurm)."""
+the controller before the nodes and login hosts, ``enroot_pyxis`` last (pyxis builds against the installed Slurm).
+``nccl_stack`` after the driver (it installs NCCL from the CUDA repository the driver role configures) and before
+``validation_tools`` (whose payloads run the nccl-tests binaries it builds)."""
 
 
 def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
@@ -54,6 +57,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
     rdma: RDMA fabrics, the opensm host, and compute groups with NCCL settings (``/etc/nccl.conf``).
     nvme_scratch / lustre_client / nfs_client: when declared. container_runtime: GPU hosts, Kata / gVisor
     sandboxes and every node of a Kubernetes cluster. sandbox: non-container runtimes or passthrough.
+    nccl_stack: training nodes outside Kubernetes (:attr:`NodeSettings.nccl_stack`).
     validation_tools: compute groups. kernel_updates: hosts with out-of-tree modules or a kernel hold.
     munge / slurm_*: the group's part in a Slurm cluster (:attr:`NodeSettings.slurm`): slurm_dbd and
     slurm_controller on the controller, slurm_node on compute groups, slurm_login on login groups, enroot_pyxis where
@@ -76,6 +80,7 @@ def roles_for(bp: Blueprint, s: NodeSettings) -> list[str]:
         "slurm_node": s.slurm is not None and s.slurm.part == "node",
         "slurm_login": s.slurm is not None and s.slurm.part == "login",
         "enroot_pyxis": s.slurm is not None and s.slurm.pyxis,
+        "nccl_stack": s.nccl_stack is not None,
         "validation_tools": compute,
         "kernel_updates": bool(s.out_of_tree_modules or s.kernel_hold_packages),
     }
@@ -269,6 +274,27 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
         if sb.vm_gpus_per_vm is not None:
             v["sandbox_vm_gpus_per_vm"] = sb.vm_gpus_per_vm
         return v
+    if role == "nccl_stack":
+        n = s.nccl_stack
+        if n is None:
+            return {}
+        return {
+            "nccl_stack_nccl_version": n.nccl,
+            "nccl_stack_cuda": n.cuda,
+            "nccl_stack_packages": list(n.packages),
+            "nccl_stack_build_packages": list(n.build_packages),
+            "nccl_stack_cuda_home": n.cuda_home,
+            "nccl_stack_nccl_home": n.nccl_home,
+            "nccl_stack_mpi_home": n.mpi_home,
+            "nccl_stack_tests_version": n.tests_version,
+            "nccl_stack_tests_url": n.tests_url,
+            "nccl_stack_tests_sha256": n.tests_sha256,
+            "nccl_stack_tests_dir": n.tests_dir,
+            "nccl_stack_net_plugin": n.net_plugin,
+            "nccl_stack_torch_version": n.torch or "",
+            "nccl_stack_torch_index_url": n.torch_index_url,
+            "nccl_stack_venv": n.venv,
+        }
     if role == "validation_tools":
         return {"validation_tools_payload_src": AnsibleExpression("{{ playbook_dir }}/files/validate")}
     raise KeyError(role)

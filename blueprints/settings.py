@@ -29,7 +29,7 @@ from .models import (
     NodeGroup,
     RoceNetwork,
 )
-from .software_stack import software_stack
+from .software_stack import SoftwareStack, software_stack
 from .vendor import (
     FSX_KEY_FINGERPRINTS,
     TOOLKIT_KEY_FINGERPRINTS,
@@ -50,10 +50,12 @@ from .versions import version
 __all__ = [
     "SOURCES",
     "LustreClientRepo",
+    "NcclStackSettings",
     "NodeSettings",
     "SlurmNodeSettings",
     "cluster_settings",
     "generated_nccl_env",
+    "nccl_stack_settings",
     "node_settings",
     "nvswitch_count",
 ]
@@ -176,6 +178,45 @@ class RoceQos(_Frozen):
     """``NCCL_IB_GID_INDEX``: a fixed index, or ``discover``: each node looks up the GID table
     entry of type ``RoCE v2`` whose GID is its data-plane IPv4 address (``::ffff:a.b.c.d``) on
     the first RoCE interface and writes that index (renderers do the lookup on the node)."""
+
+
+class NcclStackSettings(_Frozen):
+    """The collective stack of a training node (role ``nccl_stack``; cloud nodes run the role's script from user
+    data): NCCL from NVIDIA's CUDA repository at the pinned version, nccl-tests built on the node against it with MPI,
+    and a PyTorch venv for the stack's CUDA. Every name, path, URL and pin comes from the catalog (``nccl_stack``,
+    https://docs.nvidia.com/deeplearning/nccl/install-guide/index.html)."""
+
+    nccl: str
+    """NCCL release (``software.nccl``, ``2.27.7``)."""
+    cuda: str
+    """CUDA ``major.minor`` the NCCL build and nccl-tests are for (``software.cuda``)."""
+    packages: list[str]
+    """apt specs of the NCCL packages, pinned and held: ``libnccl2=2.27.7-1+cuda12.9``, ``libnccl-dev=...``."""
+    build_packages: list[str]
+    """Unpinned packages the nccl-tests build and the venv need: the CUDA compiler and runtime headers of ``cuda``
+    (``cuda-nvcc-12-9``), make, g++, Open MPI, python3-venv."""
+    cuda_home: str
+    """``CUDA_HOME`` of the build (``/usr/local/cuda-12.9``)."""
+    nccl_home: str
+    """``NCCL_HOME`` of the build (``/usr``: the packages' nccl.h and libnccl.so)."""
+    mpi_home: str
+    """``MPI_HOME`` of the build; ``{multiarch}`` is the node's (``x86_64-linux-gnu``), filled in on the node."""
+    net_plugin: str
+    """The NCCL network plugin the fabric needs (``aws-ofi-nccl`` on EFA, ``""``: NCCL's built-in transport)."""
+    tests_version: str
+    """nccl-tests release (``2.17.6``)."""
+    tests_url: str
+    """Its source archive (NVIDIA's GitHub tag archive)."""
+    tests_sha256: str
+    """SHA-256 of that archive (``""`` when the catalog pins none: the node refuses to download it)."""
+    tests_dir: str
+    """Where the ``*_perf`` binaries are installed (the validation payload's first search directory)."""
+    torch: str | None
+    """PyTorch release of the venv (``SoftwareStack.pytorch``; ``None``: no venv)."""
+    torch_index_url: str
+    """PyTorch's wheel index of the stack (``SoftwareStack.pytorch_index_url``, ``https://download.pytorch.org/whl/cu130``)."""
+    venv: str
+    """The venv's directory (``/opt/clusterforge/pytorch``)."""
 
 
 class SlurmNodeSettings(_Frozen):
@@ -422,6 +463,8 @@ class NodeSettings(_Frozen):
     slurm: SlurmNodeSettings | None = None
     """The group's part in the Slurm cluster (``orchestrator: slurm``); ``None`` without Slurm and for groups that take
     no part (storage)."""
+    nccl_stack: NcclStackSettings | None = None
+    """NCCL, nccl-tests and the PyTorch venv (training nodes outside Kubernetes); ``None`` elsewhere."""
 
 
 def _efa_env(bp: Blueprint, g: NodeGroup, gpu_count: int) -> dict[str, str]:
@@ -697,6 +740,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         efa_interfaces=_efa_interfaces(bp, g),
         slurm=_slurm_node(bp, g, ([scratch.mount] if scratch else []) + [m.mount for m in lustre]
                           + [m.mount for m in nfs]),
+        # training nodes outside Kubernetes (pods bring their own stack in the image)
+        nccl_stack=(nccl_stack_settings(stack, net.fabric)
+                    if training and not isinstance(bp.orchestrator, KubernetesOrchestrator) else None),
     )
 
 
@@ -760,6 +806,32 @@ def _containers(s: Any, arch: str) -> dict[str, Any]:
         "pyxis_sha256": s.container_pins.get(pyxis_file(), ""),
         "enroot_conf": ENROOT_CONF,
     }
+
+
+def nccl_stack_settings(stack: SoftwareStack, fabric: str) -> NcclStackSettings | None:
+    """The collective stack of the resolved software ``stack`` on ``fabric``: NCCL's packages at the stack's NVIDIA
+    build (``SoftwareStack.nccl_package_version``, ``libnccl2=2.28.9-1+cuda13.0``), the nccl-tests build and the PyTorch
+    wheel of the stack, with the names, paths and pins of the catalog's ``nccl_stack`` section
+    (https://docs.nvidia.com/deeplearning/nccl/install-guide/index.html). ``None`` when the catalog knows no NVIDIA
+    build of the stack's NCCL for its CUDA (``check`` reports that). Raises ``KeyError`` for a fabric the catalog's
+    ``nccl_stack.net_plugin`` does not list."""
+    if stack.nccl_cuda is None or stack.nccl_package_version is None:
+        return None
+    c = catalog().extras["nccl_stack"]
+    minor = stack.nccl_cuda
+    fmt = {"cuda": minor, "cuda_dash": minor.replace(".", "-")}
+    t = c["nccl_tests"]
+    return NcclStackSettings(
+        nccl=stack.nccl.split("-")[0], cuda=minor,
+        packages=[f"{name}={stack.nccl_package_version}" for name in c["packages"]],
+        build_packages=[p.format(**fmt) for p in c["cuda_build_packages"]] + list(c["build_packages"])
+        + list(c["pytorch"]["packages"]),
+        cuda_home=c["cuda_home"].format(**fmt), nccl_home=c["nccl_home"], mpi_home=c["mpi_home"],
+        net_plugin=c["net_plugin"][fabric],
+        tests_version=t["version"], tests_url=t["url"].format(version=t["version"]),
+        tests_sha256=t["sha256"].get(t["version"], ""), tests_dir=t["install_dir"],
+        torch=stack.pytorch, torch_index_url=stack.pytorch_index_url, venv=c["pytorch"]["venv"],
+    )
 
 
 def _sandbox_handler(bp: Blueprint, g: NodeGroup) -> str | None:

@@ -91,7 +91,7 @@ security_groups = [network.node_security_group_id]
 if orchestrator is not None:
     cluster = EksCluster(naming.name("eks"), EksClusterArgs(
         naming=naming, version=orchestrator.version, subnet_ids=network.control_plane_subnet_ids,
-        region=target.region, public_access_cidrs=tuple(target.ssh_ingress_cidrs)), aws_opts)
+        region=target.region, public_access_cidrs=tuple(orchestrator.api_access_cidrs)), aws_opts)
     security_groups.append(cluster.cluster_security_group_id)
 
 groups = {}

@@ -27,6 +27,9 @@ written through ``write_files`` (:func:`role_files`). What a node gets at first 
   script: an ``/etc/fstab`` mount of
   ``<dns_name>@tcp:/<mount_name>`` with the blueprint's options and the declared
   ``lfs setstripe`` layouts;
+* training nodes (EC2, not EKS): the ``nccl_stack`` role's script ``clusterforge-nccl-stack`` — NCCL at the
+  stack's pinned build (held), nccl-tests built on the node against it with MPI from NVIDIA's source release
+  (SHA-256 checked), the PyTorch venv of the stack (:func:`nccl_stack_file`);
 * the sandbox runtime: the NVIDIA runtime as Docker's default, or the ``sandbox`` role's script
   ``clusterforge-sandbox-runtime`` — gVisor (``runsc``; ``nvproxy`` from the role's ``runsc.toml``),
   Kata Containers or libvirt/QEMU, registered with Docker on Ubuntu; passthrough hosts reboot once
@@ -78,6 +81,7 @@ __all__ = [
     "cloud_role_vars",
     "encode_user_data",
     "lustre_source",
+    "nccl_stack_file",
     "placeholder_endpoints",
     "render_cloud_config",
     "render_user_data",
@@ -354,6 +358,19 @@ script (gVisor / Kata / libvirt install, containerd shim links, ``vfio-pci`` bin
 plain containers without passthrough)."""
 
 
+def nccl_stack_file(settings: NodeSettings, platform: Platform) -> RoleFile | None:
+    """The ``nccl_stack`` role's install script for a training node (:attr:`NodeSettings.nccl_stack`), rendered from the
+    role's template with the role's variables (:func:`blueprints.role_vars.node_role_vars`): pinned NCCL from NVIDIA's
+    CUDA repository, nccl-tests built on the node against it with MPI (source archive checked against its SHA-256),
+    the PyTorch venv. ``None`` elsewhere, on ``al2023`` (EKS: pods bring their stack in the image), and for Slurm
+    nodes, whose bundle carries it (:func:`stacks.slurm_boot.slurm_bundle_files`). The script
+    installs from the CUDA repository apt already knows (the Deep Learning AMI's); it fails naming that repository when
+    the pinned NCCL build is not there."""
+    if settings.nccl_stack is None or platform != "ubuntu" or settings.slurm is not None:
+        return None  # a Slurm node gets it in its bundle (stacks.slurm_boot), run before slurmd
+    return role_file("nccl_stack", "nccl-stack.sh.j2", node_role_vars(settings, "nccl_stack"), _OS_FAMILY[platform])
+
+
 def cloud_role_vars(settings: NodeSettings, role: str, lustre: Mapping[str, LustreEndpoint]) -> dict[str, Any]:
     """:func:`blueprints.role_vars.node_role_vars` of a cloud node: the FSx mounts get their
     deploy-time sources from ``lustre`` (:func:`lustre_source`). Raises ``KeyError`` when an FSx
@@ -428,6 +445,10 @@ def render_cloud_config(
         runcmd.append("/usr/local/sbin/clusterforge-efa.sh")
     if env.get("LD_LIBRARY_PATH"):
         runcmd.append("ldconfig")
+    stack = nccl_stack_file(settings, platform)
+    if stack is not None:  # after the EFA script: the OFI plugin NCCL needs on EFA is checked first
+        files.append(_file(stack.path, stack.content, stack.mode))
+        runcmd.append(stack.path)
     if settings.scratch is not None:
         # per-boot scripts run on the first boot too (cloud-init final stage, before runcmd)
         files.append(_file("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",

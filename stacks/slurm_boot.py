@@ -50,6 +50,8 @@ from .pkg_shell import PKG_INSTALL as _PKG
 ENROOT_PYXIS = "/usr/local/sbin/clusterforge-enroot-pyxis"
 """The enroot_pyxis role's install script (its ``configure.yml`` writes it there; cloud nodes run the same one)."""
 ENROOT_CONF = "/etc/enroot/enroot.conf"
+NCCL_STACK = "/usr/local/sbin/clusterforge-nccl-stack"
+"""The nccl_stack role's install script (its ``configure.yml`` writes it there; cloud nodes run the same one)."""
 
 __all__ = [
     "AWS_HELPER",
@@ -198,6 +200,9 @@ def slurm_bundle_files(settings: NodeSettings) -> list[RoleFile]:
         ev = node_role_vars(settings, "enroot_pyxis")
         out += [f for t in ("enroot-pyxis.sh.j2",) if (f := _templated("enroot_pyxis", t, ev)) is not None]
         out.append(RoleFile(ENROOT_CONF, "0644", sl.enroot_conf))
+    if settings.nccl_stack is not None:  # the nccl_stack role's install script (too large for the user data beside Slurm's)
+        nv = node_role_vars(settings, "nccl_stack")
+        out += [f for t in ("nccl-stack.sh.j2",) if (f := _templated("nccl_stack", t, nv)) is not None]
     return out
 
 
@@ -345,6 +350,10 @@ done
     if sl.pyxis:
         body += f"""# enroot from its pinned release packages, pyxis built against this node's Slurm (the enroot_pyxis role's script)
 {ENROOT_PYXIS} && {ENROOT_PYXIS} --dirs
+"""
+    if settings.nccl_stack is not None:
+        body += f"""# pinned NCCL, nccl-tests built against it, the PyTorch venv (the nccl_stack role's script): before slurmd takes jobs
+{NCCL_STACK}
 """
     if sl.part == "node":
         body += """install -d -m 0755 /var/spool/slurmd

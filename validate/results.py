@@ -111,7 +111,9 @@ class Metrics(TypedDict, total=False):
     ``AmpMetrics``; the node checks' ``NodeMetrics``), every key named with its unit. The keys here
     are the runner's, on a result of any suite: ``explained_by`` (``host: check-id`` of the failed
     blocking node checks that explain it), ``test_wall_time_s`` (seconds the test's launch took,
-    shared among its results), ``missing_tool`` (the executable a payload needed and did not find).
+    shared among its results), ``missing_tool`` (the executable a payload needed and did not find),
+    ``software`` (the versions the run itself reported using, ``{"nccl": "2.28.9", "torch": "2.12.0+cu130", ...}``:
+    :func:`validate.stack.compare_versions`).
     At run time a ``Metrics`` is a plain ``dict``: what is written is exactly the keys that were set,
     in the order they were set.
     """
@@ -119,6 +121,7 @@ class Metrics(TypedDict, total=False):
     explained_by: list[str]
     test_wall_time_s: float
     missing_tool: str
+    software: dict[str, str]
 
 
 class Expected(TypedDict, total=False):

@@ -906,3 +906,21 @@ def eks_control_plane_subnets(ctx: RuleContext) -> Iterator[Hit]:
     if not t.vpc.control_plane_subnet_ids:
         yield Hit(("target", "vpc", "subnet_id"), f"`target.vpc.subnet_id` {t.vpc.subnet_id} is an existing subnet and "
                   "`orchestrator.kind` is `kubernetes`, but `target.vpc.control_plane_subnet_ids` is empty")
+
+
+@rule(
+    id="eks-api-open",
+    severity="warning",
+    summary="`orchestrator.api_access_cidrs` opens the EKS API endpoint to the whole internet; list the networks "
+            "that deploy and operate the cluster instead (the endpoint is private when the list is empty).",
+    fix="replace 0.0.0.0/0 (or ::/0) in `orchestrator.api_access_cidrs` with your deploy machine's or office's CIDR",
+    source="https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html",
+)
+def eks_api_open(ctx: RuleContext) -> Iterator[Hit]:
+    orch = ctx.bp.orchestrator
+    if _aws(ctx) is None or not isinstance(orch, KubernetesOrchestrator):
+        return
+    for i, cidr in enumerate(orch.api_access_cidrs):
+        if ipaddress.ip_network(cidr, strict=False).prefixlen == 0:
+            yield Hit(("orchestrator", "api_access_cidrs", i),
+                      f"`orchestrator.api_access_cidrs` has {cidr}: anyone can reach the Kubernetes API endpoint")

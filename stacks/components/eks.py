@@ -4,9 +4,11 @@
 * API authentication mode ``API`` with admin access for the identity that creates the cluster;
 * Kubernetes secrets envelope-encrypted with a KMS key of the stack (key rotation on);
 * API server, audit and authenticator logs to CloudWatch;
-* the private endpoint on; the public endpoint restricted to ``target.ssh_ingress_cidrs`` when
-  any are declared (otherwise EKS's default: reachable, IAM-authenticated) — Pulumi itself
-  needs it to install the Kubernetes add-ons.
+* the private endpoint on; the public endpoint only when ``orchestrator.api_access_cidrs`` lists
+  CIDRs, and then only for them (never the SSH list; with an empty list EKS would open it to
+  0.0.0.0/0: the ``public_access_cidrs`` default in pulumi_aws ``ClusterVpcConfigArgs``). Private
+  by default: Pulumi, which installs the Kubernetes add-ons, then runs inside the VPC
+  (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html).
 
 The kubeconfig authenticates with ``aws eks get-token`` (no static credential is written) and is
 exported as a secret. Managed node groups are created by :mod:`.nodes` (one launch template
@@ -52,7 +54,7 @@ def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str)
 @dataclass(frozen=True)
 class EksClusterArgs:
     """Inputs of :class:`EksCluster`: Kubernetes ``version`` (``1.31``), control-plane
-    ``subnet_ids`` (two AZs), ``region``, ``public_access_cidrs`` (empty = EKS default)."""
+    ``subnet_ids`` (two AZs), ``region``, ``public_access_cidrs`` (empty = no public endpoint)."""
 
     naming: Naming
     version: str
@@ -89,7 +91,7 @@ class EksCluster(pulumi.ComponentResource):
             vpc_config=aws.eks.ClusterVpcConfigArgs(
                 subnet_ids=list(args.subnet_ids),
                 endpoint_private_access=True,
-                endpoint_public_access=True,
+                endpoint_public_access=bool(args.public_access_cidrs),
                 public_access_cidrs=list(args.public_access_cidrs) or None,
             ),
             access_config=aws.eks.ClusterAccessConfigArgs(authentication_mode="API",

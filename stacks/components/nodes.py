@@ -10,7 +10,8 @@ One launch template per node group carries everything about a node:
   exactly the catalog's maximum of EFA interfaces, one per network card, on distinct
   ``network_card_index`` values. Only the ENA interface takes an IP address;
 * **nested virtualization** for Kata / VM sandboxes on the families that offer it (catalog ``kvm``);
-* **IMDSv2 required** (``http_tokens: required``; hop limit 2 so containers reach it);
+* **IMDSv2 required** (``http_tokens: required``); hop limit 1 on EKS nodes (pods cannot reach the
+  node role's credentials), 2 on EC2 nodes (catalog ``imds``);
 * an **encrypted gp3 root volume**;
 * **market options**: spot (``max_price``), ``capacity-block`` with the reservation id, or a
   targeted capacity reservation (no ``capacity_reservation_preference`` when a target is set:
@@ -34,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -66,6 +67,10 @@ and aws-ofi-nccl preinstalled (catalog ``node_images.ec2_gpu``, with its source)
 
 UBUNTU_SSM_PARAMETER: str = catalog().aws["node_images"]["ec2_cpu"]["ssm_parameter"]
 """SSM parameter of Canonical's Ubuntu AMI, for node groups without GPUs (catalog ``node_images.ec2_cpu``)."""
+
+IMDS: dict[str, Any] = catalog().aws["imds"]
+"""Instance metadata hop limits (catalog ``imds``): 1 on EKS nodes, so pods cannot reach the node role's
+credentials; 2 on EC2 nodes, whose containers on a bridge network need the extra hop."""
 
 EKS_ROOT_DEVICE: str = catalog().aws["node_images"]["eks"]["root_device"]
 """Root device name of the EKS-optimized Amazon Linux 2023 AMIs (catalog ``node_images.eks``)."""
@@ -335,7 +340,8 @@ class NodeGroupComponent(pulumi.ComponentResource):
             if settings.sandbox.runtime in ("kata", "vm") and kvm_source(g.instance_type, eks is not None) == "nested"
             else None,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2,
+                http_endpoint="enabled", http_tokens="required",
+                http_put_response_hop_limit=int(IMDS["hop_limit_eks" if eks is not None else "hop_limit_ec2"]),
                 # Slurm nodes read their NodeName from their instance tag (no secret is ever in a tag)
                 instance_metadata_tags="enabled" if sl is not None else "disabled"),
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(

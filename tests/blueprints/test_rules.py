@@ -243,6 +243,8 @@ CASES: list[Case] = [
     Case("eks-ami-id", "eks", [S("target.ami_id", "ami-0123456789abcdef0")], "target.ami_id",
          "unset `target.ami_id` (EKS picks its NVIDIA AMI for the Kubernetes version)",
          good=[S("target.ami_id", "ami-0123456789abcdef0"), D("orchestrator"), D("node_groups.0")]),
+    Case("eks-api-open", "eks", [S("orchestrator.api_access_cidrs", ["0.0.0.0/0"])], "orchestrator.api_access_cidrs.0",
+         good=[S("orchestrator.api_access_cidrs", ["198.51.100.0/24"])]),
     Case("eks-control-plane-subnets", "eks", [S("target.vpc", {"subnet_id": "subnet-0123456789abcdef0"})],
          "target.vpc.subnet_id",
          good=[S("target.vpc", {"subnet_id": "subnet-0123456789abcdef0",

@@ -407,7 +407,10 @@ class ConvergeCache:
 
 def vendor_mirror() -> VendorMirror:
     """The stand-in vendor mirror (built once per machine under the cache lock), served by this process."""
-    src = (Path(__file__).parent / "vendor_repo.py").read_bytes() + (REPO / "blueprints/data/catalog-extras.yaml").read_bytes()
+    here = Path(__file__).parent
+    src = ((here / "vendor_repo.py").read_bytes() + (here / "nccl_stack_standins.py").read_bytes()
+           + (REPO / "blueprints/data/catalog-extras.yaml").read_bytes()
+           + (REPO / "blueprints/data/software-catalog.yaml").read_bytes())
     # the examples choose which driver releases the mirror carries
     src += b"".join(p.read_bytes() for p in sorted((REPO / "blueprints/examples").glob("onprem-*.yaml")))
     root = CACHE / f"vendor-mirror-{hashlib.sha256(src).hexdigest()[:12]}"

@@ -37,10 +37,12 @@ import socketserver
 import subprocess
 import tarfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from blueprints.catalog import catalog
+from blueprints.settings import NcclStackSettings
 from blueprints.vendor import bare_metal, kata_tarball
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -48,12 +50,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 @dataclass
 class Deb:
-    """One stand-in Debian package: ``files`` maps absolute paths to (content, mode)."""
+    """One stand-in Debian package: ``files`` maps absolute paths to (content, mode): text or bytes, or with a
+    negative mode a symbolic link whose target is ``content``."""
 
     name: str
     version: str
     depends: list[str] = field(default_factory=list)
-    files: dict[str, tuple[str, int]] = field(default_factory=dict)
+    files: Mapping[str, tuple[str | bytes, int]] = field(default_factory=dict)
     description: str = "clusterforge test stand-in"
     provides: list[str] = field(default_factory=list)
 
@@ -83,7 +86,13 @@ def build_deb(pkg: Deb, out: Path) -> Path:
     for path, (content, mode) in pkg.files.items():
         p = root / path.lstrip("/")
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(content)
+        if mode < 0:  # a symbolic link to `content`
+            p.symlink_to(content)
+            continue
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content)
         p.chmod(mode)
     deb = out / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"  # Debian file names drop the epoch
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], check=True,
@@ -152,7 +161,7 @@ def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
     unversioned = int(branch) >= int(sw["unversioned_names_from_branch"])
     for part in ("fabricmanager", "nscq", "nvsdm"):
         name = sw[part] if unversioned else f"{sw[part]}-{branch}"
-        files: dict[str, tuple[str, int]] = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
+        files: dict[str, tuple[str | bytes, int]] = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
         if part == "fabricmanager":
             files["/usr/bin/nv-fabricmanager"] = _script(stand % "nv-fabricmanager")
             cfg = sw["fabricmanager_config"]
@@ -330,9 +339,24 @@ class VendorMirror:
             "sandbox_kata_release_url": f"{self.base_url}/kata",
             "sandbox_gvisor_release_url": f"{self.base_url}/gvisor",
             "rdma_doca_repo_base_url": f"{self.base_url}/doca",
+            **self.nccl_stack_vars(),
             **self.integrity_pins(),
             **self.key_pins(),
         }
+
+    def nccl_stack_vars(self) -> dict[str, str]:
+        """The nccl_stack role's download variables for the stand-ins, as a site mirror would set them: the nccl-tests
+        release served here with its SHA-256 (the role checks the stand-in against it exactly as against the catalog's
+        pin) and the stand-in wheel index of the examples' CUDA (every on-prem example declares the same stack)."""
+        stacks = example_nccl_stacks()
+        if not stacks:
+            return {}
+        s = stacks[0]
+        tarball = self.root / "nccl-tests" / "archive" / "refs" / "tags" / f"v{s.tests_version}.tar.gz"
+        local = s.torch_index_url.rstrip("/").rsplit("/", 1)[1]
+        return {"nccl_stack_tests_url": f"{self.base_url}/nccl-tests/archive/refs/tags/v{s.tests_version}.tar.gz",
+                "nccl_stack_tests_sha256": hashlib.sha256(tarball.read_bytes()).hexdigest(),
+                "nccl_stack_torch_index_url": f"{self.base_url}/pytorch/whl/{local}"}
 
     def key_fingerprint(self) -> str:
         """The primary key fingerprint of the stand-ins' repository key (every stand-in repository is signed with
@@ -400,6 +424,21 @@ def example_driver_versions() -> set[str]:
     return out
 
 
+def example_nccl_stacks() -> list[NcclStackSettings]:
+    """The collective stacks (:attr:`NodeSettings.nccl_stack`) the example blueprints give their on-prem training
+    nodes, one per distinct stack."""
+    from blueprints import load_blueprint
+    from blueprints.resolved import resolve
+    from tests.conftest import EXAMPLES
+
+    out: dict[str, NcclStackSettings] = {}
+    for path in sorted(EXAMPLES.glob("onprem-*.yaml")):
+        for r in resolve(load_blueprint(path).blueprint).groups:
+            if r.settings.nccl_stack is not None:
+                out.setdefault(r.settings.nccl_stack.model_dump_json(), r.settings.nccl_stack)
+    return list(out.values())
+
+
 def build_mirror(root: Path) -> VendorMirror:
     """Build every stand-in under ``root`` (idempotent: a finished tree is reused)."""
     if (root / "ready").exists():
@@ -427,6 +466,9 @@ def build_mirror(root: Path) -> VendorMirror:
     build_deb(ubuntu_headers(), pool)
     for pkg in nvlsm_packages():
         build_deb(pkg, pool)
+    from .nccl_stack_standins import build_nccl_stack  # NCCL, CUDA compiler, nccl-tests release, torch wheels
+
+    build_nccl_stack(root, pool, example_nccl_stacks())
     signer.sign_repo(pool)
     key = signer.public_key()
     for dist in nd["cuda_repo"]["dists"].values():

@@ -57,6 +57,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,9 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         'PY="${CLUSTERFORGE_PYTHON:-python3}"',
         'mkdir -p "$CF_DIR/raw" "$CF_DIR/logs"',
     ]
+    env_py = suite.environment_python(test)
+    if env_py:  # the default python3: the declared training environment where the node has it
+        lines.append(f'if [ "$PY" = python3 ] && [ -x {shlex.quote(env_py)} ]; then PY={shlex.quote(env_py)}; fi')
     payload = f'"$CF_DIR/payloads/{suite.payload}"'
     if isinstance(suite, RanksSuite):
         coll = suite.binary_name(test)
@@ -154,7 +158,8 @@ def sbatch_script(loaded: LoadedBlueprint, test: PlannedTest, *, time_limit_s: f
         torch_cmd = f'srun "$PY" {payload} {shell_join(suite.payload_args(test))} --output {raw}'
         if gpus:
             lines += [
-                f'if BIN="$("$PY" "$CF_DIR/payloads/{suite.binary_payload}" --probe --collective {coll} 2>/dev/null)"; then',
+                (f'if BIN="$("$PY" "$CF_DIR/payloads/{suite.binary_payload}" --probe --collective {coll}'
+                 f'{"".join(" " + shlex.quote(a) for a in suite.binary_search_args(test))} 2>/dev/null)"; then'),
                 f'  srun --mpi=pmix "$BIN" {shell_join(suite.binary_flags(test, 1))} | tee {raw}',
                 "else",
                 f"  {torch_cmd}",

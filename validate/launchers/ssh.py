@@ -283,11 +283,12 @@ class SshLauncher(Launcher):
                 pass
             del self._run_dirs[host]
 
-    def _has_nccl_tests(self, host: SshHost, suite: RanksSuite, collective: str, log: Path) -> bool:
+    def _has_nccl_tests(self, host: SshHost, suite: RanksSuite, collective: str, log: Path,
+                        search: list[str] | None = None) -> bool:
         key = (host.name, collective)
         if key not in self._probe:
             cmd = shell_join([self.remote_python, f"{self._payload_dir(host)}/{suite.binary_payload}", "--probe",
-                              "--collective", collective])
+                              "--collective", collective, *(search or [])])
             rc, _ = run_logged(remote_argv(host, self._in_run_dir(host, cmd)), log, timeout_s=60)
             self._probe[key] = rc == 0
         return self._probe[key]
@@ -296,6 +297,10 @@ class SshLauncher(Launcher):
         """``([(host, shell command)], notes)``: the first pair's stdout is the raw output. Every word is quoted;
         :meth:`run` runs each command inside the node's private run directory (:func:`in_run_dir`)."""
         py = shlex.quote(self.remote_python)
+        env_py = get_suite(test.kind).environment_python(test)
+        if env_py and self.remote_python == "python3":  # the default: the declared venv where the node has it
+            q = shlex.quote(env_py)
+            py = f'"$(if [ -x {q} ]; then echo {q}; else echo python3; fi)"'
         h0 = hosts[0]
 
         def payload(h: SshHost, name: str) -> str:
@@ -304,7 +309,8 @@ class SshLauncher(Launcher):
         notes: list[str] = []
         suite = get_suite(test.kind)
         if isinstance(suite, RanksSuite):
-            use_bin = test.device == "cuda" and self._has_nccl_tests(h0, suite, suite.binary_name(test), log)
+            use_bin = test.device == "cuda" and self._has_nccl_tests(h0, suite, suite.binary_name(test), log,
+                                                                         suite.binary_search_args(test))
             if use_bin:
                 notes.append(f"nccl-tests binaries (via {suite.binary_payload})")
                 args = suite.binary_payload_args(test)

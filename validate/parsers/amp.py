@@ -105,6 +105,8 @@ class AmpRun:
     error: str | None = None
     version: int | None = None
     host: str | None = None
+    software: dict[str, str] = field(default_factory=dict)
+    """What the run used: ``torch``, ``cuda`` (the wheel's), ``nccl`` (the wheel's), ``python`` (keys it reported)."""
 
     @property
     def speedup_vs_fp32(self) -> float | None:
@@ -149,6 +151,8 @@ def _run(d: dict[str, Any]) -> AmpRun:
         error=str(d["error"]) if d.get("error") else None,
         version=_i(d.get("version")),
         host=str(d["host"]) if d.get("host") else None,
+        software={str(k): str(v) for k, v in sw.items() if v is not None and not isinstance(v, (dict, list))}
+        if isinstance(sw := d.get("software"), dict) else {},
     )
 
 

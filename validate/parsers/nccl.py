@@ -391,6 +391,12 @@ class NcclRun:
     format_notes: list[str] = field(default_factory=list)
     log_lines: list[str] = field(default_factory=list, repr=False)
     settings: dict[str, str] = field(default_factory=dict)
+    nccl_version: str | None = None
+    """The NCCL release the run used, from the tool's own output: nccl-tests' ``nccl-library=<code>`` (the loaded
+    library's ``ncclGetVersion``), NCCL's ``NCCL version X.Y.Z+cudaA.B`` line (``NCCL_DEBUG=VERSION`` or ``INFO``), or
+    the ``-J`` JSON's ``nccl_version``; ``X.Y.Z`` (``None``: the output does not say)."""
+    nccl_cuda: str | None = None
+    """The CUDA of that NCCL build (``A.B`` of ``+cudaA.B``) when NCCL's own version line names it."""
     stage: int = field(default=-1, repr=False)
 
     def __post_init__(self) -> None:
@@ -526,6 +532,16 @@ _RANK = re.compile(
     r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(-?\d+)(?:\s*+(\[[^\]]*\]))?(.*)$"
 )
 _VERSION = re.compile(r"(?:nccl-tests|benchmark)\s+version\s+(\S+)", re.IGNORECASE)
+_LIBRARY = re.compile(r"\bnccl-library=(\d+)")
+_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
+
+
+def nccl_version_from_code(code: int) -> str:
+    """``NCCL_VERSION_CODE`` -> ``X.Y.Z``: ``X*10000 + Y*100 + Z`` from 2.9 on, ``X*1000 + Y*100 + Z`` before
+    (nccl.h's ``NCCL_VERSION`` macro, https://github.com/NVIDIA/nccl/blob/master/src/nccl.h.in); 22809 -> 2.28.9."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 _BACKEND = re.compile(r"\bbackend[:=\s]+(gloo|nccl|mpi|ucc)\b", re.IGNORECASE)
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\S+)")
@@ -829,6 +845,9 @@ class _StreamParser:
         if vm and h.startswith(("nccl-tests", "clusterforge")):
             run = self._at(0, lineno)
             run.version = vm.group(1)
+            lm = _LIBRARY.search(h)
+            if lm:
+                run.nccl_version = nccl_version_from_code(int(lm.group(1)))
             if h.startswith("clusterforge"):
                 run.tool = "torch"
             bm = _BACKEND.search(h)
@@ -945,6 +964,9 @@ class _StreamParser:
     def _nccl_line(self, h: str) -> None:
         self._log(h)
         cur = self.cur
+        nv = _NCCL_VERSION.search(h)
+        if nv and cur is not None:
+            cur.nccl_version, cur.nccl_cuda = nv.group(1), nv.group(2) or cur.nccl_cuda
         nets = cur.networks if cur is not None else self.orphan_networks
         um = _USING_NETWORK.search(h)
         if um and um.group(1).strip() and um.group(1).strip() not in nets:
@@ -1321,6 +1343,11 @@ def _json_run(doc: dict[str, Any], truncated: bool, filename: str | None) -> Ncc
     """The run of a decoded ``-J`` document. Raises ``TypeError``/``ValueError`` for fields of the wrong type."""
     run = NcclRun(fmt="json", truncated=truncated)
     run.version = str(doc["version"]) if "version" in doc else None
+    nv = str(doc.get("nccl_version") or "")
+    if re.fullmatch(r"\d+", nv):
+        run.nccl_version = nccl_version_from_code(int(nv))
+    elif (m := re.match(r"(\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?", nv)) is not None:
+        run.nccl_version, run.nccl_cuda = m.group(1), m.group(2)
     args = doc.get("args") or []
     if args:
         coll = normalize_collective(str(args[0]))

@@ -32,7 +32,12 @@ Output: one JSON document, exactly these keys::
      "model_tflops": float, "peak_tflops": float|null, "mfu": float|null,
      "peak_memory_bytes": int, "loss_start": float, "loss_end": float, "losses": [float],
      "fp32_baseline": {"tokens_per_s", "step_time_s", "loss_start", "loss_end"}|null,
+     "software": {"torch": str|null, "cuda": str|null, "nccl": str|null, "python": str},
      "error": str|null}
+
+``software`` is what the run itself used: ``torch.__version__``, ``torch.version.cuda`` (the CUDA the
+wheel was built for; ``null`` for a CPU build) and ``torch.cuda.nccl.version()`` as ``X.Y.Z`` (the
+NCCL the wheel carries; ``null`` without CUDA), and the interpreter's version.
 
 ``steps`` counts the timed steps; ``losses`` holds every step's loss, warm-up included;
 ``batch_size`` is per device; ``peak_memory_bytes`` is ``torch.cuda.max_memory_allocated`` on GPUs
@@ -269,8 +274,29 @@ def _empty_doc(args: argparse.Namespace) -> dict[str, Any]:
                   "vocab": args.vocab, "parameters": 0},
         "batch_size": args.batch_size, "steps": args.steps, "tokens_per_s": 0.0, "step_time_s": 0.0,
         "model_tflops": 0.0, "peak_tflops": args.peak_tflops, "mfu": None, "peak_memory_bytes": 0,
-        "loss_start": 0.0, "loss_end": 0.0, "losses": [], "fp32_baseline": None, "error": None,
+        "loss_start": 0.0, "loss_end": 0.0, "losses": [], "fp32_baseline": None,
+        "software": software_versions(), "error": None,
     }
+
+
+def software_versions() -> dict[str, str | None]:
+    """The versions this process runs: torch, the CUDA its wheel was built for, the NCCL it carries (``None`` where
+    torch is missing or has no CUDA), and Python. Never raises."""
+    out: dict[str, str | None] = {"torch": None, "cuda": None, "nccl": None,
+                                  "python": ".".join(str(p) for p in sys.version_info[:3])}
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - no torch: the error is reported by the run itself
+        return out
+    out["torch"] = str(torch.__version__)
+    out["cuda"] = getattr(torch.version, "cuda", None)
+    try:
+        if out["cuda"] and torch.cuda.is_available():
+            v = torch.cuda.nccl.version()
+            out["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception:  # noqa: BLE001 - a build without NCCL: its NCCL stays unknown
+        out["nccl"] = None
+    return out
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], int]:

@@ -25,13 +25,15 @@ from pathlib import Path
 from typing import cast
 
 from blueprints.catalog import UnknownHardwareError, catalog
-from blueprints.models import AmpThresholds
+from blueprints.models import AmpThresholds, Blueprint
+from blueprints.resolved import ResolvedGroup
 
 from ..expectations import JudgeContext, apply_overrides
 from ..parsers.amp import AmpRun, parse_amp
 from ..plan import PlannedTest, TestParams
 from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, pct
 from ..signatures import by_id
+from ..stack import StackExpectations, compare_versions, declared_python, declared_stack
 from .base import GroupPlan, HtmlSection, Suite, gpu_mismatch, nothing, part_label, png, resolve_gpu
 
 __all__ = [
@@ -85,6 +87,8 @@ class AmpParams(TestParams):
     fp32_baseline: bool
     peak_tflops: float | None
     gpu_model: str | None
+    python: str | None = None
+    """The declared training environment's interpreter on the nodes (:func:`validate.stack.declared_python`)."""
 
 
 def _estimate_params(layers: int, hidden: int, vocab: int) -> int:
@@ -172,6 +176,15 @@ def _thresholds(ctx: JudgeContext) -> AmpThresholds:
 class AmpSuite(Suite):
     """The AMP suite (see the module docstring)."""
 
+    def context_expectations(self, bp: Blueprint | None, group: ResolvedGroup | None) -> StackExpectations:
+        """The stack node ``group`` declares: the PyTorch environment the judge compares a run's with
+        (:func:`validate.stack.declared_stack`)."""
+        return declared_stack(bp, group)
+
+    def environment_python(self, test: PlannedTest) -> str | None:
+        """The declared venv's interpreter (:attr:`AmpParams.python`)."""
+        return test.params_as(AmpParams).python
+
     name = "amp"
     title = "Training (AMP)"
     payloads = ("amp_bench.py",)
@@ -208,7 +221,7 @@ class AmpSuite(Suite):
             id=gp.test_id(self.name), kind=self.name, group=gp.group.name, nodes=1, ranks_per_node=1, device=device,
             params=AmpParams(**model, batch_size=a.batch_size, steps=a.steps, warmup_steps=3 if a.compile else 2,
                              precision=a.precision, compile=a.compile, fp32_baseline=a.fp32_baseline,
-                             peak_tflops=peak, gpu_model=gp.gpu_key),
+                             peak_tflops=peak, gpu_model=gp.gpu_key, python=declared_python(gp)),
             description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} "
                          f"on one {'GPU' if device == 'cuda' else 'CPU'}"),
             notes=tuple(anotes))
@@ -386,6 +399,14 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
         "loss_start": run.loss_start, "loss_end": run.loss_end, "peak_memory_bytes": run.peak_memory_bytes,
     })
     r.series = AmpSeries(losses=list(run.losses))
+    if run.software:  # what the payload ran (torch, its CUDA and NCCL) against the declared environment
+        sw = run.software
+        compare_versions(r, ctx.expectations_for(AmpSuite.name, StackExpectations),
+                         {"torch": sw.get("torch"), **({"torch_cuda": sw["cuda"]} if sw.get("cuda") else {}),
+                          "torch_nccl": sw.get("nccl"), **({"python": sw["python"]} if sw.get("python") else {})},
+                         "the AMP payload")
+        if sw.get("torch") and not sw.get("cuda"):
+            r.note(f"PyTorch {sw['torch']} is a CPU build (torch.version.cuda is None)")
     if mismatch:
         r.degrade(Verdict.INVALID, f"not this hardware: the AMP result ran on {run.gpu_name!r}"
                              + (f" ({log_gpu})" if log_gpu else "") + f" but {ctx.gpu_model} is declared; its MFU says "

@@ -242,6 +242,12 @@ class Suite(ABC):
         """``{file name: path}`` of the payload files a launcher copies to the nodes."""
         return {n: self.payload_dir / n for n in self.payloads}
 
+    def environment_python(self, test: PlannedTest) -> str | None:
+        """The interpreter of the training environment the blueprint declares for ``test``'s nodes (the nccl_stack
+        role's venv, ``NodeSettings.nccl_stack``), which the ssh and Slurm launchers run the payload with when no other
+        Python was chosen and the node has it; ``None``: the launcher's Python. Default ``None``."""
+        return None
+
     @abstractmethod
     def payload_args(self, test: PlannedTest) -> list[str]:
         """Arguments of :attr:`payload` for ``test`` (without ``--output``, which the launcher adds)."""
@@ -414,6 +420,11 @@ class RanksSuite(Suite):
     @abstractmethod
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Arguments of :attr:`binary_payload` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
+
+    def binary_search_args(self, test: PlannedTest) -> list[str]:
+        """Where :attr:`binary_payload` looks for the binary first (its ``--probe`` too), e.g. the directory the node
+        settings name; default ``[]``: the payload's own search."""
+        return []
 
     @abstractmethod
     def local_binary(self, test: PlannedTest, dirs: list[str]) -> str | None:

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import ClassVar, cast
 
 from blueprints.catalog import UnknownHardwareError, catalog
-from blueprints.models import NcclThresholds
+from blueprints.models import Blueprint, NcclThresholds
+from blueprints.resolved import ResolvedGroup
 
 from ..expectations import (
     FABRIC_NAMES,
@@ -55,6 +56,7 @@ from ..parsers.nccl import NcclRun, NetUsage, iter_curve, iter_values, net_usage
 from ..plan import PlannedTest, TestParams
 from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, fmt_bytes, pct
 from ..signatures import by_id, diagnose, doc_ref
+from ..stack import StackExpectations, compare_versions, declared_python, declared_stack
 from .base import GroupPlan, HtmlSection, RanksSuite, gpu_mismatch, nothing, part_label, png, resolve_gpu
 
 __all__ = [
@@ -103,6 +105,12 @@ class NcclParams(TestParams):
     iters: int
     warmup_iters: int
     check: bool
+    nccl_tests_dir: str | None = None
+    """Where the nodes' nccl-tests binaries are (``NodeSettings.nccl_stack.tests_dir``: the nccl_stack role installs
+    them there); ``None``: the payload's own search (``PATH``, the usual build folders)."""
+    python: str | None = None
+    """The declared training environment's interpreter on the nodes, for the torch benchmark
+    (:func:`validate.stack.declared_python`)."""
 
 
 class NcclMetrics(Metrics, total=False):
@@ -271,7 +279,10 @@ class NcclSuite(RanksSuite):
             id=gp.test_id(self.name, c), kind=self.name, group=gp.group.name, nodes=nodes, ranks_per_node=ranks,
             device=device,
             params=NcclParams(collective=c, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=v.step_factor,
-                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check),
+                              iters=v.iters, warmup_iters=v.warmup_iters, check=v.check,
+                              nccl_tests_dir=(gp.settings.nccl_stack.tests_dir
+                                              if gp.settings.nccl_stack is not None and not gp.local else None),
+                              python=declared_python(gp)),
             description=f"{c} over {nodes} node(s) x {ranks} {'GPU' if device == 'cuda' else 'CPU process'}"
                         f"{'s' if ranks != 1 and device == 'cuda' else 'es' if ranks != 1 else ''}",
             notes=tuple(cnotes)) for c in colls]
@@ -297,12 +308,22 @@ class NcclSuite(RanksSuite):
 
         return nccl_tests.find_binary(self.binary_name(test), dirs)
 
+    def environment_python(self, test: PlannedTest) -> str | None:
+        """The declared venv's interpreter (:attr:`NcclParams.python`), for the torch benchmark."""
+        return test.params_as(NcclParams).python
+
+    def binary_search_args(self, test: PlannedTest) -> list[str]:
+        """``--nccl-tests-dir <dir>`` where the node settings say the binaries are (the nccl_stack role's directory),
+        for ``nccl_tests.py`` and its ``--probe``; ``[]`` without one."""
+        d = test.params_as(NcclParams).nccl_tests_dir
+        return ["--nccl-tests-dir", d] if d else []
+
     def binary_payload_args(self, test: PlannedTest) -> list[str]:
         """Flags of ``nccl_tests.py`` (it adds ``-g`` and, with ``--hosts``, mpirun)."""
         p = test.params_as(NcclParams)
         return ["--collective", p.collective, "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(p.step_factor), "-n", str(p.iters), "-w", str(p.warmup_iters),
-                "-c", "1" if p.check else "0"]
+                "-c", "1" if p.check else "0", *self.binary_search_args(test)]
 
     def binary_flags(self, test: PlannedTest, gpus_per_process: int = 1) -> list[str]:
         """Flags for an nccl-tests binary itself (``-b -e -f -n -w -c -g``)."""
@@ -324,6 +345,11 @@ class NcclSuite(RanksSuite):
 
             return dataclasses.replace(ctx, gpus_per_node=test.ranks_per_node)
         return ctx
+
+    def context_expectations(self, bp: Blueprint | None, group: ResolvedGroup | None) -> StackExpectations:
+        """The stack node ``group`` declares: the NCCL the judge compares a run's with, and where the nodes'
+        nccl-tests binaries are (:func:`validate.stack.declared_stack`)."""
+        return declared_stack(bp, group)
 
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
         """One result per nccl-tests run in ``text`` (see the module docstring)."""
@@ -778,6 +804,12 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
     m["ranks"] = ranks
     m["nodes"] = nodes
     m["gpu_model"] = gpu_key
+    if run.tool != "torch":  # nccl-tests names the NCCL it ran; the torch benchmark's NCCL is the wheel's
+        ran = {"nccl": run.nccl_version, **({"nccl_cuda": run.nccl_cuda} if run.nccl_cuda else {})}
+        if mismatch:  # another machine's run: what it used is recorded, not compared with this blueprint
+            m["software"] = {k: v for k, v in ran.items() if v}
+        else:
+            compare_versions(r, ctx.expectations_for(NcclSuite.name, StackExpectations), ran, f"the {run.tool} output")
     m["rows"] = len(run.rows)
     m["avg_busbw_gbps"] = run.avg_busbw_gbps
     m["wrong"] = run.wrong_total

@@ -1,0 +1,43 @@
+"""Secure EKS defaults, read from the plan (mock engine): the API endpoint is private unless the
+blueprint lists CIDRs for it (never the SSH list), and pods cannot reach the node role's
+credentials through the instance metadata service."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.stacks.conftest import LT, plan_example
+
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+
+CLUSTER = "aws:eks/cluster:Cluster"
+
+
+def test_api_endpoint_is_private_by_default() -> None:
+    (cluster,) = plan_example("aws-eks-p4d").of_type(CLUSTER)
+    vpc = cluster.inputs["vpcConfig"]
+    # With public access on and no CIDRs EKS opens the endpoint to 0.0.0.0/0
+    # (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html): it must be off.
+    assert vpc["endpointPublicAccess"] is False and vpc["endpointPrivateAccess"] is True
+    assert "publicAccessCidrs" not in vpc
+
+
+def test_declared_api_cidrs_are_the_only_public_access_and_not_the_ssh_list(plan_variant) -> None:
+    plan = plan_variant("aws-eks-p4d", {"target": {"ssh_ingress_cidrs": ["192.0.2.0/24"]},
+                                        "orchestrator": {"api_access_cidrs": ["198.51.100.0/24"]}})
+    (cluster,) = plan.of_type(CLUSTER)
+    vpc = cluster.inputs["vpcConfig"]
+    assert vpc["endpointPublicAccess"] is True
+    assert vpc["publicAccessCidrs"] == ["198.51.100.0/24"]
+
+
+def test_pods_cannot_reach_node_credentials_through_imds() -> None:
+    # EKS best practices: hop limit 1 on nodes from launch templates, so a pod (one more hop) gets no
+    # answer from IMDS (https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html)
+    eks_lts = plan_example("aws-eks-p4d").of_type(LT)
+    assert eks_lts and {lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] for lt in eks_lts} == {1}
+    assert {lt.inputs["metadataOptions"]["httpTokens"] for lt in eks_lts} == {"required"}
+    # EC2 nodes keep 2: a container on a bridge network is one hop away
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html)
+    ec2_lts = plan_example("aws-p5-efa-lustre").of_type(LT)
+    assert {lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] for lt in ec2_lts} == {2}
