@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,14 @@ from typing import Any
 
 import pytest
 
+from blueprints import load_blueprint
 from clusterforge.cli import main
 from validate.expectations import JudgeContext
+from validate.launchers.slurm import sbatch_script
 from validate.payloads import PAYLOAD_DIR
 from validate.payloads import trace_breakdown as tb
-from validate.results import Verdict
+from validate.results import JudgeResult, Verdict
+from validate.runner import plan_tests
 from validate.suites import get_suite, summary
 from validate.suites.profile import ProfileParams, profile_metrics, straggler
 
@@ -123,14 +127,15 @@ def test_gpu_launch_bound_trace_is_named_host_bound() -> None:
 
 
 def test_two_ranks_of_a_recorded_job_judged_with_the_cli(tmp_path: Path, capsys: Any) -> None:
+    raw = tmp_path / "raw"
+    (raw / "profile.traces").mkdir(parents=True)
     ranks = []
     for i, p in enumerate(SAMPLED):
         row = tb.analyze(tb.load_trace(str(p)))
-        ranks.append({**row, "rank": i, "host": f"gpu-node-{i}", "trace": f"profile.traces/rank{i}.json"})
+        shutil.copy(p, raw / "profile.traces" / f"rank{i}.json.gz")  # as a run folder holds them
+        ranks.append({**row, "rank": i, "host": f"gpu-node-{i}", "trace": f"profile.traces/rank{i}.json.gz"})
     doc = {"kind": "profile", "version": 1, "device": "cuda", "world_size": 2, "precision": "bf16",
            "schedule": {"wait": 1, "warmup": 1, "active": 2}, "step_time_s": 0.6, "ranks": ranks, "error": None}
-    raw = tmp_path / "raw"
-    raw.mkdir()
     (raw / "profile.json").write_text(json.dumps(doc))
     rc = main(["judge", str(raw / "profile.json"), "--json"])
     out = capsys.readouterr().out
@@ -140,9 +145,42 @@ def test_two_ranks_of_a_recorded_job_judged_with_the_cli(tmp_path: Path, capsys:
     _sums_to_one(m["breakdown"])
     # exposed NCCL time is the largest category over its threshold on both ranks
     assert m["bound"] == "communication" and res["verdict"] == "warn"
-    assert m["trace"] == "raw/profile.traces/rank0.json"
+    assert m["trace"] == "raw/profile.traces/rank0.json.gz" and (tmp_path / m["trace"]).is_file()
     assert [x["bound"] for x in m["ranks"]] == ["communication", "communication"]
     assert m["hta"]["idle"] == pytest.approx(0.5356, abs=1e-4)
+
+
+def test_traces_left_on_a_node_are_named_not_linked(tmp_path: Path) -> None:
+    row = tb.analyze(tb.load_trace(str(SAMPLED[0])))
+    doc = {"kind": "profile", "schedule": {"active": 2},
+           "ranks": [{**row, "rank": 0, "host": "gpu-node-0", "trace": "profile.traces/rank0.json"}]}
+    r = _judge(doc, source=str(tmp_path / "raw" / "profile.json"))
+    assert profile_metrics(r)["trace"] is None and profile_metrics(r)["traces"] == []
+    assert any("rank 0 on gpu-node-0: profile.traces/rank0.json" in n for n in r.notes)
+
+
+def test_on_a_gpu_cluster_one_rank_per_gpu_in_one_slurm_job() -> None:
+    loaded = load_blueprint(REPO / "blueprints" / "examples" / "onprem-dgx-h100-ib.yaml")
+    (t,), _ = plan_tests(loaded, launcher="slurm", suites=["profile"])
+    p = t.params_as(ProfileParams)
+    assert (t.device, t.ranks_per_node, p.ranks, p.precision) == ("cuda", 8, 8, "auto")
+    assert (p.layers, p.hidden) == (loaded.blueprint.validation.amp.model.layers, loaded.blueprint.validation.amp.model.hidden)
+    assert get_suite("profile").gpus(t) == 8
+    script = sbatch_script(loaded, t)
+    assert "#SBATCH --gpus-per-node=8" in script
+    assert 'payloads/profile_bench.py" --ranks 8 ' in script and "--device cuda" in script and "--active 3" in script
+
+
+def test_the_report_cross_links_the_results_that_bear_on_the_bound() -> None:
+    row = {"rank": 0, "breakdown": {"compute": 0.2, "data_loading": 0.8}, "window_us": 1e6, "step_us": [1e6]}
+    r = _judge({"kind": "profile", "schedule": {"active": 1}, "ranks": [row]})
+    assert profile_metrics(r)["bound"] == "input"
+    fio = JudgeResult(source="raw/fio-datasets.json", kind="fio", label="fio-datasets")
+    lines = "\n".join(get_suite("profile").markdown_section([r, fio]))
+    assert "Related fio result fio-datasets (pass)" in lines
+    assert "| 0 | 20% | 0% | 0% | 0% | 80% | 0% | 0% | input |" in lines  # the rank's row, categories in order
+    lines = "\n".join(get_suite("profile").markdown_section([r]))
+    assert "No fio result in this run" in lines and "--suites fio" in lines
 
 
 def test_straggler_is_the_rank_working_longest_outside_exposed_communication() -> None:

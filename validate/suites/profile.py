@@ -117,7 +117,8 @@ class ProfileMetrics(Metrics, total=False):
     rank, s), ``breakdown`` ({category: fraction of the profiled step time, 0-1}, all ranks together,
     summing to 1), ``bound`` (``compute``, ``input``, ``host``, ``communication``, ``memory`` or
     ``idle``), ``bound_share`` (its category's fraction), ``trace`` (rank 0's Chrome trace, relative to
-    the output directory: ``raw/<id>.traces/rank0.json``), ``traces`` (every rank's), ``ranks`` (per
+    the output directory: ``raw/<id>.traces/rank0.json``; ``None`` when the file is not beside the result, e.g. left
+    on a remote node), ``traces`` (every rank's that is), ``ranks`` (per
     rank: ``rank``, ``host``, ``path`` gpu/cpu, ``step_time_s`` s, ``busy_s`` s per step outside exposed
     communication, ``breakdown``, ``bound``, ``trace``, ``trace_bytes`` bytes, ``top_ops``),
     ``straggler`` (rank number or ``None``), ``top_ops`` ([{``name``, ``total_us`` us, ``count``}], rank
@@ -428,11 +429,16 @@ def judge_profile(doc: dict[str, Any], ctx: JudgeContext, *, source: str, label:
         r.degrade(Verdict.INVALID, "the profile result holds no rank with a breakdown: the profiler recorded no step")
         return r
     rows.sort(key=lambda x: x["rank"])
-    # the trace paths, relative to the output directory (the folder holding raw/)
-    prefix = "raw/" if Path(source).parent.name == "raw" else ""
+    # the trace paths, relative to the output directory (the folder holding raw/), when the file is there
+    folder = Path(source).parent
+    prefix = "raw/" if folder.name == "raw" else ""
+    away = []
     for row in rows:
         t = _safe_trace(row["trace"])
-        row["trace"] = prefix + t if t else None
+        here = t is not None and (folder / t).is_file()
+        if t is not None and not here:
+            away.append(f"rank {row['rank']}{' on ' + row['host'] if row['host'] else ''}: {t}")
+        row["trace"] = prefix + t if t and here else None
     total = sum(row["window_us"] for row in rows)
     us = {c: sum(row["breakdown"][c] * row["window_us"] for row in rows) for c in CATEGORIES}
     bd = {c: round(us[c] / total, 6) if total else 0.0 for c in CATEGORIES}
@@ -464,4 +470,7 @@ def judge_profile(doc: dict[str, Any], ctx: JudgeContext, *, source: str, label:
                "(memory, idle) are not measured")
     if m["trace"]:
         r.note(f"trace of rank 0: {m['trace']} (open in https://ui.perfetto.dev)")
+    if away:
+        r.note("trace files not beside the result (they stay in the run folder on the node, or went with the pod): "
+               + "; ".join(away[:8]))
     return r
