@@ -55,7 +55,8 @@ def test_slurm_scripts_for_the_dgx_blueprint(tmp_path: Path) -> None:
     assert names == sorted(["node.sbatch", "nccl-all_reduce.sbatch", "nccl-all_gather.sbatch", "nccl-reduce_scatter.sbatch",
                             "fio-scratch.sbatch", "fio-lustre.sbatch", "amp.sbatch"])
     # the registered suites' payloads travel next to the scripts, unchanged
-    assert list(payload_files()) == ["node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py"]
+    assert list(payload_files()) == ["node_health.py", "collectives.py", "nccl_tests.py", "fio_bench.py", "amp_bench.py",
+                                     "profile_bench.py", "trace_breakdown.py"]
     for f in payload_files():
         assert (slurm / "payloads" / f).read_bytes() == (PAYLOAD_DIR / f).read_bytes()
     for name in names:
