@@ -1320,7 +1320,7 @@ class Workload(StrictModel):
     @model_validator(mode="after")
     def _model_or_parameters(self) -> "Workload":
         if self.model is None and self.parameters_b is None:
-            raise PydanticCustomError("workload_size", "`workload` needs `model` or `parameters_b`",
+            raise PydanticCustomError("workload_size", "neither `model` nor `parameters_b` is set",
                                       {"fix": "add `model:` (e.g. `llama-3.1-70b`) or `parameters_b:`"})
         return self
 

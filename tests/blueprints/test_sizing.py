@@ -371,3 +371,17 @@ def test_catalog_shapes_add_up_to_the_published_parameter_counts(model: str, act
     implied = sh.layers * (attn + mlp) + 2 * sh.vocab * sh.hidden
     published = sp.active if active else sp.parameters
     assert implied == pytest.approx(published, rel=0.015), (implied / 1e9, published / 1e9)
+
+
+def test_workload_without_model_or_parameters_is_a_one_line_error(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    doc = copy.deepcopy(load_blueprint(EXAMPLES / f"{P5}.yaml").data)
+    doc["workload"] = {"sequence_length": 8192}
+    text, lines = emit(doc)
+    f = tmp_path / "w.yaml"
+    f.write_text(text)
+    assert main(["check", str(f)]) == 1
+    out = capsys.readouterr().out
+    hit = [ln for ln in out.splitlines() if "`workload`: neither `model` nor `parameters_b` is set" in ln]
+    assert hit and f"{f}:{lines[('workload',)]}:" in hit[0], out
+    assert hit[0].endswith("add `model:` (e.g. `llama-3.1-70b`) or `parameters_b:`"), hit[0]
