@@ -177,8 +177,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Duplicate GPU detected",
         "local",
         "two ranks were given the same GPU: the launcher's process-to-GPU mapping is wrong",
-        "launch one process per GPU (`--gpus-per-task=1`, `--ntasks-per-node` = GPUs per node) and do not "
-        "restrict CUDA_VISIBLE_DEVICES to one device for every rank",
+        "launch one process per GPU (`--ntasks-per-node` = GPUs per node, each rank choosing its GPU by local rank) "
+        "and do not restrict CUDA_VISIBLE_DEVICES to one device for every rank; a per-task GPU binding "
+        "(`--gpus-per-task`, `--gpu-bind=per_task:1`) hides the GPUs from each other instead",
         f"{NCCL_TROUBLESHOOTING}#errors",
         "init.cc:745 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"),
     Signature(
@@ -241,8 +242,21 @@ SIGNATURES: tuple[Signature, ...] = (
         f"{NCCL_TROUBLESHOOTING}#infiniband",
         "NCCL INFO NET/IB : No device found.", fabrics=IB_VERBS_FABRICS),
     Signature(
+        "dmabuf-registration-refused", "DMA-BUF registration refused by the NIC driver",
+        r"ibv_reg_dmabuf_mr(?:(?!ibv_reg_dmabuf_mr).)*(?:failed|not supported)",
+        "network",
+        "the NIC driver refused to register GPU memory through DMA-BUF (`ibv_reg_dmabuf_mr` failed, e.g. 'Operation "
+        "not supported'): the RDMA driver or kernel is too old for DMA-BUF, or the GPU driver is not the open kernel "
+        "module, so GPUDirect RDMA through DMA-BUF is not available",
+        "update the NIC driver (MLNX_OFED / DOCA-OFED) and the kernel to releases with DMA-BUF support and use NVIDIA's "
+        "open GPU kernel modules, or load nvidia-peermem on every node so NCCL registers GPU memory through it; a "
+        "current NCCL falls back to nvidia-peermem by itself when it is loaded",
+        "https://github.com/NVIDIA/nccl/issues/778",
+        "misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
+        fabrics=IB_VERBS_FABRICS),
+    Signature(
         "memlock-too-small", "Locked-memory limit too small for RDMA",
-        r"ibv_reg_mr|ibv_create_cq|ibv_reg_dmabuf_mr|Cannot allocate memory|RLIMIT_MEMLOCK|ulimit -l",
+        r"ibv_reg_mr|ibv_create_cq|Cannot allocate memory|RLIMIT_MEMLOCK|ulimit -l",
         "network",
         "registering RDMA memory failed: the locked-memory limit (`ulimit -l`) inside the job is too small or the "
         "container lacks the IPC_LOCK capability",
@@ -262,7 +276,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'", fabrics=IB_VERBS_FABRICS),
     Signature(
         "ib-transport-errors", "InfiniBand/RoCE transport errors",
-        r"ibv_modify_qp failed|transport retry counter exceeded|local_ack_timeout|Got completion from peer(?:(?!Got completion from peer).)*error"
+        r"ibv_modify_qp failed|transport retry counter exceeded|local_ack_timeout"
+        r"|Got completion from peer(?:(?!Got completion from peer).)*(?:error|status=\d|vendor err)"
         r"|IBV_WC_RETRY_EXC_ERR",
         "network",
         "queue-pair connections time out or retry: on RoCE usually a wrong GID index or a fabric that drops "
@@ -338,6 +353,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "the RDMA devices, IPC_LOCK and memlock unlimited into the job and check NCCL_IB_HCA (and "
         "NCCL_IB_GID_INDEX on RoCE)",
         f"{NCCL_TROUBLESHOOTING}#networking-issues"),
+    Signature(
+        "gpus-hidden-per-task", "Each rank sees only its own GPU",
+        None, "local",
+        "every rank on a node reports its GPU as device 0: the launcher bound one GPU to each task (Slurm "
+        "`--gpus-per-task` or `--gpu-bind=per_task:1`, a container per GPU), so the ranks' GPUs are hidden from each "
+        "other and NCCL cannot use NVLink or PCIe peer-to-peer between them (it falls back to host memory, or fails with "
+        "'invalid device ordinal' when a process drives several GPUs)",
+        "give the job's tasks all the node's GPUs (`--gpus-per-node` with `--gpu-bind=none`, or "
+        "`--tres-bind=gres/gpu:none`) and let each rank pick its GPU by its local rank, as nccl-tests does",
+        "https://github.com/NVIDIA/nccl/issues/1066"),
     Signature(
         "nics-unused", "Not every declared NIC carries traffic",
         None, "network",

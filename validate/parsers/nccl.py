@@ -632,6 +632,17 @@ def _split_interleaved(stream: str | None, line: str) -> list[tuple[str | None, 
     return out
 
 
+def _rejoin(stream: str, line: str) -> str:
+    """``line`` of launcher stream ``stream`` without the same stream's ``[N]`` tags glued to the text inside it: a
+    launcher that tags every write (``mpirun --tag-output``-style ``[0]``) splits a row printed in several writes, and
+    an excerpt joins the pieces back as ``... sum  -1[0]    1626.5 ...`` (NVIDIA/nccl issue #1453); the tag becomes the
+    blank it replaced. Tags of other streams are left for :func:`_split_interleaved`."""
+    tag = f"[{stream}]"
+    if tag not in line:
+        return line
+    return re.sub(r"(?<=\S)" + re.escape(tag) + r"(?=\s)", " ", line)
+
+
 _MISSING = object()
 
 
@@ -1061,6 +1072,8 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
             long_lines.append(lineno)
             continue
         stream, line = _strip_prefix(raw.rstrip("\r"))
+        if stream is not None and "[" in line:
+            line = _rejoin(stream, line)
         if pending or ((":" in line or "]" in line) and _MID_TAG_HINT.search(line)):
             segs = _split_interleaved(stream, line)
             for i, (sid, seg) in enumerate(segs):

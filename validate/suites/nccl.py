@@ -240,7 +240,7 @@ class NcclSuite(RanksSuite):
         (re.compile(r"nccl-tests version"), 5),
         (re.compile(r"Test (?:CUDA |NCCL )?failure \S+\.cu:\d+"), 5),
         (re.compile(r"(?m)^(?:\S*\s)?\s*\d+\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64)"
-                    r"\s+(?:\w+\s+)?(?:-?\d+\s+)?[\d.eE+-]+\s+[\d.eE+-]+\s+[\d.eE+-]+\s+(?:\d\S*|N/A)"), 4),
+                    r"\s+(?:\w+\s+)?(?:-?\d+(?:\[\d+\])?\s+)?[\d.eE+-]+\s+[\d.eE+-]+\s+[\d.eE+-]+\s+(?:\d\S*|N/A)"), 4),
         (re.compile(r"\b(?:all_reduce|all_gather|alltoall|reduce_scatter|sendrecv|broadcast)_perf\b"), 2),
     )
     """nccl-tests header, rank, table and footer lines (the torch benchmark prints the same table)."""
@@ -861,6 +861,7 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                                    "so no bandwidth verdict. Fix: pass the run's own --nodes and --gpus-per-node (or "
                                    "none), and keep the whole output")
         mismatch = True  # the correctness and crash checks still run; the bandwidth ones do not
+    hidden = _gpus_hidden_per_task(run)
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)
@@ -871,6 +872,8 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             if hosts:
                 msg += f" on {', '.join(hosts)}"
             cause = _diagnosis(run, multi, ctx.fabric)
+            if hidden:  # read in the log's own device lines: named before any signature guess
+                cause = f"{hidden}. " + by_id("gpus-hidden-per-task").text() + (f". Also: {cause}" if cause else "")
             r.degrade(Verdict.FAIL, msg + (f". {cause}" if cause else ". Rerun with NCCL_DEBUG=INFO to see why"))
         else:
             cause = _diagnosis(run, multi, ctx.fabric)
@@ -939,6 +942,9 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
         _curve(run, r, peak_bw, _thresholds(ctx), cpu=True)
         return r
+    if hidden:
+        r.degrade(Verdict.WARN, f"{hidden}: the busbw did not go over NVLink or PCIe peer-to-peer. "
+                                + by_id("gpus-hidden-per-task").text())
     # ---- the settings the log shows, then transport and NICs (NCCL INFO lines) ---------------
     fabric = ctx.fabric
     g_run = (ranks // max(nodes or 1, 1)) if ranks else (ctx.gpus_per_node or 0)
@@ -1122,6 +1128,22 @@ def _flag_contradiction(ctx: JudgeContext, ranks: int, said_by: str) -> str | No
         if flagged != ranks:
             return f"--nodes {ctx.nodes} x --gpus-per-node {ctx.gpus_per_node} = {flagged} ranks, but {said_by} {ranks}"
     return None
+
+
+def _gpus_hidden_per_task(run: NcclRun) -> str | None:
+    """What the device lines say when every rank of a node that runs several ranks sees its GPU as device 0 (each task
+    was bound to one GPU; NVIDIA/nccl issue #1066, NVIDIA/nccl-tests issue #300), else ``None``. Ranks of one process
+    (``-g N``) always number their GPUs 0..N-1, so they never look like this."""
+    per_host: dict[str, list[int]] = {}
+    for d in run.devices:
+        per_host.setdefault(d.host, []).append(d.device)
+    hosts = [h for h, devs in per_host.items() if len(devs) >= 2 and all(x == 0 for x in devs)]
+    if not hosts or run.is_cpu:
+        return None
+    n = len(per_host[hosts[0]])
+    return (f"the device lines show all {n} ranks of {hosts[0]}" + (f" (and {len(hosts) - 1} more host(s))"
+                                                                     if len(hosts) > 1 else "")
+            + " on 'device 0': each task was given only its own GPU")
 
 
 def _tree_allowed(algo: str | None) -> bool:
