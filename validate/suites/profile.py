@@ -180,8 +180,7 @@ class ProfileSuite(Suite):
                 notes.append(f"CPU-only run: the blueprint's {a.model.layers}-layer d={a.model.hidden} GPT is too large "
                              f"for a CPU; a {TINY_GPT['layers']}-layer d={TINY_GPT['hidden']} GPT ran instead")
                 model = dict(TINY_GPT)
-            notes.append("CPU-only run: fp32 (bf16 autocast is slower than fp32 on most CPUs); the breakdown is of "
-                         "the CPU step (GPU kernel categories are not measured)")
+            notes.append("CPU-only run: fp32 (bf16 autocast is slower than fp32 on most CPUs)")
         ranks = max(1, gp.ranks)
         test = PlannedTest(
             id=gp.test_id(self.name), kind=self.name, group=gp.group.name, nodes=1, ranks_per_node=ranks,
@@ -190,7 +189,8 @@ class ProfileSuite(Suite):
                                  warmup=p.warmup, active=p.active, num_workers=p.num_workers),
             description=(f"GPT {model['layers']}x{model['hidden']} seq {model['seq_len']} batch {a.batch_size} under "
                          f"torch.profiler on {ranks} {'GPU' if gp.device == 'cuda' else 'CPU process'}"
-                         f"{'s' if ranks > 1 else ''} (wait {p.wait}, warmup {p.warmup}, active {p.active})"),
+                         f"{('s' if gp.device == 'cuda' else 'es') if ranks > 1 else ''} "
+                         f"(wait {p.wait}, warmup {p.warmup}, active {p.active})"),
             notes=tuple(notes))
         return [test], []
 
@@ -276,19 +276,19 @@ class ProfileSuite(Suite):
         bars = bars[:MAX_BARS]
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(9, 0.5 + 0.38 * len(bars)))
+        fig, ax = plt.subplots(figsize=(9, 1.6 + 0.4 * len(bars)))
         left = [0.0] * len(bars)
         ys = list(range(len(bars)))
         for c in CATEGORIES:
             w = [float(bd.get(c) or 0.0) for _, bd in bars]
-            ax.barh(ys, w, left=left, color=_COLORS[c], label=c)
-            left = [a + b for a, b in zip(left, w)]
+            ax.barh(ys, w, height=0.6, left=left, color=_COLORS[c], label=c)
+            left = [a + b for a, b in zip(left, w, strict=True)]
         ax.set_yticks(ys)
         ax.set_yticklabels([b[0] for b in bars], fontsize=7)
-        ax.invert_yaxis()
+        ax.set_ylim(len(bars) - 0.5, -0.5)  # first rank on top
         ax.set_xlim(0, 1)
-        ax.set_xlabel("fraction of the profiled step time")
-        ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(bars) < 4 else -0.12))
+        ax.set_xlabel("fraction of the profiled step time", fontsize=8)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         ax.set_title("where the step time goes, per rank", fontsize=9)
         fig.tight_layout()
         from jinja2 import Environment
