@@ -190,6 +190,32 @@ def test_straggler_is_the_rank_working_longest_outside_exposed_communication() -
     assert straggler([{"rank": 0, "busy_s": 0.010}], 0.10) is None
 
 
+def _x(name: str, ts: float, dur: float, cat: str, corr: int | None = None, tid: int = 1) -> dict[str, Any]:
+    e: dict[str, Any] = {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": tid}
+    if corr is not None:
+        e["args"] = {"correlation": corr}
+    return e
+
+
+def test_gpu_categories_on_a_hand_made_step() -> None:
+    """One 200 us step, every category once; the expected microseconds are worked out by hand."""
+    events = [
+        _x("ProfilerStep#1", 0, 200, "user_annotation"),
+        _x("clusterforge:data", 0, 10, "user_annotation"),           # GPU idle 0-10 while loading: data
+        *(_x("cudaLaunchKernel", ts, 1, "cuda_runtime", c) for ts, c in ((2, 1), (3, 2), (80, 3), (20, 4), (150, 5))),
+        _x("gemm_a", 10, 20, "kernel", 1, tid=7),                      # 10-30, under the NCCL kernel: overlapped
+        _x("ncclDevKernel_AllReduce", 10, 40, "kernel", 2, tid=20),   # same start on another stream; 30-50 exposed
+        _x("gemm_c", 100, 20, "kernel", 3, tid=7),  # gap 50-100 (50 us): launched at 80, after it began: host
+        _x("Memcpy HtoD", 160, 10, "gpu_memcpy", 4, tid=7),  # gap 120-160: launched at 20, long before: idle
+        _x("gemm_e", 175, 15, "kernel", 5, tid=7),  # gap 170-175 (5 us < 30 us): launch overhead, host
+    ]  # the tail 190-200 has no kernel left to wait for: idle
+    r = tb.analyze({"traceEvents": events})
+    assert r["path"] == "gpu" and r["window_us"] == 200
+    assert r["breakdown_us"] == {"compute": 35.0, "comm_overlapped": 20.0, "comm_exposed": 20.0, "memory": 10.0,
+                                 "data_loading": 10.0, "host_launch": 55.0, "idle": 50.0}
+    _sums_to_one(r["breakdown"])
+
+
 def test_interval_arithmetic() -> None:
     assert tb.merge([(5, 6), (0, 2), (1, 3), (3, 3)]) == [(0, 3), (5, 6)]
     assert tb.intersect([(0, 3), (5, 9)], [(2, 6), (8, 10)]) == [(2, 3), (5, 6), (8, 9)]

@@ -47,6 +47,7 @@ HTA's own temporal breakdown (idle / compute / non-compute as fractions of the G
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import itertools
 import json
@@ -278,15 +279,17 @@ def _gpu_breakdown(events: list[dict[str, Any]], gpu: list[dict[str, Any]], wind
     # idle gaps: who was late
     launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in events
                 if e.get("cat") == "cuda_runtime" and isinstance(e.get("args"), dict)}
-    starts = sorted((_span(e)[0], e) for e in gpu if _span(e)[1] > lo and _span(e)[0] < hi)
+    inside = sorted((e for e in gpu if _span(e)[1] > lo and _span(e)[0] < hi), key=lambda e: float(e["ts"]))
+    starts = [float(e["ts"]) for e in inside]
     host: list[Interval] = []
     for gs, ge in _gaps(busy, lo, hi):
-        if ge - gs < KERNEL_WAIT_US:
-            host.append((gs, ge))
-            continue
-        nxt = next((e for s, e in starts if s >= ge - 1e-6), None)
-        if nxt is None:
+        k = bisect.bisect_left(starts, ge - 1e-6)  # the GPU event that ends the gap
+        if k == len(inside):
             continue  # the tail: nothing left to run in the window
+        if ge - gs < KERNEL_WAIT_US:
+            host.append((gs, ge))  # between two kernels: launch overhead
+            continue
+        nxt = inside[k]
         corr = nxt.get("args", {}).get("correlation") if isinstance(nxt.get("args"), dict) else None
         launched = launches.get(corr)
         if launched is None or launched >= gs:
