@@ -216,6 +216,22 @@ def test_gpu_categories_on_a_hand_made_step() -> None:
     _sums_to_one(r["breakdown"])
 
 
+def test_cpu_categories_on_a_hand_made_step() -> None:
+    """One 100 us CPU step on the main thread (tid 1) with a gloo collective on another thread (tid 2)."""
+    events = [
+        _x("ProfilerStep#1", 0, 100, "user_annotation"),
+        _x("clusterforge:data", 0, 10, "user_annotation"),  # 0-10 data
+        _x("aten::mm", 10, 30, "cpu_op"),                     # self time 10-12 and 14-40: work (median 30 us)
+        _x("aten::empty", 12, 2, "cpu_op"),                   # inside mm, 2 us: host
+        *(_x("aten::add", ts, 2, "cpu_op") for ts in (40, 43, 46)),  # tiny: not work
+        _x("gloo:all_reduce", 30, 50, "user_annotation", tid=2),     # 30-40 under mm: overlapped; 40-80 exposed
+    ]  # 80-100: no operator (Python, framework): host
+    r = tb.analyze({"traceEvents": events})
+    assert r["path"] == "cpu" and r["window_us"] == 100
+    assert r["breakdown_us"] == {"compute": 18.0, "comm_overlapped": 10.0, "comm_exposed": 40.0, "memory": 0.0,
+                                 "data_loading": 10.0, "host_launch": 22.0, "idle": 0.0}
+
+
 def test_interval_arithmetic() -> None:
     assert tb.merge([(5, 6), (0, 2), (1, 3), (3, 3)]) == [(0, 3), (5, 6)]
     assert tb.intersect([(0, 3), (5, 9)], [(2, 6), (8, 10)]) == [(2, 3), (5, 6), (8, 9)]
