@@ -48,6 +48,7 @@ HTA's own temporal breakdown (idle / compute / non-compute as fractions of the G
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import itertools
 import json
@@ -161,12 +162,18 @@ def _span(e: dict[str, Any]) -> Interval:
     return float(e["ts"]), float(e["ts"]) + float(e["dur"])
 
 
-def _gpu_class(e: dict[str, Any]) -> str:
-    if e.get("cat") in ("gpu_memcpy", "gpu_memset") or _MEM_KERNEL.search(e["name"]):
+@functools.lru_cache(maxsize=1 << 16)
+def _class_of(cat: str | None, name: str) -> str:
+    if cat in ("gpu_memcpy", "gpu_memset") or _MEM_KERNEL.search(name):
         return "memory"
-    if _COMM_KERNEL.search(e["name"]):
+    if _COMM_KERNEL.search(name):
         return "comm"
     return "compute"
+
+
+def _gpu_class(e: dict[str, Any]) -> str:
+    """``comm``, ``memory`` or ``compute`` (HTA's kernel classes; cached per kernel name: traces repeat names)."""
+    return _class_of(e.get("cat"), e["name"])
 
 
 def _rank(doc: dict[str, Any]) -> int | None:
