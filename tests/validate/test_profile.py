@@ -245,6 +245,8 @@ def test_bad_documents_are_invalid_or_fail_never_a_traceback() -> None:
         {"rank": 0, "breakdown": {"compute": 1.0}, "window_us": 10.0, "step_us": [10.0], "trace": "../../etc/passwd"}]}
     r = _judge(hostile)
     assert profile_metrics(r)["trace"] is None and profile_metrics(r)["bound"] == "compute"
+    for ranks in (5, "x", {"rank": 0}, [{"rank": 0, "breakdown": {"compute": "1"}, "step_us": 3, "top_ops": 7}]):
+        assert _judge({"kind": "profile", "schedule": {"active": "3"}, "ranks": ranks}).verdict == Verdict.INVALID
     with pytest.raises(ValueError, match="not a JSON trace"):
         tb.analyze(tb.load_trace(str(PAYLOAD_DIR / "amp_bench.py")))
 

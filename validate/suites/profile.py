@@ -354,6 +354,11 @@ def _documents(text: str) -> list[dict[str, Any]]:
     return [c for c in cands if isinstance(c, dict) and c.get("kind") == "profile"]
 
 
+def _list(v: Any) -> list[Any]:
+    """``v`` when it is a list, else empty (a document's fields are untrusted)."""
+    return v if isinstance(v, list) else []
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
@@ -397,7 +402,7 @@ def _rank_row(d: dict[str, Any], active: int, th: ProfileThresholds) -> dict[str
     if total <= 0:
         return None
     frac = {c: v / total for c, v in frac.items()}  # renormalised: the document's fractions are rounded
-    steps = [x for x in (d.get("step_us") or []) if _num(x) is not None]
+    steps = [x for x in _list(d.get("step_us")) if _num(x) is not None]
     window = _num(d.get("window_us")) or 0.0
     per_step = window / len(steps) / 1e6 if steps else None
     bound, _, _ = bound_of(frac, th)
@@ -406,7 +411,7 @@ def _rank_row(d: dict[str, Any], active: int, th: ProfileThresholds) -> dict[str
             "breakdown": {c: round(v, 6) for c, v in frac.items()}, "bound": bound,
             "trace": d.get("trace") if isinstance(d.get("trace"), str) else None,
             "trace_bytes": d.get("trace_bytes") if isinstance(d.get("trace_bytes"), int) else None,
-            "window_us": window, "top_ops": [t for t in (d.get("top_ops") or []) if isinstance(t, dict)][:TOP_OPS],
+            "window_us": window, "top_ops": [t for t in _list(d.get("top_ops")) if isinstance(t, dict)][:TOP_OPS],
             "hta": d.get("hta") if isinstance(d.get("hta"), dict) else None}
 
 
@@ -423,8 +428,8 @@ def judge_profile(doc: dict[str, Any], ctx: JudgeContext, *, source: str, label:
                                 "Rerun the payload by hand on the node for the full traceback")
         return r
     sched = doc.get("schedule")
-    active = int(sched.get("active") or 1) if isinstance(sched, dict) else 1
-    rows = [row for row in (_rank_row(d, active, th) for d in (doc.get("ranks") or []) if isinstance(d, dict)) if row]
+    active = int(_num(sched.get("active")) or 1) if isinstance(sched, dict) else 1
+    rows = [row for row in (_rank_row(d, active, th) for d in _list(doc.get("ranks")) if isinstance(d, dict)) if row]
     if not rows:
         r.degrade(Verdict.INVALID, "the profile result holds no rank with a breakdown: the profiler recorded no step")
         return r
