@@ -290,6 +290,7 @@ def test_thousands_of_tiny_operators_are_host_bound(tmp_path: Path) -> None:
     assert "torch.compile" in r.reasons[0]
 
 
+@pytest.mark.slow
 def test_a_communication_heavy_step_with_a_slow_rank_names_both(tmp_path: Path) -> None:
     """Two gloo ranks: a 64 MiB all_reduce every step (communication-bound), and rank 1's loader sleeps
     150 ms per batch (rank 1 is the straggler rank 0 waits for)."""
@@ -319,6 +320,7 @@ def test_a_communication_heavy_step_with_a_slow_rank_names_both(tmp_path: Path) 
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_validate_runs_the_profile_suite_and_reports_it(tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "run"
     rc = main(["validate", str(REPO / "blueprints" / "examples" / "local-workstation.yaml"), "--launcher", "local",
