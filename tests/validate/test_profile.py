@@ -201,7 +201,9 @@ def test_gpu_categories_on_a_hand_made_step() -> None:
     """One 200 us step, every category once; the expected microseconds are worked out by hand."""
     events = [
         _x("ProfilerStep#1", 0, 200, "user_annotation"),
+        _x("ProfilerStep#1", 10, 180, "gpu_user_annotation", tid=7),  # Kineto's mirror on the GPU: not a host step
         _x("clusterforge:data", 0, 10, "user_annotation"),           # GPU idle 0-10 while loading: data
+        _x("clusterforge:data", 10, 95, "gpu_user_annotation", tid=7),  # its GPU mirror: not the host loading
         *(_x("cudaLaunchKernel", ts, 1, "cuda_runtime", c) for ts, c in ((2, 1), (3, 2), (80, 3), (20, 4), (150, 5))),
         _x("gemm_a", 10, 20, "kernel", 1, tid=7),                      # 10-30, under the NCCL kernel: overlapped
         _x("ncclDevKernel_AllReduce", 10, 40, "kernel", 2, tid=20),   # same start on another stream; 30-50 exposed

@@ -81,6 +81,9 @@ TINY_OP_US = 10.0
 dispatch cost of eager PyTorch (a few microseconds) is the larger part (the project's choice)."""
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+DEVICE_CATS = GPU_CATS | {"gpu_user_annotation"}
+"""Events on a GPU's timeline; the others (``cpu_op``, ``user_annotation``, ``cuda_runtime`` ...) are the host's.
+Kineto mirrors ``ProfilerStep#N`` and ``record_function`` ranges on the GPU as ``gpu_user_annotation``."""
 _COMM_KERNEL = re.compile(r"^nccl|ncclKernel|ncclDevKernel", re.IGNORECASE)
 _MEM_KERNEL = re.compile(r"^(Memcpy|Memset|dma)", re.IGNORECASE)
 _COMM_OP = re.compile(r"^(gloo:|nccl:|c10d::|record_param_comms)|^ncclKernel|^ncclDevKernel")
@@ -199,7 +202,7 @@ def hta_temporal_breakdown(doc: dict[str, Any]) -> dict[str, float] | None:
     steps = _steps(events)
     if len({s["name"] for s in steps}) >= 2:
         last = max(float(s["ts"]) for s in steps)
-        launched = {e["args"].get("correlation") for e in events if e.get("cat") not in GPU_CATS
+        launched = {e["args"].get("correlation") for e in events if e.get("cat") not in DEVICE_CATS
                     and isinstance(e.get("args"), dict) and float(e["ts"]) < last}
         launched.discard(None)
         gpu = [e for e in gpu if isinstance(e.get("args"), dict) and e["args"].get("correlation") in launched]
@@ -223,7 +226,7 @@ def hta_temporal_breakdown(doc: dict[str, Any]) -> dict[str, float] | None:
 
 
 def _steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    steps = [e for e in events if _STEP.match(e["name"])]
+    steps = [e for e in events if _STEP.match(e["name"]) and e.get("cat") not in DEVICE_CATS]
     return sorted(steps, key=lambda e: float(e["ts"]))
 
 
@@ -384,7 +387,7 @@ def analyze(doc: dict[str, Any], *, top_n: int = 10) -> dict[str, Any]:
         for e in cpu:
             threads[(e.get("pid"), e.get("tid"))] += float(e["dur"])
         main = max(threads, key=lambda k: threads[k]) if threads else (None, None)
-    data = merge(_span(e) for e in events if _DATA_OP.search(e["name"]) and e.get("cat") not in GPU_CATS)
+    data = merge(_span(e) for e in events if _DATA_OP.search(e["name"]) and e.get("cat") not in DEVICE_CATS)
     if gpu:
         ends = [_span(e)[1] for e in gpu if _span(e)[0] < hi]
         hi = max([hi, *ends])
