@@ -794,19 +794,20 @@ def check_iommu(f: NodeFacts, e: NodeExpectation) -> Check:
 
 
 def check_memlock(f: NodeFacts, e: NodeExpectation) -> Check:
-    exp = "unlimited" if e.ns.memlock_unlimited else "any"
+    """The locked-memory limit matters only where RDMA registers buffers (an RDMA fabric): there it must be unlimited
+    (fail otherwise); on a node without RDMA any limit passes, with no warning about a value nobody needs."""
+    needed = e.ns.memlock_unlimited and e.ns.rdma
+    exp = "unlimited (RDMA registers GPU and host buffers)" if needed else "any (no RDMA on this fabric)"
     lim = parse_limits(f.file("/proc/self/limits") or "")
     soft = lim["memlock_soft"]
     if soft is None:
         return _mk("limits.memlock", "invalid", "/proc/self/limits unreadable", exp)
     meas = "unlimited" if soft == "unlimited" else f"{soft} bytes"
-    if soft == "unlimited" or not e.ns.memlock_unlimited:
+    if soft == "unlimited" or not needed:
         return _mk("limits.memlock", "pass", meas, exp)
-    verdict = "fail" if e.ns.rdma else "warn"
-    return _mk("limits.memlock", verdict, meas, exp,
+    return _mk("limits.memlock", "fail", meas, exp,
                "locked memory is limited: RDMA cannot register GPU/host buffers (NCCL 'ibv_reg_mr failed' / "
-               "'Cannot allocate memory')" if e.ns.rdma else "locked memory is limited (declared unlimited); it only "
-               "matters for RDMA, which this fabric does not use",
+               "'Cannot allocate memory')",
                "set `* - memlock unlimited` in /etc/security/limits.d and LimitMEMLOCK=infinity for the job's service "
                "(slurmd, containerd), then start a new session")
 

@@ -35,6 +35,7 @@ import os
 import platform
 import shutil
 import socket
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -250,6 +251,20 @@ def read_results_lines(path: Path) -> list[dict[str, Any]]:
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically, replacing (never following) a symbolic link there."""
     write_atomic(path, json.dumps(data, indent=2) + "\n", root=path.parent)
+
+
+def _reports_after_interrupt(out_dir: Path, bp: Any, title: str, cost: Any) -> None:
+    """The reports of the tests an interrupted run finished (its title says it was interrupted), so a stopped run still
+    leaves a report beside results.jsonl; nothing when no test finished. Never raises (the interrupt goes on)."""
+    from .report import load_results, write_reports
+
+    try:
+        done = load_results(out_dir)
+        if done:
+            write_reports(done, out_dir, title=f"{title} (interrupted: {len(done)} result(s) so far)", blueprint=bp,
+                          raw_dir=out_dir / "raw", cost=cost)
+    except Exception as e:  # noqa: BLE001 - a second failure must not hide the interrupt
+        print(f"clusterforge: the reports of the interrupted run were not written: {e}", file=sys.stderr)
 
 
 def _write_manifest_last(path: Path, data: dict[str, Any]) -> None:
@@ -528,6 +543,11 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
 
     bp = loaded.blueprint
     out_dir = Path(out_dir)
+    title = title or f"Validation of {bp.name} ({launcher.name} launcher)"
+    if any(n.startswith(MISMATCH) for n in [*(notes or []), *(x for t in tests for x in t.notes)]):
+        # --run-anyway: the top of every report says why its results are invalid
+        title += (" - run on a machine without the declared hardware (--run-anyway): every affected result is invalid "
+                  "and says nothing about the cluster")
     fresh = not out_dir.exists() or not any(e.name not in HIDDEN for e in out_dir.iterdir())
     same_run = ((out_dir / MANIFEST).exists() or (out_dir / RESULTS).exists()) and \
         ((_read_manifest(out_dir) or {}).get("blueprint") or {}).get("name") in (None, bp.name)
@@ -616,6 +636,9 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
                     if n.startswith(MISMATCH):
                         r.degrade(Verdict.INVALID, n + "; this result says nothing about the declared cluster: run the "
                                                  "suites on it (--launcher ssh, slurm or kubernetes)")
+                        # --run-anyway: whatever it measured here (even a failure) is about this machine, not the
+                        # cluster: invalid, as the README promises, never fail
+                        r.verdict = Verdict.INVALID
                     else:
                         r.note(n)
                 if launch.returncode == 124:
@@ -644,6 +667,8 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
             if rec.get("status") == "running":  # results.jsonl is the record: a test whose lines landed is done
                 rec["status"] = "done" if tid in recorded else "interrupted"
         _write_manifest_last(out_dir / MANIFEST, manifest)
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # Ctrl-C or SIGTERM, not a full disk or a crash
+            _reports_after_interrupt(out_dir, bp, title, cost)
         raise
     finally:
         launcher.close()
@@ -653,7 +678,7 @@ def _run_validation(loaded: LoadedBlueprint, out_dir: Path, launcher: Launcher, 
         _write_json_atomic(out_dir / MANIFEST, manifest)
         raise InvalidRunError(f"{out_dir}: no test produced a result (planned: {', '.join(t.id for t in tests) or 'none'})")
     try:
-        reports = write_reports(all_results, out_dir, title=title or f"Validation of {bp.name} ({launcher.name} launcher)",
+        reports = write_reports(all_results, out_dir, title=title,
                                 blueprint=bp, raw_dir=out_dir / "raw", cost=cost)
     except OSError:  # every test is recorded, the reports are not: --resume writes them
         manifest["status"] = "interrupted"

@@ -151,6 +151,34 @@ def _cost_basis(loaded: Any) -> dict[str, Any] | None:
     return None if report is None else cost_basis(report, loaded)
 
 
+def resume_command(blueprint: Path, out: Path, *, launcher: str, suites: str | None, gpus: int | None,
+                   inventory: Path | None, remote_python: str, image: str | None, timeout: float | None,
+                   run_anyway: bool) -> str:
+    """The ``clusterforge validate ... --resume`` command that continues an interrupted run with every option it was
+    started with (launcher, suites, ranks per node, inventory, remote Python, image, timeout, --run-anyway; the
+    defaults left out), each argument quoted for a POSIX shell."""
+    import shlex
+
+    argv = ["clusterforge", "validate", str(blueprint), "-o", str(out), "--resume"]
+    if launcher != "local":
+        argv += ["--launcher", launcher]
+    if suites:
+        argv += ["--suites", suites]
+    if gpus is not None:
+        argv += ["--gpus", str(gpus)]
+    if inventory is not None:
+        argv += ["--inventory", str(inventory)]
+    if remote_python != "python3":
+        argv += ["--remote-python", remote_python]
+    if image:
+        argv += ["--image", image]
+    if timeout is not None:
+        argv += ["--timeout", f"{timeout:g}"]
+    if run_anyway:
+        argv.append("--run-anyway")
+    return shlex.join(argv)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``validate`` verb to ``app``."""
 
@@ -209,6 +237,8 @@ def register(app: typer.Typer) -> None:
         if hasattr(runner, "report"):  # the Slurm launcher: job states go to the status column
             runner.report = progress.job
         cost = _cost_basis(loaded)
+        resume_cmd = resume_command(blueprint, out, launcher=launcher, suites=suites, gpus=gpus, inventory=inventory,
+                                    remote_python=remote_python, image=image, timeout=timeout, run_anyway=run_anyway)
         old = signal.signal(signal.SIGTERM, _sigterm)
         try:
             summary = run_validation(loaded, out, runner, tests, resume=resume, force=force,
@@ -223,7 +253,7 @@ def register(app: typer.Typer) -> None:
             if not is_disk_error(e):
                 raise
             progress.stop()
-            fail(disk_error_message(e, where=out, resume=f"clusterforge validate {blueprint} -o {out} --resume"))
+            fail(disk_error_message(e, where=out, resume=resume_cmd))
             raise typer.Exit(2) from None
         except KeyboardInterrupt as e:
             # typer turns KeyboardInterrupt into a silent exit 130: say what was kept and how to go on
@@ -231,8 +261,10 @@ def register(app: typer.Typer) -> None:
             from validate.runner import RESULTS, read_results_lines
 
             kept = {d.get("test_id") for d in read_results_lines(out / RESULTS)}
-            fail(f"interrupted: {len(kept)} finished test(s) kept in {out}; continue with "
-                 f"`clusterforge validate {blueprint} -o {out} --resume`")
+            report = out / "report.html"
+            fail(f"interrupted: {len(kept)} finished test(s) kept in {out}"
+                 + (f" (report: {report})" if kept and report.exists() else "")
+                 + f"; continue with `{resume_cmd}`")
             raise typer.Exit(128 + signal.SIGTERM if isinstance(e, _Terminated) else 130) from None
         finally:
             progress.stop()

@@ -50,6 +50,9 @@ def test_local_run_of_a_gpu_blueprint_on_a_cpu_machine_is_invalid_not_pass(tmp_p
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert lines and all(r["verdict"] == "invalid" for r in lines)
     assert "hardware mismatch" in lines[0]["reasons"][0] and "8 x h100-sxm" in lines[0]["reasons"][0]
+    # the top of the report says why (issue 29 kind 6)
+    first = (out / "report.md").read_text().splitlines()[0]
+    assert "--run-anyway" in first and "every affected result is invalid" in first
     # JUnit carries the wall time the tests took
     import xml.etree.ElementTree as ET
 
