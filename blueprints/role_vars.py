@@ -294,6 +294,9 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "nccl_stack_torch_version": n.torch or "",
             "nccl_stack_torch_index_url": n.torch_index_url,
             "nccl_stack_venv": n.venv,
+            "nccl_stack_container_image": n.container_image or "",
+            "nccl_stack_enroot_import": n.enroot_import,
+            "nccl_stack_images_dir": n.images_dir,
         }
     if role == "validation_tools":
         return {"validation_tools_payload_src": AnsibleExpression("{{ playbook_dir }}/files/validate")}

@@ -28,6 +28,7 @@ from .models import (
     NfsStorage,
     NodeGroup,
     RoceNetwork,
+    SlurmOrchestrator,
 )
 from .software_stack import SoftwareStack, software_stack
 from .vendor import (
@@ -217,6 +218,15 @@ class NcclStackSettings(_Frozen):
     """PyTorch's wheel index of the stack (``SoftwareStack.pytorch_index_url``, ``https://download.pytorch.org/whl/cu130``)."""
     venv: str
     """The venv's directory (``/opt/clusterforge/pytorch``)."""
+    container_image: str | None = None
+    """The NGC PyTorch image the nodes pull instead of making the venv (``nvcr.io/nvidia/pytorch:26.03-py3``), where
+    the blueprint declares containers: ``software.container_image``, or Slurm with pyxis (jobs run in containers;
+    ``SoftwareStack.container_image``); ``None``: the venv."""
+    enroot_import: bool = False
+    """Import the image into enroot (``enroot import``, a squashfs file pyxis's ``--container-image`` takes) instead of
+    pulling it into containerd: Slurm with pyxis."""
+    images_dir: str = ""
+    """Where enroot imports go (``/var/lib/clusterforge/containers``), one ``<repository>+<tag>.sqsh`` per image."""
 
 
 class SlurmNodeSettings(_Frozen):
@@ -741,7 +751,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         slurm=_slurm_node(bp, g, ([scratch.mount] if scratch else []) + [m.mount for m in lustre]
                           + [m.mount for m in nfs]),
         # training nodes outside Kubernetes (pods bring their own stack in the image)
-        nccl_stack=(nccl_stack_settings(stack, net.fabric)
+        nccl_stack=(nccl_stack_settings(stack, net.fabric, pyxis=isinstance(bp.orchestrator, SlurmOrchestrator)
+                                                         and bp.orchestrator.pyxis)
                     if training and not isinstance(bp.orchestrator, KubernetesOrchestrator) else None),
     )
 
@@ -808,13 +819,14 @@ def _containers(s: Any, arch: str) -> dict[str, Any]:
     }
 
 
-def nccl_stack_settings(stack: SoftwareStack, fabric: str) -> NcclStackSettings | None:
+def nccl_stack_settings(stack: SoftwareStack, fabric: str, *, pyxis: bool = False) -> NcclStackSettings | None:
     """The collective stack of the resolved software ``stack`` on ``fabric``: NCCL's packages at the stack's NVIDIA
     build (``SoftwareStack.nccl_package_version``, ``libnccl2=2.28.9-1+cuda13.0``), the nccl-tests build and the PyTorch
     wheel of the stack, with the names, paths and pins of the catalog's ``nccl_stack`` section
     (https://docs.nvidia.com/deeplearning/nccl/install-guide/index.html). ``None`` when the catalog knows no NVIDIA
     build of the stack's NCCL for its CUDA (``check`` reports that). Raises ``KeyError`` for a fabric the catalog's
-    ``nccl_stack.net_plugin`` does not list."""
+    ``nccl_stack.net_plugin`` does not list. ``pyxis``: the group runs Slurm jobs in containers (the NGC image is
+    imported into enroot; see :attr:`NcclStackSettings.container_image`)."""
     if stack.nccl_cuda is None or stack.nccl_package_version is None:
         return None
     c = catalog().extras["nccl_stack"]
@@ -831,6 +843,8 @@ def nccl_stack_settings(stack: SoftwareStack, fabric: str) -> NcclStackSettings 
         tests_version=t["version"], tests_url=t["url"].format(version=t["version"]),
         tests_sha256=t["sha256"].get(t["version"], ""), tests_dir=t["install_dir"],
         torch=stack.pytorch, torch_index_url=stack.pytorch_index_url, venv=c["pytorch"]["venv"],
+        container_image=stack.container_image if ("container_image" in stack.stated or pyxis) else None,
+        enroot_import=pyxis and stack.container_image is not None, images_dir=c["containers"]["images_dir"],
     )
 
 

@@ -201,3 +201,44 @@ def test_the_stand_in_build_fails_where_nvidias_would_without_the_nccl_headers(c
         assert re.search(r"nccl\.h: No such file or directory", p.stderr), p.stderr[-2000:]
     finally:
         aside.rename(header)
+
+
+def _record_tool(root: Path, name: str, body: str) -> Path:
+    """A stand-in ``name`` in the root's /usr/local/bin that appends its arguments to /var/log/<name>.calls, then runs
+    ``body`` (sh)."""
+    tool = root / "usr/local/bin" / name
+    tool.write_text(f'#!/bin/sh\necho "$*" >> /var/log/{name}.calls\n{body}')
+    tool.chmod(0o755)
+    return root / "var/log" / f"{name}.calls"
+
+
+def test_a_declared_container_replaces_the_venv_enroot_import_with_pyxis_ctr_pull_otherwise(
+        converged: dict[str, Any]) -> None:
+    """Where the blueprint declares containers the NGC PyTorch image is made available instead of the venv: imported
+    into enroot (Slurm with pyxis) or pulled into containerd. enroot and ctr are stand-ins that record their arguments
+    (the real ones need a registry); what is proven is the role's call, its file name and that a rerun calls nothing."""
+    from blueprints.software_stack import software_stack
+
+    root: Path = converged["root"]
+    image = software_stack(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint).container_image
+    assert image and image.startswith("nvcr.io/nvidia/pytorch:")
+    tag = image.rsplit(":", 1)[1]
+    calls = _record_tool(root, "enroot", 'while [ $# -gt 0 ]; do [ "$1" = -o ] && echo sqsh > "$2"; shift; done\n')
+    vars_ = {**converged["vars"], "nccl_stack_container_image": image, "nccl_stack_enroot_import": True}
+    failures, _ = role_run(root, converged["work"] / "run8", "nccl_stack", "all", vars_)
+    assert failures == []
+    sqsh = root / f"var/lib/clusterforge/containers/nvidia+pytorch+{tag}.sqsh"
+    assert sqsh.read_text() == "sqsh\n" and (sqsh.stat().st_mode & 0o777) == 0o644
+    assert calls.read_text().splitlines() == [
+        f"import -o /var/lib/clusterforge/containers/nvidia+pytorch+{tag}.sqsh.part docker://nvcr.io#nvidia/pytorch:{tag}"]
+    failures, tasks = role_run(root, converged["work"] / "run9", "nccl_stack", "all", vars_)
+    assert failures == [] and _changed(tasks) == [] and len(calls.read_text().splitlines()) == 1
+    # containerd: ctr lists what it pulled (the stand-in keeps the list in a file)
+    pulls = _record_tool(root, "ctr", 'case "$*" in *"images ls -q"*) cat /var/lib/ctr-images 2>/dev/null;; '
+                                      '*"images pull"*) for a; do last=$a; done; echo "$last" >> /var/lib/ctr-images;; esac\n')
+    ctr_vars = {**vars_, "nccl_stack_enroot_import": False}
+    failures, _ = role_run(root, converged["work"] / "run10", "nccl_stack", "all", ctr_vars)
+    assert failures == []
+    assert f"-n k8s.io images pull {image}" in pulls.read_text().splitlines()
+    failures, tasks = role_run(root, converged["work"] / "run11", "nccl_stack", "all", ctr_vars)
+    assert failures == [] and _changed(tasks) == []

@@ -68,3 +68,28 @@ def test_slurm_nodes_get_it_in_their_bundle_and_run_it_before_slurmd():
     boot = slurm_script(s, sizing_boot(s))
     assert boot.index("/usr/local/sbin/clusterforge-nccl-stack") < boot.index("systemctl enable slurmd.service")
     assert "clusterforge-nccl-stack" not in render_user_data(s, placeholder_endpoints(s)).split("runcmd:", 1)[1]
+
+
+def test_containers_declared_replace_the_venv_with_the_ngc_image(tmp_path):
+    import yaml
+
+    from blueprints.software_stack import software_stack
+
+    # Slurm with pyxis: jobs run in containers, so the stack's NGC PyTorch image is imported into enroot
+    data = yaml.safe_load((EXAMPLES / "aws-p5-slurm.yaml").read_text())
+    data["orchestrator"]["pyxis"] = True
+    path = tmp_path / "pyxis.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    s = _settings(path, "gpu")
+    image = software_stack(load_blueprint(path).blueprint).container_image
+    assert s.nccl_stack is not None and s.nccl_stack.container_image == image and s.nccl_stack.enroot_import
+    v = node_role_vars(s, "nccl_stack")
+    assert v["nccl_stack_container_image"] == image and v["nccl_stack_enroot_import"] is True
+    # software.container_image declared without pyxis: pulled into containerd
+    data = yaml.safe_load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
+    data["software"]["container_image"] = image
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    s = _settings(path, "dgx")
+    assert s.nccl_stack is not None and (s.nccl_stack.container_image, s.nccl_stack.enroot_import) == (image, False)
+    # nothing declared: the venv
+    assert _settings(EXAMPLES / "onprem-dgx-h100-ib.yaml", "dgx").nccl_stack.container_image is None  # type: ignore[union-attr]
