@@ -131,8 +131,9 @@ def compatibility_markdown(cat: Catalog | None = None) -> str:
                       r["source"]] for v, r in pt["releases"].items()])
     ngc = sw["ngc_pytorch"]
     lines += ["## NGC PyTorch containers", "", f"`{ngc['image']}`:", ""]
-    lines += _table(["release", "CUDA", "NCCL", "Python", "aws-ofi-nccl", "source"],
-                    [[v, r["cuda"], r["nccl"], r["python"], r.get("aws_ofi_nccl", ""), r["source"]]
+    lines += _table(["release", "CUDA", "PyTorch", "NCCL", "Python", "aws-ofi-nccl", "source"],
+                    [[v, r["cuda"], r.get("pytorch", "—"), r.get("nccl", "—"), r.get("python", "—"),
+                      r.get("aws_ofi_nccl", "—"), r["source"]]
                      for v, r in ngc["releases"].items()])
 
     lines += ["## Defaults", "", ("Unset `software` fields take the first row whose CUDA the driver branch "

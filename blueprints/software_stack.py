@@ -154,7 +154,7 @@ class SoftwareStack:
     (``2.28.9-1+cuda13.0``); ``aws_ofi_nccl`` / ``efa_installer``: the EFA stack (used on EFA groups);
     ``pytorch`` / ``pytorch_cuda`` (index tag ``cu130``) / ``pytorch_index_url`` / ``python``: the pip
     training environment; ``container_image`` and ``container_*``: the NGC PyTorch container and what it
-    carries (``None`` when no catalogued release runs on the driver); ``stated``: the ``software`` fields
+    carries (``None`` when no catalogued release runs on the driver, or the catalog has not read the field); ``stated``: the ``software`` fields
     the blueprint wrote.
     """
 
@@ -171,6 +171,7 @@ class SoftwareStack:
     container_image: str | None
     container_release: str | None
     container_cuda: str | None
+    container_pytorch: str | None
     container_nccl: str | None
     container_python: str | None
     stated: frozenset[str]
@@ -273,7 +274,9 @@ def _software_stack(bp: Blueprint, cat: Catalog) -> SoftwareStack:
         python=(str(cat.software["pytorch"]["python_default"]) if str(cat.software["pytorch"]["python_default"]) in py
                 else (str(py[-1]) if py else None)),
         container_image=image, container_release=release,
-        container_cuda=str(c["cuda"]) if c else None, container_nccl=str(c["nccl"]) if c else None,
-        container_python=str(c["python"]) if c else None,
+        container_cuda=str(c["cuda"]) if c else None,
+        container_pytorch=str(c["pytorch"]) if c.get("pytorch") else None,
+        container_nccl=str(c["nccl"]) if c.get("nccl") else None,
+        container_python=str(c["python"]) if c.get("python") else None,
         stated=stated,
     )
