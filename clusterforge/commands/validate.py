@@ -16,6 +16,7 @@ or the cluster or a host does not answer), 130 interrupted by Ctrl-C, 143 by SIG
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,15 +33,43 @@ if TYPE_CHECKING:
 class _Progress:
     """Renders :class:`validate.runner.RunEvents`: a live table on a terminal, plain lines otherwise."""
 
-    def __init__(self, live: bool, job_lines: Any = None):
+    HEARTBEAT_S = 30.0
+    """Without a live table (output to a file or a CI log), a running test prints a line this often (seconds), so a
+    test that runs for minutes shows it is still going."""
+
+    def __init__(self, live: bool, job_lines: Any = None, heartbeat_s: float | None = None):
         """``live``: draw a table (a terminal); ``job_lines``: what prints a job's state as a line when there is no
-        table (the launcher's own reporter)."""
+        table (the launcher's own reporter); ``heartbeat_s``: seconds between the still-running lines
+        (:attr:`HEARTBEAT_S`)."""
         self.live_enabled = live
         self.rows: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []
         self.live: Live | None = None
         self.t_start: dict[str, float] = {}
         self._lines: Any = job_lines or (lambda test, progress: None)
+        self.heartbeat_s = self.HEARTBEAT_S if heartbeat_s is None else heartbeat_s
+        self._beat_stop: threading.Event | None = None
+
+    def _heartbeat(self, test: Any) -> None:
+        """Print ``  ... <test> still running (N s)`` every :attr:`heartbeat_s` until the test finishes."""
+        from ..console import console
+
+        self._stop_heartbeat()
+        stop = self._beat_stop = threading.Event()
+        t0 = self.t_start[test.id]
+
+        def beat() -> None:
+            while not stop.wait(self.heartbeat_s):
+                job = self.rows.get(test.id, {}).get("job")
+                console.print(f"  ... {test.id} still running ({time.monotonic() - t0:.0f} s)"
+                              + (f": {job}" if job else ""), markup=False)
+
+        threading.Thread(target=beat, name=f"heartbeat-{test.id}", daemon=True).start()
+
+    def _stop_heartbeat(self) -> None:
+        if self._beat_stop is not None:
+            self._beat_stop.set()
+            self._beat_stop = None
 
     # -- rendering ----------------------------------------------------------------------------
     def table(self) -> Table:
@@ -93,6 +122,7 @@ class _Progress:
         self.rows[test.id]["status"] = "running"
         if self.live is None:
             console.print(f"▶ {test.id}: {test.description}", markup=False)
+            self._heartbeat(test)
 
     def job(self, test: Any, progress: Any) -> None:
         """A scheduler's word on the test's job (``validate.launchers.slurm.JobProgress``): shown in the status column
@@ -111,6 +141,7 @@ class _Progress:
 
         from ..console import console
 
+        self._stop_heartbeat()
         v = worst(verdicts)
         row = self.rows[test.id]
         row.update(status="done", verdict=v, time=f"{seconds:.1f} s")
@@ -120,6 +151,7 @@ class _Progress:
             console.print(Text.assemble("  ", (v, VERDICT_STYLE.get(v, "")), f"  {test.id} ({seconds:.1f} s)"))
 
     def stop(self) -> None:
+        self._stop_heartbeat()
         if self.live is not None:
             self.live.stop()
             self.live = None

@@ -56,6 +56,23 @@ def test_memlock_matters_only_with_rdma(rdma, verdict):
     e = SimpleNamespace(ns=SimpleNamespace(memlock_unlimited=True, rdma=rdma))
     c = check_memlock(_limits("65536"), e)  # type: ignore[arg-type]
     assert c.verdict == verdict
-    text = " ".join((c.measured, c.expected, c.cause, c.fix))
+    text = f"{c.measured} {c.expected} {c.cause} {c.fix}"
     assert "declared" not in text
     assert ("no RDMA" in text) is (not rdma)
+
+
+def test_a_long_test_shows_it_is_still_running_without_a_terminal(capsys):
+    import time as _time
+
+    from clusterforge.commands.validate import _Progress
+
+    p = _Progress(live=False, heartbeat_s=0.05)
+    test = SimpleNamespace(id="nccl-all_reduce", description="all_reduce over 2 node(s) x 8 GPUs")
+    p.planned([test], set(), [])
+    p.started(test)
+    _time.sleep(0.3)
+    p.finished(test, ["pass"], SimpleNamespace(returncode=0), 0.3)
+    out = capsys.readouterr().out
+    assert "▶ nccl-all_reduce" in out and out.count("nccl-all_reduce still running (") >= 2
+    _time.sleep(0.2)  # stopped with the test: no line after it finished
+    assert "still running" not in capsys.readouterr().out
