@@ -393,7 +393,7 @@ def straggler(ranks: list[dict[str, Any]], ratio: float) -> tuple[int, float, fl
     return None
 
 
-def _rank_row(d: dict[str, Any], active: int, th: ProfileThresholds) -> dict[str, Any] | None:
+def _rank_row(d: dict[str, Any], th: ProfileThresholds) -> dict[str, Any] | None:
     bd = d.get("breakdown")
     if not isinstance(bd, dict) or not isinstance(d.get("rank"), int):
         return None
@@ -429,7 +429,7 @@ def judge_profile(doc: dict[str, Any], ctx: JudgeContext, *, source: str, label:
         return r
     sched = doc.get("schedule")
     active = int(_num(sched.get("active")) or 1) if isinstance(sched, dict) else 1
-    rows = [row for row in (_rank_row(d, active, th) for d in _list(doc.get("ranks")) if isinstance(d, dict)) if row]
+    rows = [row for row in (_rank_row(d, th) for d in _list(doc.get("ranks")) if isinstance(d, dict)) if row]
     if not rows:
         r.degrade(Verdict.INVALID, "the profile result holds no rank with a breakdown: the profiler recorded no step")
         return r
