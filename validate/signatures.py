@@ -280,10 +280,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Got completion from peer(?:(?!Got completion from peer).)*(?:error|status=\d|vendor err)"
         r"|IBV_WC_RETRY_EXC_ERR",
         "network",
-        "queue-pair connections time out or retry: on RoCE usually a wrong GID index or a fabric that drops "
-        "packets (no PFC/ECN); on InfiniBand a port down or flapping",
-        "set NCCL_IB_GID_INDEX to the RoCEv2 GID (`show_gids`), enable PFC/ECN on the RoCE priority, and check "
-        "`ibstat`/`ibdiagnet` for ports that are down or erroring",
+        "queue-pair connections time out, retry or complete with an error status (NCCL prints `status=12 ... vendor "
+        "err 129`, a transport retry counter exceeded): on RoCE usually a wrong GID index or a fabric that drops "
+        "packets (no PFC/ECN); on InfiniBand a port down or flapping, no route between the two LIDs, or a partition "
+        "the ports are not members of (NCCL uses partition-key index 0 unless NCCL_IB_PKEY names another)",
+        "set NCCL_IB_GID_INDEX to the RoCEv2 GID (`show_gids`), enable PFC/ECN on the RoCE priority, check "
+        "`ibstat`/`ibdiagnet` for ports that are down or erroring and `ib_write_bw` between the two nodes; where the "
+        "fabric uses a non-default partition, set NCCL_IB_PKEY to its index in "
+        "/sys/class/infiniband/<dev>/ports/<port>/pkeys (NVIDIA/nccl issue #1323)",
         f"{NCCL_TROUBLESHOOTING}#infiniband",
         "NET/IB : Got completion from peer 10.0.0.12<52384> with error 12, opcode 0, len 0, vendor err 129",
         fabrics=IB_VERBS_FABRICS),
