@@ -121,3 +121,22 @@ def test_every_catalog_accelerator_is_accepted_by_gpu(capsys, fixtures_dir):
         rc = main(["judge", str(fixtures_dir / "nccl-tests" / "nccl-04.txt"), "--gpu", key, "--json"])
         out, err = capsys.readouterr()
         assert rc != 2 and "Traceback" not in out + err, (key, err)
+
+
+def test_h100_pcie_is_judged_against_pcie_gen5():
+    # scaleway docs (migration-h100.mdx): H100 PCIe "limited to a theoretical maximum of 128 GB/s via PCIe Gen 5"
+    # (both directions); ml-engineering's PCIe table: PCIe 5 x16 = 63 GBps per direction
+    ctx = context_from_flags(gpu="h100-pcie", nodes=1, gpus_per_node=4)
+    exp = expected_busbw(ctx, collective="all_reduce", ranks=4, nodes=1, gpu_key="h100-pcie")
+    assert exp is not None and exp.basis == "pcie" and exp.busbw_gbps == pytest.approx(ACHIEVABLE * 63.0)
+
+
+def test_every_gpu_the_judge_may_see_has_an_intra_node_expectation():
+    from blueprints.catalog import catalog
+    from validate.suites.nccl import intra_node_gbytes_s
+
+    # a10g: no source read gives its PCIe generation; Trainium runs AWS's Neuron collectives, not nccl-tests
+    no_figure = {"a10g", "trainium", "trainium2"}
+    for key in catalog().gpu_keys:
+        got = intra_node_gbytes_s(key, 8)
+        assert (got is None) is (key in no_figure), (key, got)
