@@ -190,13 +190,10 @@ def _rank(doc: dict[str, Any]) -> int | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def hta_temporal_breakdown(doc: dict[str, Any]) -> dict[str, float] | None:
-    """HTA's temporal breakdown of one rank: ``{"idle", "compute", "non_compute"}`` as fractions of the
-    GPU's kernel time (last GPU event end minus first start), ``None`` without GPU events.
-
-    As HTA reads a trace (``_filter_irrelevant_gpu_kernels`` in ``hta/common/trace.py``): with two or
-    more ``ProfilerStep`` iterations, only the GPU events launched (same ``correlation`` as a CPU event)
-    before the last iteration's start are kept."""
+def _hta_gpu_events(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GPU events HTA analyses. As HTA reads a trace (``_filter_irrelevant_gpu_kernels`` in
+    ``hta/common/trace.py``): with two or more ``ProfilerStep`` iterations, only the GPU events launched (same
+    ``correlation`` as a CPU event) before the last iteration's start are kept."""
     events = _complete(doc["traceEvents"])
     gpu = [e for e in events if e.get("cat") in GPU_CATS]
     steps = _steps(events)
@@ -206,6 +203,15 @@ def hta_temporal_breakdown(doc: dict[str, Any]) -> dict[str, float] | None:
                     and isinstance(e.get("args"), dict) and float(e["ts"]) < last}
         launched.discard(None)
         gpu = [e for e in gpu if isinstance(e.get("args"), dict) and e["args"].get("correlation") in launched]
+    return gpu
+
+
+def hta_temporal_breakdown(doc: dict[str, Any]) -> dict[str, float | None] | None:
+    """HTA's temporal breakdown of one rank (``get_temporal_breakdown``): ``{"idle", "compute", "non_compute"}``
+    as fractions of the GPU's kernel time (last GPU event end minus first start) of :func:`_hta_gpu_events`, plus
+    ``comm_overlap`` (``get_comm_comp_overlap``: the time computation and communication kernels run together over
+    the communication kernels' merged time; ``None`` without communication). ``None`` without GPU events."""
+    gpu = _hta_gpu_events(doc)
     if not gpu:
         return None
     spans = [_span(e) for e in gpu]
@@ -214,10 +220,14 @@ def hta_temporal_breakdown(doc: dict[str, Any]) -> dict[str, float] | None:
     if kernel_time <= 0:
         return None
     busy = _total(merge(spans))
-    compute = _total(merge(_span(e) for e in gpu if _gpu_class(e) == "compute"))
+    comp = merge(_span(e) for e in gpu if _gpu_class(e) == "compute")
+    comm = merge(_span(e) for e in gpu if _gpu_class(e) == "comm")
+    compute = _total(comp)
     idle = kernel_time - busy
+    comm_time = _total(comm)
     return {"idle": idle / kernel_time, "compute": compute / kernel_time,
-            "non_compute": (kernel_time - compute - idle) / kernel_time}
+            "non_compute": (kernel_time - compute - idle) / kernel_time,
+            "comm_overlap": _total(intersect(comp, comm)) / comm_time if comm_time > 0 else None}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -122,7 +122,8 @@ class ProfileMetrics(Metrics, total=False):
     rank: ``rank``, ``host``, ``path`` gpu/cpu, ``step_time_s`` s, ``busy_s`` s per step outside exposed
     communication, ``breakdown``, ``bound``, ``trace``, ``trace_bytes`` bytes, ``top_ops``),
     ``straggler`` (rank number or ``None``), ``top_ops`` ([{``name``, ``total_us`` us, ``count``}], rank
-    0's), ``hta`` (rank 0's HTA temporal breakdown on a GPU: ``idle``/``compute``/``non_compute`` 0-1)."""
+    0's), ``hta`` (rank 0's HTA temporal breakdown on a GPU: ``idle``/``compute``/``non_compute`` 0-1 of the kernel time,
+    ``comm_overlap`` 0-1 of the communication time)."""
 
     device: str | None
     gpu_name: str | None
@@ -137,7 +138,7 @@ class ProfileMetrics(Metrics, total=False):
     ranks: list[dict[str, Any]]
     straggler: int | None
     top_ops: list[dict[str, Any]]
-    hta: dict[str, float] | None
+    hta: dict[str, float | None] | None
 
 
 def profile_metrics(r: JudgeResult) -> ProfileMetrics:
