@@ -220,8 +220,16 @@ class PlanMocks(pulumi.runtime.Mocks):
             return {"id": ami, "imageId": ami, "rootDeviceName": "/dev/sda1", "architecture": "x86_64",
                     "mostRecent": True, "name": "mock-ami"}, []
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            names = [f"{self.region}{c}" for c in "abcd"]
-            return {"id": self.region, "names": names, "zoneIds": [f"use1-az{i}" for i in range(1, 5)],
+            # four availability zones and, as in an account with Local Zones enabled, one Local Zone, whose
+            # name sorts first; filters on opt-in-status / zone-type apply as DescribeAvailabilityZones applies them
+            zones = [(f"{self.region}-bos-1a", "opted-in", "local-zone")] + [
+                (f"{self.region}{c}", "opt-in-not-required", "availability-zone") for c in "abcd"]
+            for f in a.get("filters") or []:
+                key = {"opt-in-status": 1, "zone-type": 2}.get(f.get("name"))
+                if key is not None:
+                    zones = [z for z in zones if z[key] in f.get("values", [])]
+            names = [z[0] for z in zones]
+            return {"id": self.region, "names": names, "zoneIds": [f"use1-az{i}" for i in range(1, len(names) + 1)],
                     "state": "available"}, []
         if token == "aws:ec2/getSubnet:getSubnet":
             sid = a.get("id") or "subnet-mock"

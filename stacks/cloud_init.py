@@ -72,6 +72,7 @@ from .slurm_boot import AWS_HELPER, SlurmBoot, helper_source, sizing_boot, slurm
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
+    "EKS_USER_DATA_BUDGET_BYTES",
     "INSTANCE_STORE_MODEL",
     "SANDBOX_SCRIPT",
     "SHARED_TEMPLATES",
@@ -99,6 +100,10 @@ INSTANCE_STORE_MODEL = "Amazon EC2 NVMe Instance Storage"
 USER_DATA_LIMIT_BYTES = 16 * 1024
 """EC2 user data limit: 16 KB of raw data before base64
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
+
+EKS_USER_DATA_BUDGET_BYTES = USER_DATA_LIMIT_BYTES - int(catalog().aws["eks_user_data"]["reserve_bytes"])
+"""What clusterforge's part of an EKS node group's user data may take: the EC2 limit less the room EKS's own
+merged bootstrap part needs (catalog ``eks_user_data``, with its sources)."""
 
 COMPRESS_OVER_BYTES = 512
 """Files larger than this travel compressed when user data must shrink (``write_files`` ``gz+b64``,
@@ -524,7 +529,7 @@ def render_user_data(
     EC2 instances (``eks=False``): the ``#cloud-config`` document for the Ubuntu DLAMI.
     EKS managed node groups (``eks=True``): a MIME multipart document (EKS merges it with its
     own bootstrap) holding an optional ``NodeConfig`` and the AL2023 cloud-config; EKS merges it
-    as text, so when it would exceed :data:`USER_DATA_LIMIT_BYTES` the cloud-config's larger
+    as text, so when it would exceed :data:`EKS_USER_DATA_BUDGET_BYTES` the cloud-config's larger
     files travel ``gz+b64``-encoded instead, and when that is still too large the whole
     cloud-config part travels gzip'd (``application/x-gzip``, base64; an EC2 cloud-config is
     compressed as a whole by :func:`encode_user_data`). ``slurm``: see :func:`render_cloud_config`.
@@ -533,11 +538,15 @@ def render_user_data(
         return render_cloud_config(settings, lustre, platform="ubuntu", slurm=slurm)
     cc = render_cloud_config(settings, lustre, platform="al2023")
     text = _mime(settings, cc)
-    if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
-        text = _mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True))
-    if len(text.encode("utf-8")) > USER_DATA_LIMIT_BYTES:
-        text = _mime(settings, cc, gzip_cloud_config=True)
-    return text
+    if len(text.encode("utf-8")) <= EKS_USER_DATA_BUDGET_BYTES:
+        return text
+    tried = [text]
+    for text in (_mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True)),
+                 _mime(settings, cc, gzip_cloud_config=True)):
+        if len(text.encode("utf-8")) <= EKS_USER_DATA_BUDGET_BYTES:
+            return text
+        tried.append(text)
+    return min(tried, key=lambda t: len(t.encode("utf-8")))  # too large either way: the preflight says so
 
 
 def _mime(settings: NodeSettings, cc: str, *, gzip_cloud_config: bool = False) -> str:

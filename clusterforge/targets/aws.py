@@ -225,10 +225,12 @@ class AwsTarget(Target):
         """``user-data-size``: each node group's user data, rendered as the stack renders it
         (FSx endpoints of the real length, :func:`stacks.cloud_init.sizing_endpoints`) and
         compressed where EC2 allows, must fit
-        EC2's 16 KB limit (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html);
+        EC2's 16 KB limit (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html), less, on
+        EKS, the room EKS's own merged bootstrap part takes (catalog ``eks_user_data``);
         the finding sits at the node group."""
         from blueprints.models import KubernetesOrchestrator
         from stacks.cloud_init import (
+            EKS_USER_DATA_BUDGET_BYTES,
             USER_DATA_LIMIT_BYTES,
             render_user_data,
             sizing_endpoints,
@@ -237,16 +239,19 @@ class AwsTarget(Target):
 
         eks = isinstance(loaded.blueprint.orchestrator, KubernetesOrchestrator)
         region = str(getattr(loaded.blueprint.target, "region", "us-east-1"))
+        # EKS merges its own bootstrap part into the launch template's user data: leave it room
+        reserve = USER_DATA_LIMIT_BYTES - EKS_USER_DATA_BUDGET_BYTES if eks else 0
         out: list[Finding] = []
         for r in loaded.cluster.groups:
             text = render_user_data(r.settings, sizing_endpoints(r.settings, region), eks=eks)
             size = len(user_data_payload(text))
-            if size > USER_DATA_LIMIT_BYTES:
+            if size > USER_DATA_LIMIT_BYTES - reserve:
                 how = "as MIME text (EKS merges it uncompressed)" if eks else "gzip-compressed"
+                room = f", of which EKS's own bootstrap part needs about {reserve}" if reserve else ""
                 out.append(loaded.finding(
                     "user-data-size", "error",
                     f"node group `{r.name}`: its user data is {size} bytes {how}; EC2 allows "
-                    f"{USER_DATA_LIMIT_BYTES} (the NCCL environment, Lustre mounts and stripe settings and the "
+                    f"{USER_DATA_LIMIT_BYTES}{room} (the NCCL environment, Lustre mounts and stripe settings and the "
                     "sandbox setup of the group all travel in it)",
                     "set fewer `network.nccl.env` variables or Lustre stripe settings, or move the extra "
                     "settings into the container image",

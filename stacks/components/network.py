@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from blueprints.catalog import catalog
 from blueprints.naming import Naming
 
 __all__ = ["LUSTRE_PORTS", "Network", "NetworkArgs"]
@@ -122,8 +123,12 @@ class Network(pulumi.ComponentResource):
                     aws.ec2.Route(f"{name}-private-default", route_table_id=private_rt.id,
                                   destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.id, opts=child)
             if args.eks:
-                zones = aws.get_availability_zones_output(state="available",
-                                                          opts=pulumi.InvokeOutputOptions(parent=self))
+                # availability zones only: a Local or Wavelength Zone (opt-in) cannot hold the EKS control
+                # plane (catalog eks_zones, with its sources)
+                zones = aws.get_availability_zones_output(
+                    state="available", filters=[aws.GetAvailabilityZonesFilterArgs(name=str(f["name"]), values=list(f["values"]))
+                                                for f in catalog().aws["eks_zones"]["filters"]],
+                    opts=pulumi.InvokeOutputOptions(parent=self))
                 other = zones.names.apply(lambda names: _other_zone(names, args.availability_zone))
                 cp = aws.ec2.Subnet(f"{name}-control-plane", vpc_id=vpc.id,
                                     cidr_block=args.control_plane_subnet_cidr_block, availability_zone=other,

@@ -196,3 +196,29 @@ def test_user_data_over_the_ec2_limit_stops_plan_and_render_at_the_node_group(
         size = int(re.search(r"user data is (\d+) bytes", gpu[0]).group(1))  # type: ignore[union-attr]
         assert size > 16384 and "EC2 allows 16384" in gpu[0]
     assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+def test_eks_user_data_leaves_room_for_eks_own_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """EKS merges its bootstrap part into the launch template's user data and the 16 KB limit holds for the
+    merged document (terraform-provider-aws#49234: InvalidUserData.Malformed above 16384 decoded bytes): a
+    document that fits 16384 on its own but not with EKS's part is refused at `plan`, naming the room."""
+    from blueprints import load_blueprint
+    from blueprints.catalog import catalog
+    from stacks.cloud_init import render_user_data, sizing_endpoints, user_data_payload
+
+    reserve = int(catalog().aws["eks_user_data"]["reserve_bytes"])
+    path = tmp_path / "bp.yaml"
+    size = 0
+    for variables in range(4, 400, 2):  # the first NCCL environment whose MIME lands in the reserved room
+        path.write_text(_with_nccl_env(EKS, variables))
+        gpu = next(r for r in load_blueprint(path).cluster.groups if r.name == "gpu")
+        size = len(user_data_payload(render_user_data(gpu.settings, sizing_endpoints(gpu.settings, "us-west-2"),
+                                                      eks=True)))
+        if 16384 - reserve < size <= 16384:
+            break
+    else:
+        pytest.fail("no NCCL environment size lands in the reserved room")
+    assert main(["plan", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"node group `gpu`: its user data is {size} bytes" in err
+    assert f"EC2 allows 16384, of which EKS's own bootstrap part needs about {reserve}" in err

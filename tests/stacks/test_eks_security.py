@@ -41,3 +41,18 @@ def test_pods_cannot_reach_node_credentials_through_imds() -> None:
     # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html)
     ec2_lts = plan_example("aws-p5-efa-lustre").of_type(LT)
     assert {lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] for lt in ec2_lts} == {2}
+
+
+def test_control_plane_subnet_is_never_in_a_local_zone() -> None:
+    """With Local Zones enabled, the zone list includes them (pulumi_aws get_availability_zones docstring) and
+    a name such as us-east-1-bos-1a sorts before us-east-1b; the EKS control plane cannot run there
+    (https://docs.aws.amazon.com/eks/latest/userguide/local-zones.html). The mock engine answers like an
+    account with one Local Zone enabled."""
+    plan = plan_example("aws-eks-p4d")
+    zones_calls = [a for t, a in plan.invokes if t == "aws:index/getAvailabilityZones:getAvailabilityZones"]
+    assert zones_calls and all({"name": "opt-in-status", "values": ["opt-in-not-required"]} in a["filters"]
+                               for a in zones_calls)
+    (cluster,) = plan.of_type(CLUSTER)
+    subnets = {r.id: r for r in plan.of_type("aws:ec2/subnet:Subnet")}
+    azs = sorted(subnets[s].inputs["availabilityZone"] for s in cluster.inputs["vpcConfig"]["subnetIds"])
+    assert azs == ["us-west-2a", "us-west-2b"]  # the example is in us-west-2a; never us-west-2-bos-1a
