@@ -9,6 +9,7 @@ and the verdict must name it; a compute-heavy step must be called compute-bound.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -150,6 +151,26 @@ def test_two_ranks_of_a_recorded_job_judged_with_the_cli(tmp_path: Path, capsys:
     assert m["trace"] == "raw/profile.traces/rank0.json.gz" and (tmp_path / m["trace"]).is_file()
     assert [x["bound"] for x in m["ranks"]] == ["communication", "communication"]
     assert m["hta"]["idle"] == pytest.approx(0.5356, abs=1e-4)
+
+
+def test_clusterforge_judge_breaks_down_a_trace_a_user_brings(tmp_path: Path, capsys: Any) -> None:
+    """A GPU trace from someone's training job (rank 1 of the recorded NCCL job, unzipped), judged without --kind."""
+    trace = tmp_path / "rank1.pt.trace.json"
+    trace.write_bytes(gzip.decompress(SAMPLED[1].read_bytes()))
+    rc = main(["judge", str(trace), "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    (res,) = json.loads(out)["results"]
+    m = res["metrics"]
+    assert res["kind"] == "profile" and m["device"] == "cuda" and [x["rank"] for x in m["ranks"]] == [1]
+    _sums_to_one(m["breakdown"])
+    assert m["bound"] == "communication" and m["trace"] == "rank1.pt.trace.json"
+    assert round(m["hta"]["comm_overlap"] * 100, 2) == 20.05  # HTA 0.5.0 on this file (see above)
+    # another JSON document is not taken for a trace
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"traceEvents": "no", "schemaVersion": 1}))
+    assert main(["judge", str(other), "--kind", "profile", "--json"]) != 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["verdict"] == "invalid"
 
 
 def test_traces_left_on_a_node_are_named_not_linked(tmp_path: Path) -> None:

@@ -203,13 +203,22 @@ class ProfileSuite(Suite):
                 "--precision", p.precision, "--wait", str(p.wait), "--warmup", str(p.warmup), "--active", str(p.active),
                 "--num-workers", str(p.num_workers), "--device", test.device]
 
+    def recognises(self, window: str) -> bool:
+        """A PyTorch profiler (Kineto) Chrome trace: a ``traceEvents`` list and Kineto's ``schemaVersion``
+        (``clusterforge judge rank0.pt.trace.json`` breaks a trace a user brings down as one rank)."""
+        return bool(_TRACE_EVENTS.search(window) and _KINETO_KEY.search(window))
+
     def judge_text(self, text: str, ctx: JudgeContext, *, source: str, label: str | None) -> list[JudgeResult]:
-        """One result per profile document in ``text``."""
+        """One result per profile document in ``text``; a PyTorch profiler trace (:meth:`recognises`) is judged as
+        one rank's profile."""
         name = Path(source).name
         docs = _documents(text)
         if not docs:
+            doc = _trace_as_document(text, name)
+            if doc is not None:
+                return [judge_profile(doc, ctx, source=source, label=label or name)]
             r = JudgeResult(source=source, kind=self.name, label=label or name)
-            return [nothing(r, text, 'no profile result ({"kind": "profile", ...}) found')]
+            return [nothing(r, text, 'no profile result ({"kind": "profile", ...}) or PyTorch profiler trace found')]
         many = len(docs) > 1
         return [judge_profile(d, ctx, source=source, label=part_label(label, name, f"#{i + 1}" if many else None, many))
                 for i, d in enumerate(docs)]
@@ -336,6 +345,30 @@ def _related(r: JudgeResult, results: list[JudgeResult]) -> list[str]:
     if not others:
         return [f"No {kind} result in this run to compare with: run `clusterforge validate --suites {kind}`."]
     return [f"Related {kind} result {o.title} ({o.verdict}): {summary(o)}" for o in others[:6]]
+
+
+_TRACE_EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
+_KINETO_KEY = re.compile(r'"schemaVersion"\s*:')
+
+
+def _trace_as_document(text: str, name: str) -> dict[str, Any] | None:
+    """A profile document of one rank from the PyTorch profiler trace ``text`` (file ``name``, which the document
+    names as its trace), or ``None`` when ``text`` is not one."""
+    from ..payloads.trace_breakdown import analyze
+
+    try:
+        trace = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        return None
+    try:
+        row = analyze(trace)
+    except ValueError:
+        return None
+    rank = row.get("rank") if isinstance(row.get("rank"), int) else 0
+    return {"kind": "profile", "device": "cuda" if row["path"] == "gpu" else "cpu", "world_size": 1,
+            "schedule": {"active": max(1, int(row["steps"]))}, "ranks": [{**row, "rank": rank, "trace": name}]}
 
 
 def _documents(text: str) -> list[dict[str, Any]]:
@@ -475,7 +508,7 @@ def judge_profile(doc: dict[str, Any], ctx: JudgeContext, *, source: str, label:
         r.note("CPU run: the breakdown is of the CPU step (host operators, gloo communication); GPU kernel categories "
                "(memory, idle) are not measured")
     if m["trace"]:
-        r.note(f"trace of rank 0: {m['trace']} (open in https://ui.perfetto.dev)")
+        r.note(f"trace of rank {rows[0]['rank']}: {m['trace']} (open in https://ui.perfetto.dev)")
     if away:
         r.note("trace files not beside the result (they stay in the run folder on the node, or went with the pod): "
                + "; ".join(away[:8]))
