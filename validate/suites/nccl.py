@@ -1134,7 +1134,7 @@ def _gpus_hidden_per_task(run: NcclRun) -> str | None:
     """What the device lines say when every rank of a node that runs several ranks sees its GPU as device 0 (each task
     was bound to one GPU; NVIDIA/nccl issue #1066, NVIDIA/nccl-tests issue #300), else ``None``. Ranks of one process
     (``-g N``) always number their GPUs 0..N-1, so they never look like this."""
-    per_host: dict[str, list[int]] = {}
+    per_host: dict[str, list[int | None]] = {}
     for d in run.devices:
         per_host.setdefault(d.host, []).append(d.device)
     hosts = [h for h, devs in per_host.items() if len(devs) >= 2 and all(x == 0 for x in devs)]
