@@ -93,6 +93,27 @@ def efa_instance_support(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="efa-layout-unknown",
+    severity="error",
+    summary="`network.fabric: efa` on an instance type whose EFA interfaces the catalog does not know "
+            "(`max_efa_interfaces: null` with an `efa_generation`): some types lay out their network cards unlike their family "
+            "(p6e-gb200 pairs `efa` and `efa-only` interfaces across its cards), and without the count the stack "
+            "would launch the node with one ENA interface and no EFA at all.",
+    fix="use `network.fabric: ethernet` for this type, or another EFA type, until the catalog records its layout",
+    source="https://github.com/aws/aws-parallelcluster/pull/6930",
+)
+def efa_layout_unknown(ctx: RuleContext) -> Iterator[Hit]:
+    if _efa(ctx) is None:
+        return
+    for i, g in compute_groups(ctx.bp):
+        it = instance_spec(g, ctx.catalog)
+        if it is not None and it.max_efa_interfaces is None and it.raw.get("efa_generation"):
+            yield Hit(("node_groups", i, "instance_type"),
+                      f"`{it.name}` (`node_groups.{i}.instance_type`) supports EFA but the catalog does not know its "
+                      "EFA interfaces: it would launch without EFA")
+
+
+@rule(
     id="efa-capable-not-used",
     severity="warning",
     summary="Several EFA-capable instances on `fabric: ethernet`: NCCL runs over TCP sockets at a fraction of the "

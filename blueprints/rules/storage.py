@@ -208,6 +208,30 @@ def fsx_metadata_iops(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="fsx-deployment-feature",
+    severity="error",
+    summary="FSx for Lustre features differ per deployment type (catalog `aws.fsx.features`): an S3 link (data "
+            "repository association) needs Lustre 2.12 or newer and is not offered on SCRATCH_1; the file system "
+            "would be created and billed, then the association would fail.",
+    fix="use SCRATCH_2 or PERSISTENT_2 (Lustre 2.15) for an S3-linked file system, or remove `s3`",
+    source="https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateDataRepositoryAssociation.html",
+)
+def fsx_deployment_feature(ctx: RuleContext) -> Iterator[Hit]:
+    facts = ctx.catalog.aws["fsx"]
+    oldest = tuple(int(x) for x in str(facts["features_min_lustre_for_data_repository_association"]).split("."))
+    for i, s, fsx in _fsx(ctx):
+        if fsx.s3 is None:
+            continue
+        if not facts["features"][fsx.deployment_type]["data_repository_association"]:
+            yield Hit(_p(i, "s3"), f"`storage.{i}.fsx.s3` links S3 to a {fsx.deployment_type} file system, which "
+                      "has no data repository associations")
+        elif tuple(int(x) for x in fsx.file_system_type_version.split(".")) < oldest:
+            yield Hit(_p(i, "s3"), f"`storage.{i}.fsx.s3` needs Lustre {'.'.join(map(str, oldest))} or newer for a "
+                      f"data repository association; `file_system_type_version` is {fsx.file_system_type_version}",
+                      "set `file_system_type_version: \"2.15\"`")
+
+
+@rule(
     id="fsx-efa-requirements",
     severity="error",
     summary="`efa_enabled` (EFA + GPUDirect Storage) needs PERSISTENT_2 with a metadata configuration.",

@@ -96,7 +96,9 @@ class LustreFileSystem(pulumi.ComponentResource):
         f = args
         n = args.naming
         persistent = f.deployment_type.startswith("PERSISTENT")
-        backups = persistent and (f.s3 is None or bool(catalog().aws["fsx"]["backups_with_s3_repository"]))
+        fsx_facts = catalog().aws["fsx"]
+        backups = bool(fsx_facts["features"][f.deployment_type]["backups"]) and (
+            f.s3 is None or bool(fsx_facts["backups_with_s3_repository"]))
         metadata = None
         if f.deployment_type == "PERSISTENT_2" and f.metadata_mode is not None:
             metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(

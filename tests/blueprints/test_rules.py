@@ -227,6 +227,8 @@ CASES: list[Case] = [
          [S("node_groups.1.instance_type", "p6-b200.48xlarge"), S("orchestrator.efa_device_plugin_version", "v0.4.4")],
          "orchestrator.efa_device_plugin_version", "set `efa_device_plugin_version: v0.5.6`",
          good=[S("node_groups.1.instance_type", "p6-b200.48xlarge"), S("orchestrator.efa_device_plugin_version", "v0.5.6")]),
+    Case("efa-layout-unknown", "p5", [S("node_groups.0.instance_type", "p6e-gb200.36xlarge")],
+         "node_groups.0.instance_type", good=[S("node_groups.0.instance_type", "p5en.48xlarge")]),
     Case("efa-instance-support", "p5", [S("node_groups.0.instance_type", "g6.12xlarge")], "node_groups.0.instance_type",
          patch=_catalog_with_instance("g6.12xlarge", max_efa_interfaces=0, network_cards=1)),
     Case("efa-interfaces-below-max", "p5", [S("network.efa.interfaces", 16)], "network.efa.interfaces",
@@ -261,6 +263,13 @@ CASES: list[Case] = [
          good=[S("validation.fio", {"targets": ["/fsx/bench", "/scratch"]})]),
     Case("fsx-availability-zone", "p5", [S(f"{FSX}.availability_zone", "us-east-1b")], f"{FSX}.availability_zone",
          good=[S(f"{FSX}.availability_zone", "us-east-1a")]),
+    # SCRATCH_1 has no data repository associations
+    # (https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateDataRepositoryAssociation.html)
+    Case("fsx-deployment-feature", "p5",
+         [S(FSX, {"deployment_type": "SCRATCH_1", "storage_capacity_gib": 1200,
+                  "s3": {"data_repository_path": "s3://bucket/train"}})], f"{FSX}.s3",
+         good=[S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 1200,
+                       "s3": {"data_repository_path": "s3://bucket/train"}})]),
     Case("fsx-backup-scratch", "p5",
          [S(FSX, {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 2400, "automatic_backup_retention_days": 7})],
          f"{FSX}.automatic_backup_retention_days",

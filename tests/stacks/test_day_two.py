@@ -357,3 +357,20 @@ def test_reserved_instances_are_replaced_delete_first() -> None:
     assert by_group and all(v for k, v in by_group.items() if "-gpu-" in k), by_group
     on_demand = plan_example("aws-p5-efa-lustre").of_type("aws:ec2/instance:Instance")
     assert on_demand and not any(i.delete_before_replace for i in on_demand)
+
+
+def test_check_refuses_an_s3_link_fsx_cannot_make(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Data repository associations need Lustre 2.12+ and are not offered on SCRATCH_1
+    (https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateDataRepositoryAssociation.html)."""
+    from clusterforge.cli import main
+
+    for fsx, words in ((
+            {"deployment_type": "SCRATCH_1", "storage_capacity_gib": 1200}, "SCRATCH_1 file system, which has no data"),
+            ({"deployment_type": "SCRATCH_2", "storage_capacity_gib": 1200, "file_system_type_version": "2.10"},
+             "needs Lustre 2.12 or newer")):
+        path = blueprint(tmp_path, {"storage": [{"kind": "lustre", "name": "shared", "mount": "/fsx", "fsx": {
+            **fsx, "s3": {"data_repository_path": "s3://bucket/train"}}}]})
+        assert main(["check", str(path)]) == 1
+        captured = capsys.readouterr()
+        err = captured.out + captured.err
+        assert "fsx-deployment-feature" in err and words in err, err
