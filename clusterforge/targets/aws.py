@@ -355,12 +355,7 @@ class AwsTarget(Target):
             return [(f"{name}: belongs to {rec.blueprint_file}: `up` of this file is refused (rename `name:` or "
                      "`up --adopt`)")]
         buf = io.StringIO()
-        from ..updates import show
-
-        found = self.update_changes(loaded, rec)
-        counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
-        show(found, stack=rec.stack, deployed_from=rec.blueprint_file, deployed_at=rec.deployed_at,
-             group_counts=counts, reserved=_reserved_groups(rec.blueprint), out=buf)
+        _show_changes(loaded, rec, self.update_changes(loaded, rec), out=buf)
         return buf.getvalue().splitlines()
 
     def update_changes(self, loaded: LoadedBlueprint, rec: Deployment, *, refresh_ami: bool = False) -> list[Any]:
@@ -370,8 +365,9 @@ class AwsTarget(Target):
         from ..updates import changes
 
         eks = isinstance(loaded.blueprint.orchestrator, KubernetesOrchestrator)
-        return changes(rec.blueprint, blueprint_data(loaded), old_images=rec.images, refresh_ami=refresh_ami,
-                       image_groups=[] if eks else [g.name for g in loaded.blueprint.node_groups])
+        found = changes(rec.blueprint, blueprint_data(loaded), old_images=rec.images, refresh_ami=refresh_ami,
+                        image_groups=[] if eks else [g.name for g in loaded.blueprint.node_groups])
+        return _capacity_block_eks(found, rec) if eks else found
 
     def down(self, what: str, options: DeployOptions) -> None:
         """``pulumi destroy`` of the stack recorded for ``what`` (blueprint path, stack or blueprint name),
@@ -397,8 +393,28 @@ def blueprint_data(loaded: LoadedBlueprint) -> dict[str, Any]:
     return loaded.blueprint.model_dump(mode="json")
 
 
-def _reserved_groups(data: dict[str, Any]) -> list[str]:
-    """Groups of a recorded blueprint that launch into a Capacity Block or reservation."""
+def _capacity_block_eks(found: list[Any], rec: Deployment) -> list[Any]:
+    """``found`` with every ``replace-nodes`` change that reaches a running EKS node group in a Capacity
+    Block made ``refused``: EKS replaces managed nodes surge-first, and a block has no spare slot, so
+    the update stalls; AWS's way is to scale the group to 0 first
+    (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)."""
+    from dataclasses import replace
+
+    counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
+    blocked = [g for g in _reserved_groups(rec.blueprint, kinds=("capacity-block",)) if counts.get(g, 0) > 0]
+    out = []
+    for c in found:
+        hit = [g for g in ([c.group] if c.group else blocked) if g in blocked]
+        if c.policy == "replace-nodes" and hit:
+            c = replace(c, policy="refused", why=(
+                f"EKS replaces the nodes of {', '.join(hit)} surge-first and its Capacity Block has no spare slot — "
+                f"set `count: 0` for {', '.join(hit)} and `up` first, then make this change with the count back"))
+        out.append(c)
+    return out
+
+
+def _reserved_groups(data: dict[str, Any], kinds: tuple[str, ...] = ("capacity-block", "reservation")) -> list[str]:
+    """Groups of a recorded blueprint whose capacity type is one of ``kinds`` (Capacity Block, reservation)."""
     from blueprints.aws import capacity_for
     from blueprints.models import Blueprint
 
@@ -406,16 +422,16 @@ def _reserved_groups(data: dict[str, Any]) -> list[str]:
         bp = Blueprint.model_validate(data)
     except ValueError:
         return []
-    return [g.name for g in bp.node_groups
-            if getattr(capacity_for(bp, g), "type", "") in ("capacity-block", "reservation")]
+    return [g.name for g in bp.node_groups if getattr(capacity_for(bp, g), "type", "") in kinds]
 
 
-def _show_changes(loaded: LoadedBlueprint, rec: Deployment, found: list[Any]) -> None:
+def _show_changes(loaded: LoadedBlueprint, rec: Deployment, found: list[Any], out: Any = None) -> None:
     from ..updates import show
 
     counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
+    eks = (rec.blueprint.get("orchestrator") or {}).get("kind") == "kubernetes"  # EKS cannot replace delete-first
     show(found, stack=rec.stack, deployed_from=rec.blueprint_file, deployed_at=rec.deployed_at,
-         group_counts=counts, reserved=_reserved_groups(rec.blueprint))
+         group_counts=counts, reserved=[] if eks else _reserved_groups(rec.blueprint), out=out)
 
 
 def _show_teardown(rec: Deployment, state: StateDir) -> None:

@@ -374,3 +374,31 @@ def test_check_refuses_an_s3_link_fsx_cannot_make(tmp_path: Path, capsys: pytest
         captured = capsys.readouterr()
         err = captured.out + captured.err
         assert "fsx-deployment-feature" in err and words in err, err
+
+
+def test_eks_capacity_block_groups_are_scaled_to_zero_before_an_update(cli, tmp_path: Path) -> None:
+    """EKS replaces managed nodes surge-first; a Capacity Block has no spare slot, and AWS's way is to set
+    the node group's size to 0 before updating it (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+    `up` refuses a node-replacing change on a running block group, and lets it through at count 0."""
+    cb = {"target": {"capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0",
+                                  "node_groups": ["gpu"]}}}
+    path = tmp_path / "eks.yaml"
+    path.write_text(variant_yaml("aws-eks-p4d", cb))
+    assert cli("check", str(path)).returncode == 0, cli("check", str(path)).stdout
+    assert cli("up", str(path), "--yes").returncode == 0
+    path.write_text(variant_yaml("aws-eks-p4d", {**cb, "target": {**cb["target"], "root_volume_gib": 400}}))
+    cli.reset()
+    res = cli("up", str(path), "--yes")
+    assert res.returncode == 1 and "refused       target.root_volume_gib: 200 → 400" in res.stdout
+    assert "set `count: 0` for gpu and `up` first" in res.stderr and "up" not in cli.verbs()
+    # scaled to 0 first (a delete, confirmed), the same change goes through
+    groups = [{"name": "system", "role": "controller", "count": 2, "instance_type": "m6i.xlarge"},
+              {"name": "gpu", "role": "compute", "count": 0, "instance_type": "p4d.24xlarge",
+               "local_nvme": {"mount": "/scratch"}, "labels": {"clusterforge.io/accelerator": "a100"}}]
+    path.write_text(variant_yaml("aws-eks-p4d", {**cb, "node_groups": groups}))
+    res = cli("up", str(path), "--yes")
+    assert res.returncode == 0 and "delete        node_groups.gpu.count: 2 → 0" in res.stdout, res.stderr
+    path.write_text(variant_yaml("aws-eks-p4d", {**cb, "node_groups": groups,
+                                                 "target": {**cb["target"], "root_volume_gib": 400}}))
+    res = cli("up", str(path), "--yes")
+    assert res.returncode == 0 and "replace-nodes target.root_volume_gib: 200 → 400" in res.stdout, res.stderr
