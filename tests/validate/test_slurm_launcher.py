@@ -400,6 +400,9 @@ def test_a_killed_run_leaves_its_job_queued_and_resume_waits_for_that_job(slurm:
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"amp: job {job} " in again.stderr  # the same job, watched to its end
     (amp,) = read_results_lines(out / "results.jsonl")
-    assert amp["verdict"] == "pass" and any(f"Slurm job {job}, submitted by an earlier run" in n for n in amp["notes"])
+    assert any(f"Slurm job {job}, submitted by an earlier run" in n for n in amp["notes"])
+    # pass, or warn only because this machine's torch is not the blueprint's declared PyTorch (validate.stack)
+    assert amp["verdict"] == "pass" or (amp["verdict"] == "warn" and amp["reasons"]
+                                        and all("ran, but the blueprint's stack is" in x for x in amp["reasons"]))
     assert "$ sbatch" not in (out / "logs" / "amp.log").read_text()
     assert slurm.jobs() == []

@@ -163,8 +163,12 @@ def test_the_judge_context_knows_no_suite_and_each_formula_lives_in_its_suite() 
         assert set(names) <= defined, f"validate/suites/{suite}.py lacks {sorted(set(names) - defined)}"
     # the context holds what the suites answered, by suite name, and shows it where the fields stood
     ctx = context_from_blueprint(load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint)
-    assert list(ctx.expectations) == ["fio"] and ctx.expectations["fio"] is ctx.expectations_for("fio", type(ctx.expectations["fio"]))
-    assert [k for k in ctx.to_json() if k in ("storage", "fio_target")] == ["storage", "fio_target"]
+    assert list(ctx.expectations) == ["nccl", "fio", "amp"]  # the registry's order (node expects nothing)
+    assert ctx.expectations["fio"] is ctx.expectations_for("fio", type(ctx.expectations["fio"]))
+    # nccl and amp both hold the group's declared software stack (validate.stack)
+    assert ctx.expectations["nccl"] == ctx.expectations["amp"] and type(ctx.expectations["amp"]).__name__ == "StackExpectations"
+    assert [k for k in ctx.to_json() if k in ("storage", "fio_target", "declared_stack")] == [
+        "declared_stack", "storage", "fio_target"]
 
 
 def test_a_suite_registered_later_is_asked_for_its_expectations() -> None:
@@ -225,10 +229,12 @@ def test_each_suite_plans_typed_params_that_record_as_before() -> None:
     tests, _ = plan_tests(loaded, launcher="slurm")
     keys = {
         "node": [],
-        "nccl": ["collective", "min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "check"],
+        # + where the nodes' nccl-tests binaries and training venv are (nccl_stack role): a run there records them
+        "nccl": ["collective", "min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "check",
+                 "nccl_tests_dir", "python"],
         "fio": ["target", "target_kind", "size", "runtime_s", "numjobs", "iodepth"],
         "amp": ["layers", "hidden", "heads", "seq_len", "vocab", "batch_size", "steps", "warmup_steps", "precision",
-                "compile", "fp32_baseline", "peak_tflops", "gpu_model"],
+                "compile", "fp32_baseline", "peak_tflops", "gpu_model", "python"],
     }
     assert {t.kind for t in tests} == set(keys)
     for t in tests:
