@@ -56,8 +56,10 @@ def test_exit_handlers_still_run() -> None:
 
 
 def test_a_live_thread_is_waited_for() -> None:
-    prelude = ("import sys, threading, time\n"
-               "def late():\n    time.sleep(0.5); print('thread finished', flush=True)\n"
+    # the thread waits for the main thread to finish the command (a fixed sleep raced a slow start under load:
+    # the thread printed before the command did); it prints only if the process waits for live threads
+    prelude = ("import sys, threading\n"
+               "def late():\n    threading.main_thread().join(); print('thread finished', flush=True)\n"
                "threading.Thread(target=late).start()")
     out = run_cli("rules", prelude=prelude)
     assert out.returncode == 0

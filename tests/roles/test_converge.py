@@ -141,7 +141,12 @@ def test_nccl_conf_and_rdma_files_match_the_blueprint(converges, example, os_nam
             continue
         conf = _keyvals(nccl.read_text())
         assert conf == dict(s.nccl_env), gname
-        if isinstance(net, RoceNetwork):
+        if isinstance(net, RoceNetwork) and s.roce is None:
+            # a group that declares no RoCE NIC (the Slurm controller and login node): no ports to configure
+            assert not s.rdma_devices and "NCCL_IB_HCA" not in conf and "NCCL_IB_GID_INDEX" not in conf, gname
+            assert not (root / "usr/local/sbin/roce-gid-index").exists(), gname
+            assert not (root / "etc/clusterforge/roce-qos.conf").exists(), gname
+        elif isinstance(net, RoceNetwork):
             if net.roce.gid_index == "discover":
                 # looked up on the node by the installed script; a root filesystem has no RoCE port, so it is left out
                 assert "NCCL_IB_GID_INDEX" not in conf

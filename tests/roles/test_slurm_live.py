@@ -23,15 +23,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from blueprints.slurm import HEALTH_REASON
-from tests.conftest import REPO
 
 from .slurm_cluster import (
     ClusterError,
@@ -195,7 +196,8 @@ def test_a_failing_health_check_drains_the_node_and_a_passing_one_resumes_it(slu
         state, _, reason = out.strip().partition("|")
         return state, reason
 
-    assert state_reason()[0] == "idle"
+    # an earlier test's job may still be completing on the node
+    slurm_cluster.wait_for(f"{node} idle", lambda: state_reason()[0] == "idle", timeout=60)
     slurm_cluster.run_on(node, ["rm", "/dev/nvidia1"], check=True)
     try:
         _state, reason = slurm_cluster.wait_for(
@@ -245,12 +247,21 @@ def test_a_gres_conf_with_fewer_gpus_than_slurm_conf_makes_the_node_inval(tmp_pa
 def test_without_root_the_cluster_is_skipped_with_the_reason() -> None:
     """As another user the prerequisites check names root: the only reasons the live tests skip are root and the
     Debian packages (and the users those packages create)."""
-    res = subprocess.run(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
-         "from tests.roles.slurm_cluster import missing_prerequisites; print(missing_prerequisites())"],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
-    )
     if os.geteuid() != 0:
         pytest.skip("needs root to switch to another user")
+    # nobody may not reach the clone (a fresh clone under a 0700 temporary folder, as CI makes one): the module
+    # (standard library only) is copied to a folder nobody can read, and run by the base interpreter, not the venv's
+    share = Path(tempfile.mkdtemp(prefix="cf-nobody-"))
+    try:
+        share.chmod(0o755)
+        shutil.copy(Path(__file__).with_name("slurm_cluster.py"), share / "slurm_cluster.py")
+        (share / "slurm_cluster.py").chmod(0o644)
+        res = subprocess.run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", os.path.realpath(sys.executable), "-c",
+             "from slurm_cluster import missing_prerequisites; print(missing_prerequisites())"],
+            cwd=share, capture_output=True, text=True, timeout=60, check=False,
+        )
+    finally:
+        shutil.rmtree(share)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "the live Slurm cluster needs root (namespaces, mounts, cgroups, mknod)"

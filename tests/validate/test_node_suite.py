@@ -45,8 +45,12 @@ def test_slurm_runs_one_task_per_node() -> None:
     script = sbatch_script(loaded, test)
     assert "#SBATCH --nodes=4" in script and "#SBATCH --ntasks-per-node=1" in script and "--gpus" not in script
     units = ",".join(recorded_units())  # the catalog's vendor units and container engines, passed to the payload
-    assert ('srun --nodes=4 --ntasks-per-node=1 "$PY" "$CF_DIR/payloads/node_health.py" '
-            f'--services {units} > "$CF_DIR/raw/node.json"' in script)
+    # each task writes its own file (srun's %t): two nodes' long JSON lines on one stream interleave mid-line;
+    # the files are joined in task order into the one raw file the parser reads
+    assert ('srun --nodes=4 --ntasks-per-node=1 --output="$CF_DIR/raw/node.json".task-%t '
+            f'"$PY" "$CF_DIR/payloads/node_health.py" --services {units}\n' in script)
+    assert ('for i in $(seq 0 $((4 - 1))); do cat "$CF_DIR/raw/node.json".task-$i 2>/dev/null; done '
+            '> "$CF_DIR/raw/node.json"' in script)
 
 
 def test_kubernetes_node_job_one_pod_per_node_read_only_host_view() -> None:
