@@ -1365,46 +1365,6 @@ class CostInputs(StrictModel):
                     "run on this cluster).", gt=0)] = None
 
 
-class CostInputs(StrictModel):
-    """What `clusterforge cost` cannot know from the hardware: your own prices and site figures. Every field is
-    optional; unset values come from the price catalog's sourced defaults (`blueprints/data/prices.yaml`
-    `onprem`), and a value with neither is an unpriced line, never $0."""
-
-    amortization_years: Annotated[float | None, Field(
-        description="Years the hardware is written off over (on-prem capital per hour = price / (years x 8760)).",
-        gt=0, le=15)] = None
-    server_price_usd: Annotated[dict[Annotated[str, VK["node-group-name"]], Annotated[float, Field(gt=0)]], Field(
-        description="Price of one server of each named node group, USD, NICs included (your quote).")] = {}
-    node_power_kw: Annotated[dict[Annotated[str, VK["node-group-name"]], Annotated[float, Field(gt=0)]], Field(
-        description="Power one server of each named node group draws at full load, kW; unset = the catalog's "
-                    "system figure, else the GPUs' TDP x count.")] = {}
-    power_usd_per_kwh: Annotated[float | None, Field(description="Electricity price, USD per kWh.", ge=0)] = None
-    pue: Annotated[float | None, Field(description="Power usage effectiveness of the site (facility / IT power).",
-                                       ge=1, le=3)] = None
-    colo_usd_per_kw_month: Annotated[float | None, Field(
-        description="Space: colocation or floor cost per provisioned kW and month, USD (0 for your own room).",
-        ge=0)] = None
-    facility_usd_per_node: Annotated[float | None, Field(
-        description="Facility and operations cost over one node's life, USD.", ge=0)] = None
-    support_usd_per_node_year: Annotated[float, Field(
-        description="Hardware support contract per node and year, USD.", ge=0)] = 0
-    switch_port_usd: Annotated[float | None, Field(
-        description="One fabric switch port (share of the switch), USD; each declared NIC takes one.", ge=0)] = None
-    cabling_usd_per_port: Annotated[float | None, Field(
-        description="Cable and transceivers of one fabric port, USD.", ge=0)] = None
-    storage_capital_usd: Annotated[float | None, Field(
-        description="Capital cost of the declared shared storage (Lustre / NFS servers), USD.", ge=0)] = None
-    compare_region: Annotated[str, Field(
-        description="AWS region whose catalogued prices the on-prem cluster is compared with.",
-        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")] = "us-east-1"
-    nat_data_gb_per_month: Annotated[float | None, Field(
-        description="Data through the NAT gateway per month, GB (an assumption you state; unset = an unpriced "
-                    "line).", ge=0)] = None
-    training_tokens_b: Annotated[float | None, Field(
-        description="Tokens of the training run to estimate, in billions (with `workload`: time and cost of the "
-                    "run on this cluster).", gt=0)] = None
-
-
 # ---------------------------------------------------------------------------------------------
 # root
 # ---------------------------------------------------------------------------------------------
