@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blueprints.models import Blueprint
-from blueprints.resolved import ResolvedGroup
-from blueprints.software_stack import software_stack
+from blueprints.resolved import ResolvedGroup, resolve
 
 from .results import JudgeResult, Verdict
 
@@ -56,7 +55,7 @@ def declared_stack(bp: Blueprint | None, group: ResolvedGroup | None) -> StackEx
     """The stack node ``group`` of ``bp`` declares (nothing without a blueprint)."""
     if bp is None or group is None:
         return StackExpectations()
-    st = software_stack(bp)
+    st = resolve(bp).software
     ns = group.settings.nccl_stack
     return StackExpectations(
         nccl=st.nccl.split("-")[0], nccl_cuda=st.nccl_cuda, torch=st.pytorch, torch_cuda=_tag_cuda(st.pytorch_cuda),

@@ -13,11 +13,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("blueprints", "stacks", "validate", "clusterforge")
-DERIVING = {"node_settings", "group_hardware", "efa_group", "cluster_settings", "assign_ipoib", "slurm_settings"}
+DERIVING = {"node_settings", "group_hardware", "efa_group", "cluster_settings", "assign_ipoib", "slurm_settings",
+            "software_stack"}
 # Where each may be called: its own module (helpers built on it) and the resolved cluster.
 ALLOWED = {
     "blueprints/settings.py",  # node_settings itself (its body reads the group's hardware and EFA)
     "blueprints/slurm.py",  # slurm_settings: the cluster-wide peer of node_settings (each group's CPUs, memory, GPUs)
+    "blueprints/software_stack.py",  # software_stack: the cluster-wide stack, defaults from every group's GPU architecture
     "blueprints/hardware.py",
     "blueprints/aws.py",
     "blueprints/resolved.py",

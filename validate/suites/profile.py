@@ -41,6 +41,8 @@ from ..results import JudgeResult, Metrics, Verdict, pct
 from ..untrusted import md_code, md_text
 from .amp import CPU_AMP_MAX_PARAMS, TINY_GPT, _estimate_params
 from .base import GroupPlan, HtmlSection, Suite, nothing, part_label, png
+from .fio import FioSuite
+from .nccl import NcclSuite
 
 __all__ = [
     "BOUNDS",
@@ -336,15 +338,18 @@ def _safe_trace(v: Any) -> str | None:
 
 def _related(r: JudgeResult, results: list[JudgeResult]) -> list[str]:
     """Lines cross-linking the results of this run that bear on ``r``'s bound: fio for input, nccl for communication."""
-    from . import summary
-
     kind = {"input": "fio", "communication": "nccl"}.get(str(profile_metrics(r).get("bound")))
     if kind is None:
         return []
     others = [o for o in results if o.kind == kind]
     if not others:
         return [f"No {kind} result in this run to compare with: run `clusterforge validate --suites {kind}`."]
-    return [f"Related {kind} result {o.title} ({o.verdict}): {summary(o)}" for o in others[:6]]
+    suite = _RELATED_SUITES[kind]()  # the sibling suite's own one-line summary (the package's registry imports this module)
+    return [f"Related {kind} result {o.title} ({o.verdict}): "
+            f"{suite.summary(o) or (o.reasons[0] if o.reasons else '')}" for o in others[:6]]
+
+
+_RELATED_SUITES: dict[str, type[Suite]] = {"fio": FioSuite, "nccl": NcclSuite}
 
 
 _TRACE_EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
