@@ -1,0 +1,146 @@
+"""The nccl-tests text parser on each kind of line it reads, and what the judge makes of it (issue 35).
+
+Line kinds, as nccl-tests prints them (NVIDIA/nccl-tests src/common.cu and src/util.cu: the table rows, ``# Out of
+bounds values : %d %s`` with ``OK``/``FAILED``, ``# Avg bus bandwidth    : %g`` and the ``NCCL_TESTS_MIN_BW`` check,
+``Test NCCL failure`` / ``Test CUDA failure`` on an error): a row's busbw is the better of its two placements (max,
+not min); ``#wrong`` counts add up over both placements and any count above 0 fails, ``N/A`` means not checked; the
+out-of-bounds footer fails from 1 value (or the word FAILED); a fatal line fails the run, an ``NCCL WARN`` or an
+``NCCL INFO`` line that merely mentions a timeout setting does not.
+
+The base log is the real public ``tests/fixtures/nccl-tests/nccl-04.txt`` (8 x A100-SXM4-40GB all_reduce, peak busbw
+235.26 GB/s out-of-place at 8 GiB, run with ``-c 0``: N/A), its pre-2.13 ``error`` column headed ``#wrong`` as
+nccl-tests 2.13 and later print it; each test rewrites the one line it is about.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from validate.expectations import context_from_flags
+from validate.judge import JudgeResult, judge_text
+from validate.parsers.nccl import NcclRun, parse_nccl
+
+A100_NODE = {"nodes": 1, "gpus_per_node": 8, "gpu": "A100-SXM4-40GB"}
+_ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]")
+LAST = "  8589934592    2147483648   float     sum    63896  134.44  235.26    N/A    63959  134.30  235.03    N/A"
+
+
+@pytest.fixture()
+def base(fixtures_dir: Path) -> str:
+    text = (fixtures_dir / "nccl-tests" / "nccl-04.txt").read_text()
+    assert LAST in text
+    header = "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error"
+    assert header in text
+    return text.replace(header, header.replace("  error", " #wrong"))
+
+
+def _checked(text: str) -> str:
+    """The log as if run with ``-c 1``: every row's ``#wrong`` printed 0 (nccl-tests prints ``%g``)."""
+    return "\n".join(ln.replace("N/A", "0") if _ROW.match(ln) else ln for ln in text.splitlines()) + "\n"
+
+
+def _run(text: str) -> NcclRun:
+    (run,) = parse_nccl(text)
+    return run
+
+
+def _judge(text: str) -> JudgeResult:
+    (r,) = judge_text(text, context_from_flags(**A100_NODE), source="nccl.log", kind="nccl")
+    return r
+
+
+def test_a_row_reads_both_placements_and_its_busbw_is_the_max(base):
+    row = _run(base).rows[-1]
+    assert row.size_bytes == 8589934592 and row.count == 2147483648 and row.dtype == "float" and row.redop == "sum"
+    assert row.out_of_place is not None and row.in_place is not None
+    assert (row.out_of_place.time_us, row.out_of_place.algbw_gbps, row.out_of_place.busbw_gbps) == (63896, 134.44, 235.26)
+    assert (row.in_place.time_us, row.in_place.algbw_gbps, row.in_place.busbw_gbps) == (63959, 134.30, 235.03)
+    assert row.busbw_gbps == 235.26 and row.algbw_gbps == 134.44  # the better placement
+    swapped = base.replace(LAST, LAST.replace("235.26", "235.00").replace("235.03", "235.30"))
+    assert _run(swapped).rows[-1].busbw_gbps == 235.30
+    assert _run(swapped).peak() == (235.30, 8589934592, "in-place")
+
+
+def test_wrong_counts_na_is_unchecked_zero_passes(base):
+    run = _run(base)
+    assert run.checked is False and run.wrong_total is None and run.rows[-1].wrong is None
+    r = _judge(base)
+    assert r.verdict == "pass" and any("correctness not checked" in n for n in r.notes)
+    run = _run(_checked(base))
+    assert run.checked is True and run.wrong_total == 0
+    assert _judge(_checked(base)).verdict == "pass"
+
+
+@pytest.mark.parametrize(("oop", "ip"), [("1", "0"), ("0", "1")])
+def test_one_wrong_element_in_either_placement_fails(base, oop, ip):
+    last = LAST.replace("N/A", "{}", 2).format(oop, ip)
+    text = _checked(base).replace(LAST.replace("N/A", "0"), last)
+    run = _run(text)
+    assert run.rows[-1].wrong == 1 and run.wrong_total == 1
+    r = _judge(text)
+    assert r.verdict == "fail" and r.reasons[0].startswith("wrong results: #wrong = 1 element(s) at 8 GiB")
+    assert ("out-of-place" if oop == "1" else "in-place") in r.reasons[0]
+
+
+def test_wrong_counts_of_both_placements_add_up(base):
+    text = _checked(base).replace(LAST.replace("N/A", "0"), LAST.replace("N/A", "2", 1).replace("N/A", "3", 1))
+    assert _run(text).rows[-1].wrong == 5 and _run(text).wrong_total == 5
+    assert "#wrong = 5 element(s)" in _judge(text).reasons[0]
+
+
+@pytest.mark.parametrize(("footer", "count", "ok", "verdict"), [
+    ("# Out of bounds values : 0 OK", 0, True, "pass"),
+    ("# Out of bounds values : 1 FAILED", 1, False, "fail"),
+    ("# Out of bounds values : 0 FAILED", 0, False, "fail"),   # the word alone fails
+    ("# Out of bounds values : 1", 1, None, "fail"),           # the count alone fails
+])
+def test_out_of_bounds_footer(base, footer, count, ok, verdict):
+    text = base.replace("# Out of bounds values : 0 OK", footer)
+    run = _run(text)
+    assert (run.out_of_bounds, run.out_of_bounds_ok) == (count, ok)
+    assert _judge(text).verdict == verdict
+
+
+@pytest.mark.parametrize(("footer", "value", "check", "verdict"), [
+    ("# Avg bus bandwidth    : 68.4048", 68.4048, None, "pass"),
+    ("# Avg bus bandwidth    : 68.4048 OK", 68.4048, "OK", "pass"),
+    ("# Avg bus bandwidth    : 68.4048 FAILED", 68.4048, "FAILED", "warn"),  # NCCL_TESTS_MIN_BW not met
+])
+def test_avg_bus_bandwidth_footer(base, footer, value, check, verdict):
+    text = base.replace("# Avg bus bandwidth    : 68.4048", footer)
+    run = _run(text)
+    assert (run.avg_busbw_gbps, run.avg_busbw_check) == (value, check)
+    r = _judge(text)
+    assert r.verdict == verdict, r.reasons
+    if verdict == "warn":
+        assert "NCCL_TESTS_MIN_BW check FAILED (Avg bus bandwidth 68.4048 GB/s)" in r.reasons[0]
+
+
+@pytest.mark.parametrize("line", [
+    "node-1: Test NCCL failure common.cu:1019 'unhandled system error'",
+    "node-1: Test CUDA failure common.cu:892 'an illegal memory access was encountered'",
+    "# error: wrong number of GPUs",
+    "Segmentation fault (core dumped)",
+    "srun: error: node-2: task 3: Exited with exit code 1",
+])
+def test_fatal_lines_fail_the_run(base, line):
+    text = base.replace("# Out of bounds values", line + "\n# Out of bounds values", 1)
+    run = _run(text)
+    assert line.split(": ", 1)[-1] in " ".join(run.errors) or line in run.errors, run.errors
+    r = _judge(text)
+    assert r.verdict == "fail", r.reasons
+
+
+@pytest.mark.parametrize("line", [
+    "hostname:3442:3442 [0] NCCL INFO NCCL_IB_TIMEOUT set by environment to 22",
+    "hostname:3442:3442 [0] NCCL WARN Could not find real path of /sys/class/net/eth0",
+    "hostname:3442:3442 [0] NCCL INFO comm 0x5569 rank 0 nranks 8 - Init COMPLETE",
+])
+def test_info_and_warn_lines_do_not_fail_the_run(base, line):
+    text = base.replace("hostname:3442:3442 [0] NCCL INFO Launch mode Parallel", line, 1)
+    run = _run(text)
+    assert run.errors == []
+    assert _judge(text).verdict == "pass"
