@@ -38,7 +38,7 @@ NCCL_WARN, NCCL_FAIL = 0.8, 0.5
 # validate/suites/nccl.py module docs and docs/architecture.md: a peak more than 10% above the physical bound is invalid.
 NCCL_BOUND_MARGIN = 1.10
 
-A100_NODE = {"nodes": 1, "gpus_per_node": 8, "gpu": "A100-SXM4-40GB"}
+A100_NODE: dict[str, Any] = {"nodes": 1, "gpus_per_node": 8, "gpu": "A100-SXM4-40GB"}
 _ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from validate.expectations import context_from_flags
 from validate.judge import JudgeResult, judge_text
 from validate.parsers.nccl import NcclRun, parse_nccl
 
-A100_NODE = {"nodes": 1, "gpus_per_node": 8, "gpu": "A100-SXM4-40GB"}
+A100_NODE: dict[str, Any] = {"nodes": 1, "gpus_per_node": 8, "gpu": "A100-SXM4-40GB"}
 _ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]")
 LAST = "  8589934592    2147483648   float     sum    63896  134.44  235.26    N/A    63959  134.30  235.03    N/A"
 
