@@ -83,6 +83,7 @@ def _extra_bases() -> dict[str, dict[str, Any]]:
     p5["storage"][0]["stripes"] = [{"path": "checkpoints", "size": "4M"}]
     p5["validation"] = {**p5.get("validation", {}), "fio": {"targets": ["/fsx"], "size": "1G"}}
     p5["node_groups"][0]["labels"] = {"team": "ml"}
+    p5["workload"] = {"model": "llama-3.1-8b", "sequence_length": 8192}
     reservation = copy.deepcopy(docs["aws-p5-efa-lustre"])
     reservation["target"]["capacity"] = {"type": "reservation", "reservation_id": "cr-0abc", "placement_group": "pg-1",
                                          "node_groups": [reservation["node_groups"][0]["name"]]}
@@ -96,6 +97,8 @@ def _extra_bases() -> dict[str, dict[str, Any]]:
     dgx["target"]["ssh"] = {**dgx["target"].get("ssh", {}), "user": "ubuntu", "private_key_file": "~/.ssh/id_ed25519"}
     dgx["network"]["nccl"] = {"env": {"NCCL_DEBUG_SUBSYS": "INIT"}, "socket_ifname": "ibp12s0"}
     dgx["node_groups"][0]["labels"] = {"team": "ml"}
+    dgx["cost"] = {"compare_region": "us-east-1", "server_price_usd": {dgx["node_groups"][0]["name"]: 300000},
+                   "node_power_kw": {dgx["node_groups"][0]["name"]: 10.2}}
     nvme = dgx["node_groups"][0].setdefault("hardware", {}).setdefault("nvme", {"count": 8})
     nvme.update({"model": "samsung-pm1743", "by_id": [f"/dev/disk/by-id/nvme-drive-{i}" for i in range(nvme["count"])]})
     dgx["node_groups"][0]["hardware"]["system"] = "dgx-h100"
