@@ -1,0 +1,54 @@
+"""The secret scan (rule ``secret-in-blueprint``) at its shortest secrets (issue 35).
+
+The scan skips strings too short to hold a secret; the shortest it recognises are an AWS access key id (exactly 20
+characters) and a GitHub classic token (``ghp_`` + 36 = 40). Each is tested as a whole value at its published length
+(must be found) and one character shorter (must not: it is not that kind of secret), so a longer skip length or a
+looser pattern fails here. Figures are the vendors' own documented examples, typed here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from blueprints import check, load_blueprint, parse_blueprint
+
+from .rule_cases.emit import emit
+from .test_rules import EXAMPLES
+
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/security-creds.html: example access key id, 20 characters
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+# https://docs.github.com/en/rest/authentication/authenticating-to-the-rest-api: example token, ghp_ + 36 characters
+GITHUB_TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+
+
+@pytest.fixture(scope="module")
+def p5() -> dict[str, Any]:
+    return load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").data
+
+
+def _hits(doc: dict[str, Any], value: str) -> list[str]:
+    d = copy.deepcopy(doc)
+    d["description"] = value
+    text, _ = emit(d)
+    return [f.format() for f in check(parse_blueprint(text, "case.yaml"), only=["secret-in-blueprint"])]
+
+
+def test_the_documented_examples_have_their_published_lengths():
+    assert len(AWS_KEY_ID) == 20 and len(GITHUB_TOKEN) == 40
+
+
+@pytest.mark.parametrize(("value", "found"), [
+    (AWS_KEY_ID, True),                 # the whole value, 20 characters: the shortest secret the scan knows
+    (AWS_KEY_ID[:-1], False),           # 19: not an access key id
+    ("ASIA" + AWS_KEY_ID[4:], True),    # temporary (STS) key ids start with ASIA
+    (GITHUB_TOKEN, True),               # 40 characters
+    (GITHUB_TOKEN[:-1], False),         # 39
+])
+def test_shortest_secrets_as_whole_values(p5, value, found):
+    hits = _hits(p5, value)
+    assert bool(hits) is found, hits
+    if found:
+        assert "secret-in-blueprint" in hits[0] and "`description` contains what looks like" in hits[0]
