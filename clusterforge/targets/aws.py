@@ -330,6 +330,10 @@ class AwsTarget(Target):
         if options.preview:
             _run("preview", stack.preview, diff=False)
             return
+        if rec is None:  # claim the stack before Pulumi creates anything: a failed first `up` can still be torn
+            # down, and no other file with the same name can take it meanwhile
+            state.save(Deployment(stack=name, blueprint_file=str(Path(loaded.file).resolve()), name=bp.name,
+                                  region=region, blueprint=blueprint_data(loaded)))
         result = _run("up", stack.up)
         outputs = {k: getattr(v, "value", v) for k, v in result.outputs.items()}
         recorded = outputs.get("nodeImages") or {}

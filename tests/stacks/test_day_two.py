@@ -42,6 +42,7 @@ if argv[:1] == ["version"]:
     print("v3.272.0")
 elif argv[:1] in (["up"], ["destroy"], ["preview"]):
     print(f"{{argv[0]}}: Updating (stack)")
+    sys.exit(int(os.environ.get("FAKE_PULUMI_FAIL", "0")) if argv[0] == "up" else 0)
 elif verb == ["stack", "output"]:
     print(json.dumps({{"vpcId": "vpc-1", "nodeImages": {{"gpu": {ami!r}}}}}))
 elif verb == ["stack", "history"]:
@@ -68,9 +69,11 @@ def cli(tmp_path: Path):
     class Cli:
         home = tmp_path / "home"
 
-        def __call__(self, verb: str, *args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess[str]:
+        def __call__(self, verb: str, *args: str, cwd: Path = tmp_path,
+                     fail: bool = False) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "clusterforge.cli", verb, *args], capture_output=True,
-                                  text=True, env=env, cwd=cwd, timeout=180, check=False, stdin=subprocess.DEVNULL)
+                                  text=True, env={**env, "FAKE_PULUMI_FAIL": "255" if fail else "0"}, cwd=cwd,
+                                  timeout=180, check=False, stdin=subprocess.DEVNULL)
 
         def calls(self) -> list[dict[str, Any]]:
             return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
@@ -402,3 +405,17 @@ def test_eks_capacity_block_groups_are_scaled_to_zero_before_an_update(cli, tmp_
                                                  "target": {**cb["target"], "root_volume_gib": 400}}))
     res = cli("up", str(path), "--yes")
     assert res.returncode == 0 and "replace-nodes target.root_volume_gib: 200 → 400" in res.stdout, res.stderr
+
+
+def test_a_failed_first_up_still_owns_its_stack_and_comes_down(cli, tmp_path: Path) -> None:
+    """Pulumi may have created half the cluster when `up` fails: the stack is claimed before Pulumi runs,
+    so another file with the same name cannot take it, and `down` can remove what was created."""
+    first = blueprint(tmp_path, name="first.yaml")
+    res = cli("up", str(first), "--yes", fail=True)
+    assert res.returncode == 1 and "pulumi up failed" in res.stderr
+    res = cli("up", str(blueprint(tmp_path, name="second.yaml")), "--yes")
+    assert res.returncode == 1 and f"belongs to {first.resolve()}" in res.stderr
+    cli.reset()
+    res = cli("down", str(first), "--yes")
+    assert res.returncode == 0, res.stderr
+    assert cli.verbs().count("destroy") == 1
