@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages demo test lint bench schema clean
+.PHONY: setup system-packages demo test lint bench schema mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,9 @@ lint: setup ## ruff, mypy on every package, ansible-lint (production profile)
 
 bench: setup ## benchmarks (figures printed, never asserted)
 	$(BIN)/python bench/run_all.py
+
+mutate: setup ## mutation testing (cosmic-ray) of blueprints/rules, validate/suites, validate/parsers, validate/node_checks.py with their tests; slow, not part of `make test`. MUTATE_ARGS: e.g. --module validate/parsers/nccl.py --max-seconds 900
+	$(BIN)/python tools/mutate.py $(MUTATE_ARGS)
 
 schema: setup ## regenerate blueprints/schema/blueprint.schema.json
 	$(BIN)/clusterforge schema -o blueprints/schema/blueprint.schema.json
