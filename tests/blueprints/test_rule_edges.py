@@ -1,0 +1,69 @@
+"""Rules at the edges their one firing case leaves open (issue 35; found by ``make mutate``'s surviving mutants).
+
+Each test names the mutant it kills: a condition whose ``and`` could become ``or``, a loop whose ``continue`` could
+become ``break`` (only the first node group would be looked at). The blueprints are the examples of
+``test_rules.BASES`` changed as plain data, like ``test_rules.CASES``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from blueprints import load_blueprint
+
+from .test_rules import BASES, EXAMPLES, Case, D, S, _build, _check
+
+
+@pytest.fixture(scope="module")
+def docs() -> dict[str, dict[str, Any]]:
+    return {k: load_blueprint(EXAMPLES / f"{v}.yaml").data for k, v in BASES.items()}
+
+
+def _fired(docs: dict[str, dict[str, Any]], rule: str, ops: list[Any], monkeypatch: pytest.MonkeyPatch,
+           base: str = "roce") -> list[tuple[int, str]]:
+    text, lines = _build(docs, base, ops)
+    by_line = {v: k for k, v in lines.items()}
+    found = _check(text, Case(rule, base, ops, ""), monkeypatch)
+    return [(f.line, ".".join(map(str, by_line.get(f.line, ())))) for f in found if f.rule_id == rule]
+
+
+def _move_compute_last(doc: dict[str, Any]) -> None:
+    doc["node_groups"] = doc["node_groups"][1:] + doc["node_groups"][:1]  # controller and login groups first
+
+
+def _second_compute_group(doc: dict[str, Any]) -> None:
+    g = copy.deepcopy(doc["node_groups"][0])
+    g["name"] = "l40s-b"
+    for i, h in enumerate(g["hosts"]):
+        h["name"] = f"l40s-b{i}"
+        h["address"] = f"10.9.0.{i + 10}"
+    doc["node_groups"].insert(1, g)
+
+
+def test_fio_expectation_missing_with_only_a_read_threshold(docs, monkeypatch):
+    # kills `min_read_mb_s and min_write_mb_s` -> `or`: a declared read rate leaves the writes unjudged
+    ops = [D("node_groups.0.hardware.nvme.model"), S("storage.0.throughput_mb_s", 2500)]
+    assert [p for _, p in _fired(docs, "fio-expectation-missing", ops, monkeypatch)] == ["node_groups.0.hardware.nvme"]
+    both = [*ops, S("validation.fio", {"thresholds": {"min_read_mb_s": 1000, "min_write_mb_s": 800}})]
+    assert _fired(docs, "fio-expectation-missing", both, monkeypatch) == []
+    for one in ("min_read_mb_s", "min_write_mb_s"):
+        only = [*ops, S("validation.fio", {"thresholds": {one: 1000}})]
+        assert [p for _, p in _fired(docs, "fio-expectation-missing", only, monkeypatch)] == [
+            "node_groups.0.hardware.nvme"], one
+
+
+def test_fio_expectation_missing_looks_past_groups_without_nvme(docs, monkeypatch):
+    # kills `continue` -> `break` for a group without local NVMe: the compute group comes after the controller and login
+    ops = [_move_compute_last, D("node_groups.2.hardware.nvme.model"), S("storage.0.throughput_mb_s", 2500)]
+    assert [p for _, p in _fired(docs, "fio-expectation-missing", ops, monkeypatch)] == ["node_groups.2.hardware.nvme"]
+
+
+def test_fio_expectation_missing_looks_past_groups_with_drive_figures(docs, monkeypatch):
+    # kills `continue` -> `break` for a group whose drives declare their MB/s: the next group's drives do not
+    ops = [_second_compute_group, D("node_groups.0.hardware.nvme.model"), S("node_groups.0.hardware.nvme.seq_read_mb_s", 6800),
+           S("node_groups.0.hardware.nvme.seq_write_mb_s", 5600), D("node_groups.1.hardware.nvme.model"),
+           S("storage.0.throughput_mb_s", 2500)]
+    assert [p for _, p in _fired(docs, "fio-expectation-missing", ops, monkeypatch)] == ["node_groups.1.hardware.nvme"]
