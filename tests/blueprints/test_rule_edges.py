@@ -67,3 +67,11 @@ def test_fio_expectation_missing_looks_past_groups_with_drive_figures(docs, monk
            S("node_groups.0.hardware.nvme.seq_write_mb_s", 5600), D("node_groups.1.hardware.nvme.model"),
            S("storage.0.throughput_mb_s", 2500)]
     assert [p for _, p in _fired(docs, "fio-expectation-missing", ops, monkeypatch)] == ["node_groups.1.hardware.nvme"]
+
+
+def test_nccl_suite_single_gpu_is_about_one_gpu_not_none(docs, monkeypatch):
+    # kills `gpus == 1` -> `<= 1`: the workstation example declares no GPU and runs the NCCL suite as the CPU (gloo)
+    # benchmark over several ranks, which measures something; exactly one GPU is the case that measures nothing
+    assert _fired(docs, "nccl-suite-single-gpu", [], monkeypatch, base="ws") == []
+    one = [S("node_groups.0.hardware", {"gpu": "l4:1"})]
+    assert [p for _, p in _fired(docs, "nccl-suite-single-gpu", one, monkeypatch, base="ws")] == ["validation.suites"]
