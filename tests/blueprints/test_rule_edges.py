@@ -75,3 +75,19 @@ def test_nccl_suite_single_gpu_is_about_one_gpu_not_none(docs, monkeypatch):
     assert _fired(docs, "nccl-suite-single-gpu", [], monkeypatch, base="ws") == []
     one = [S("node_groups.0.hardware", {"gpu": "l4:1"})]
     assert [p for _, p in _fired(docs, "nccl-suite-single-gpu", one, monkeypatch, base="ws")] == ["validation.suites"]
+
+
+def _hosts(n: int) -> list[dict[str, str]]:
+    return [{"name": f"l40s-{i + 1:02d}", "address": f"10.1.0.{21 + i}"} for i in range(n)]
+
+
+@pytest.mark.parametrize(("gpus", "hosts", "fires"), [
+    (1, 1, True),    # one GPU in the cluster
+    (1, 2, False),   # 1 x 2 = 2 GPUs (kills gpus ** nodes)
+    (2, 2, False),   # 2 x 2 = 4 (kills gpus / nodes and //)
+    (1, 3, False),   # 1 x 3 = 3 (kills gpus & nodes)
+])
+def test_nccl_suite_single_gpu_counts_gpus_times_nodes(docs, monkeypatch, gpus, hosts, fires):
+    ops = [S("node_groups.0.hardware.gpu", f"l40s:{gpus}"), S("node_groups.0.hardware.nics", []),
+           S("node_groups.0.hosts", _hosts(hosts))]
+    assert bool(_fired(docs, "nccl-suite-single-gpu", ops, monkeypatch)) is fires
