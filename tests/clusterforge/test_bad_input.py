@@ -60,7 +60,11 @@ def _error_lines(text: str) -> list[str]:
 def _expected_exit(verb: str, kind: str) -> int:
     """README, "CLI summary": a path that names no readable file is a usage error (2) for every verb; a file that
     is not a valid blueprint is 1 ("invalid") where 1 means that, and 2 for `validate` and `judge --blueprint`,
-    whose 1 is the cluster's verdict; `judge` and `report` take no blueprint, so any such file is bad input (2)."""
+    whose 1 is the cluster's verdict; `judge` and `report` take no blueprint, so any such file is bad input (2).
+    `down` reads the deployment record, never the blueprint (README "Teardown"): whatever it is given, nothing
+    recorded under it is exit 1, "nothing was destroyed"."""
+    if verb == "down":  # BLUEPRINT|NAME, looked up in the deployment records: nothing recorded under it is 1
+        return 1
     if kind in ("missing", "directory") or verb in ("validate", "judge", "judge-blueprint", "report"):
         return 2
     return 1
