@@ -236,9 +236,11 @@ def test_a_cloud_config_over_the_limit_travels_gzipped(stripes: int) -> None:
 @pytest.mark.parametrize("eks", [False, True])
 def test_sandbox_runtimes_render_valid_scripts_within_the_size_limit(runtime: str, eks: bool, tmp_path: Path) -> None:
     path = tmp_path / "bp.yaml"
+    # EKS user data comes from an EKS cluster's settings (no nccl_stack: the pods bring their own stack)
     path.write_text(variant_yaml("aws-p5-efa-lustre", {"node_groups": [
         {"name": "gpu", "role": "compute", "count": 2, "instance_type": "p5.48xlarge",
-         "local_nvme": {"mount": "/scratch"}, "sandbox": runtime}]}))
+         "local_nvme": {"mount": "/scratch"}, "sandbox": runtime}],
+        **({"orchestrator": {"kind": "kubernetes"}} if eks else {})}))
     s = node_settings(load_blueprint(path).blueprint, "gpu")
     text = render_user_data(s, placeholder_endpoints(s), eks=eks)
     sent = base64.b64decode(encode_user_data(text))  # raises over the limit
