@@ -456,6 +456,17 @@ def test_amp_cpu_run_is_not_judged_on_speed():
     assert r.verdict == "pass" and any("CPU run" in n for n in r.notes)
 
 
+def test_amp_cpu_run_judged_for_a_given_gpu_is_invalid_not_a_pass():
+    """Judged with ``--gpu h100`` a CPU run (900 tokens/s: a small fraction of any GPU's expectation) is not this
+    hardware: invalid, never the plain pass of a CPU run judged as a CPU run (issue 29 kind 6)."""
+    cpu = {"device": "cpu", "gpu_name": None, "precision": "bf16", "peak_tflops": None, "mfu": None,
+           "model_tflops": 0.01, "tokens_per_s": 900.0, "fp32_baseline": None, "loss_start": 6.3, "loss_end": 6.0,
+           "losses": [6.3, 6.0]}
+    r = _amp(apply_overrides(JudgeContext(), gpu="h100"), **cpu)
+    assert r.verdict == "invalid" and "ran on the CPU" in r.reasons[0] and "torch.version.cuda" in r.reasons[0]
+    assert _amp(**cpu).verdict == "pass"  # nothing given: a CPU run is judged as one
+
+
 def test_amp_error_fails_with_cause():
     r = _amp(error="RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", tokens_per_s=0.0, losses=[])
     assert r.verdict == "fail" and "out of memory" in r.reasons[0] and "batch_size" in r.reasons[0]

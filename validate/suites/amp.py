@@ -445,6 +445,14 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
                 r.note(f"loss fell from {start:.4g} to {end:.4g}")
     if run.tokens_per_s is not None and not math.isfinite(run.tokens_per_s):
         r.degrade(Verdict.FAIL, "throughput is not finite: the timer or the step failed")
+    if not gpu and ctx.gpu_model and ctx.is_explicit("gpu_model"):
+        # the user asked for a GPU's judgement (--gpu / --instance-type): a CPU result is a small fraction of any
+        # GPU's expectation, and a pass "not judged" would read as a healthy GPU (issue 29 kind 6)
+        r.degrade(Verdict.INVALID, f"not this hardware: the AMP result ran on the CPU but {ctx.gpu_model} was given; "
+                                   "its throughput says nothing about the GPU. Likely cause: a CPU build of PyTorch "
+                                   "(torch.version.cuda is None) or no visible GPU (CUDA_VISIBLE_DEVICES, the driver); "
+                                   "rerun the payload with --device cuda, which fails where torch sees no GPU")
+        return r
     if not gpu:
         r.note("CPU run: MFU and the AMP speed-up are not judged (no GPU peak applies; bf16 on CPU is often no "
                "faster than fp32)")
