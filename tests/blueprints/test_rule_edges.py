@@ -91,3 +91,18 @@ def test_nccl_suite_single_gpu_counts_gpus_times_nodes(docs, monkeypatch, gpus, 
     ops = [S("node_groups.0.hardware.gpu", f"l40s:{gpus}"), S("node_groups.0.hardware.nics", []),
            S("node_groups.0.hosts", _hosts(hosts))]
     assert bool(_fired(docs, "nccl-suite-single-gpu", ops, monkeypatch)) is fires
+
+
+def _messages(docs: dict[str, dict[str, Any]], rule: str, base: str, ops: list[Any],
+              monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    text, _ = _build(docs, base, ops)
+    return [f.message for f in _check(text, Case(rule, base, ops, ""), monkeypatch) if f.rule_id == rule]
+
+
+def test_fio_targets_mounted_names_the_declared_mounts(docs, monkeypatch):
+    # kills `', '.join(points) or 'none declared'` -> `and`: the message lists the mounts a target may use
+    (msg,) = _messages(docs, "fio-targets-mounted", "p5", [S("validation.fio", {"targets": ["/data"]})], monkeypatch)
+    assert msg == "`validation.fio.targets.0` `/data` is not on a declared mount (/scratch, /fsx)"
+    none = [D("node_groups.0.local_nvme"), S("storage", []), S("validation.fio", {"targets": ["/data"]})]
+    (msg,) = _messages(docs, "fio-targets-mounted", "p5", none, monkeypatch)
+    assert msg.endswith("is not on a declared mount (none declared)")
