@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -102,11 +103,11 @@ def _ansible_bool(value: Any) -> bool:
 
 
 @cache
-def _encoders() -> dict[str, Any]:
-    """The roles' own encoding filters (``roles/clusterforge_common/filter_plugins/clusterforge_encode.py``),
-    loaded from the file Ansible loads them from: one definition for both paths."""
-    path = ROLES_DIR / "clusterforge_common" / "filter_plugins" / "clusterforge_encode.py"
-    spec = importlib.util.spec_from_file_location("clusterforge_encode", path)
+def _encoders(name: str = "clusterforge_encode") -> dict[str, Any]:
+    """The roles' own filters (``roles/clusterforge_common/filter_plugins/<name>.py``: the encoders, the kernel
+    filters), loaded from the file Ansible loads them from: one definition for both paths."""
+    path = ROLES_DIR / "clusterforge_common" / "filter_plugins" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise RoleTemplateError(f"{path} cannot be loaded")
     module = importlib.util.module_from_spec(spec)
@@ -136,6 +137,9 @@ def _lookup(plugin: str, path: str) -> str:
 def _configure(env: jinja2.Environment) -> jinja2.Environment:
     env.globals["lookup"] = _lookup
     env.filters.update(_encoders())
+    env.filters.update(_encoders("clusterforge_kernel"))
+    # Ansible's `search` test (re.search on the value): https://docs.ansible.com/ansible/latest/collections/ansible/builtin/search_test.html
+    env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
     env.filters["quote"] = lambda s: shlex.quote(str(s))
     env.filters["bool"] = _ansible_bool
     env.tests["version"] = _ansible_version_test

@@ -16,7 +16,7 @@ from typing import Any
 from .models import Blueprint
 from .settings import NodeSettings
 from .values import AnsibleExpression
-from .vendor import kata_tarball, vendor_units
+from .vendor import kata_tarball, kernel_spec, vendor_units
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -124,6 +124,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "nvidia_driver_open_kernel_modules": s.driver_open_kernel_modules,
             "nvidia_driver_fabric_manager": s.fabric_manager,
             "nvidia_driver_dcgm": s.dcgm,
+            "nvidia_driver_kernel": kernel_spec(s.os),
         }
         p = s.gpu_packages
         if p is not None:
@@ -141,7 +142,6 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_secure_boot_hold": list(p.secure_boot_hold),
                 "nvidia_driver_secure_boot_apt_pins": [pin.model_dump() for pin in p.secure_boot_apt_pins],
                 "nvidia_driver_secure_boot_unavailable": p.secure_boot_unavailable or "",
-                "nvidia_driver_secure_boot_kernel_flavours": [dict(f) for f in p.secure_boot_kernel_flavours],
                 "nvidia_driver_services": list(p.services),
                 "nvidia_driver_persistenced_service": p.persistenced_service,
                 "nvidia_driver_fabricmanager_service": p.fabricmanager_service or "",
@@ -217,6 +217,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
             "lustre_client_lnet_service": vendor_units()["lnet"],
             "lustre_client_packages": list(s.lustre_client_packages),
+            "lustre_client_kernel": kernel_spec(s.os),
             **({} if s.lustre_client_repo is None else {  # on premises the site names its repository
                 "lustre_client_apt_repo_url": s.lustre_client_repo.url,
                 "lustre_client_apt_repo_key_url": s.lustre_client_repo.key_url,

@@ -121,12 +121,6 @@ class DriverPackages(BaseModel):
     secure_boot_hold: list[str]
     secure_boot_apt_pins: list[AptPin]
     secure_boot_unavailable: str | None = None
-    secure_boot_kernel_flavours: list[dict[str, str]] = []
-    """Ubuntu kernel flavours in the order the role tries them, ``[{"flavour": "generic-hwe-22.04", "meta":
-    "linux-image-generic-hwe-22.04", "modules": "linux-modules-nvidia-580-server-open-generic-hwe-22.04"}, {...
-    "generic" ...}]``: the first whose kernel image meta-package (``meta``) is installed names the signed modules'
-    meta-package (``{flavour}`` in ``secure_boot_packages``/``secure_boot_hold``), the last is the fallback
-    (catalog ``ubuntu_signed_precompiled.kernel_flavours``)."""
     services: list[str]
     persistenced_service: str
     """The persistence daemon's unit name (without ``.service``)."""
@@ -230,10 +224,6 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
     upstream = _upstream(driver_v)
     fmt = {"branch": branch, "open": "-open" if open_modules else ""}
     modules = signed["modules"].format(**fmt, flavour="{flavour}")  # the flavour is the node's kernel's
-    release = os.split("-", 1)[1]
-    flavours = [f.format(release=release) for f in signed["kernel_flavours"]]
-    kernel_flavours = [{"flavour": f, "meta": signed["kernel_meta"].format(flavour=f),
-                        "modules": signed["modules"].format(**fmt, flavour=f)} for f in flavours]
     userspace = [p.format(**fmt) for p in signed["userspace"]]
     packages = [modules, *(f"{n}={driver_v}" for n in userspace)]
     hold = [modules, *userspace]
@@ -264,7 +254,20 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
     if nvlsm and "nvlsm" in parts:
         pins.append(AptPin(packages=[sw["nvlsm"]], version=nvlsm))
     return {"secure_boot_version": driver_v, "secure_boot_packages": [*packages, *dcgm_specs],
-            "secure_boot_hold": hold, "secure_boot_apt_pins": pins, "secure_boot_kernel_flavours": kernel_flavours}
+            "secure_boot_hold": hold, "secure_boot_apt_pins": pins}
+
+
+def kernel_spec(os: str) -> dict[str, Any]:
+    """How a role reads the node's kernel (catalog ``bare_metal.kernel``) for ``os`` (``debian-12``, ``ubuntu-22.04``):
+    ``release_pattern`` (regular expression, group 1 the flavour of a kernel release: ``6.8.0-1028-nvidia`` ->
+    ``nvidia``), ``image_meta`` / ``headers_meta`` (a flavour's kernel image / headers meta-package,
+    ``linux-image-{flavour}``), ``headers_running`` (``linux-headers-{release}``), ``hwe_flavour`` (Ubuntu's HWE
+    series of a flavour, ``{flavour}-hwe-22.04``; empty on Debian) and ``image_flavour`` (architecture fact ->
+    flavour an image build takes; empty for an OS the catalog lists none for)."""
+    k = bare_metal()["kernel"]
+    return {"release_pattern": str(k["release_pattern"]), "image_meta": str(k["image_meta"]),
+            "headers_meta": str(k["headers_meta"]), "headers_running": str(k["headers_running"]),
+            "hwe_flavour": str(k["hwe_flavour"].get(os, "")), "image_flavour": dict(k["image_flavour"].get(os, {}))}
 
 
 def container_toolkit_packages(version: str) -> list[str]:

@@ -663,9 +663,9 @@ def doca_ofed_os(ctx: RuleContext) -> Iterator[Hit]:
 
 @rule(
     id="roce-ecn-needs-ofed",
-    severity="warning",
+    severity="error",
     summary="Per-priority ECN (DCQCN) switches exist only in the MLNX_OFED / DOCA-OFED sysfs tree; with the inbox "
-            "driver the firmware default stays and the QoS unit reports ECN as not applied (the play stops).",
+            "driver ECN cannot be applied, so every converge stops at the QoS unit and the unit fails at every boot.",
     fix="set `software.doca_ofed`, or accept the firmware's ECN default and set `network.roce.ecn: false`",
     source=NVIDIA_QOS,
 )

@@ -200,17 +200,19 @@ def driver_version_branch(ctx: RuleContext) -> Iterator[Hit]:
 @rule(
     id="container-toolkit-cve",
     severity="error",
-    summary="NVIDIA Container Toolkit before 1.17.8 is affected by CVE-2025-23266 (container escape through the "
-            "createContainer hook).",
-    fix="set `software.container_toolkit` to 1.17.8 or newer (the default)",
-    source="https://nvidia.custhelp.com/app/answers/detail/a_id/5659",
+    summary="NVIDIA Container Toolkit older than the release that fixes NVIDIA's latest security bulletin for it "
+            "(catalog `bare_metal.container_toolkit.security_fixes`).",
+    fix="set `software.container_toolkit` to the catalog's minimum or newer (the default)",
+    source="https://nvidia.custhelp.com/app/answers/detail/a_id/5850",
 )
 def container_toolkit_cve(ctx: RuleContext) -> Iterator[Hit]:
     ct = ctx.catalog.bare_metal["container_toolkit"]
     have, need = version(ctx.bp.software.container_toolkit), version(ct["minimum_version"])
     if have is not None and need is not None and have < need:
+        open_fixes = [f for f in ct.get("security_fixes", []) if (fv := version(f["version"])) is not None and have < fv]
+        cves = ", ".join(f"{', '.join(f['cves'])} (fixed in {f['version']}: {f['source']})" for f in open_fixes)
         yield Hit(("software", "container_toolkit"), f"`software.container_toolkit` {ctx.bp.software.container_toolkit} "
-                  f"is older than {ct['minimum_version']}, the first release fixing CVE-2025-23266")
+                  f"is older than {ct['minimum_version']} and open to {cves or 'NVIDIA security bulletins'}")
 
 
 

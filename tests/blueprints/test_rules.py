@@ -314,8 +314,10 @@ CASES: list[Case] = [
     Case("driver-branch-supported", "dgx", [S("software.driver_branch", "550")], "software.driver_branch",
          'set `software.driver_branch: "580"` (Long Term Support)',
          good=[S("software.driver_branch", "595")]),
-    Case("container-toolkit-cve", "dgx", [S("software.container_toolkit", "1.16.2")], "software.container_toolkit",
-         good=[S("software.container_toolkit", "1.17.8")]),
+    # 1.19.0 is released but older than 1.19.1, which fixes CVE-2026-24260 (NVIDIA bulletin, June 2026:
+    # https://nvidia.custhelp.com/app/answers/detail/a_id/5850)
+    Case("container-toolkit-cve", "dgx", [S("software.container_toolkit", "1.19.0")], "software.container_toolkit",
+         good=[S("software.container_toolkit", "1.19.1")]),
     Case("gpudirect-dmabuf-open-modules", "roce", [S("software.driver_open_kernel_modules", False)],
          "network.gpudirect_rdma.method"),
     Case("gpudirect-peermem-needs-ofed", "dgx", [S("network.gpudirect_rdma.method", "nvidia-peermem")],

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from blueprints import load_blueprint
 from blueprints.settings import cluster_settings, node_settings
+from blueprints.vendor import kernel_spec
 
 from ..conftest import EXAMPLES
 
@@ -136,12 +139,13 @@ def _check_secure_boot_set(p, os_name, branch, open_modules, nvswitch, nvlink5):
     sb = dict(x.split("=", 1) if "=" in x else (x, "") for x in p.secure_boot_packages)
     modules = f"linux-modules-nvidia-{branch}-server{o}-{{flavour}}"
     # the module meta-package is versioned by the kernel (linux-restricted-modules): never pinned to a driver
-    # version, held so apt does not move it; its flavour is the node's kernel's: HWE first, then GA
+    # version, held so apt does not move it; its flavour is the node's running kernel's (the role reads it from the
+    # kernel release, <upstream>-<ABI>-<flavour>; its HWE series' meta-package linux-image-<flavour>-hwe-<release>)
     assert sb[modules] == "" and modules in p.secure_boot_hold
     release = os_name.split("-", 1)[1]
-    assert [(f["flavour"], f["meta"], f["modules"]) for f in p.secure_boot_kernel_flavours] == [
-        (fl, f"linux-image-{fl}", f"linux-modules-nvidia-{branch}-server{o}-{fl}")
-        for fl in (f"generic-hwe-{release}", "generic")]
+    k = kernel_spec(os_name)
+    assert k["hwe_flavour"] == f"{{flavour}}-hwe-{release}" and k["image_meta"] == "linux-image-{flavour}"
+    assert re.fullmatch(k["release_pattern"], "6.8.0-1028-nvidia").group(1) == "nvidia"  # type: ignore[union-attr]
     assert not any(n.endswith("-dkms") or "dkms-" in n.replace("no-dkms", "") for n in sb)
     ubuntu = {n: v for n, v in sb.items() if n != modules and not n.startswith("datacenter-gpu-manager")}
     assert ubuntu[f"nvidia-headless-no-dkms-{branch}-server{o}"] == ubuntu[f"nvidia-utils-{branch}-server"] \

@@ -26,7 +26,7 @@ from clusterforge.blueprint_io import load_checked
 from tests.ansible_vars import load_vars
 
 from .conftest import copy_rootfs, dgx_variant, installed_packages, shape_as, vendor_mirror
-from .vendor_repo import NVLSM_NEWER, UBUNTU_MOVED_ON, VendorMirror
+from .vendor_repo import NVLSM_NEWER, UBUNTU_HWE_KERNELS, UBUNTU_KERNELS, UBUNTU_MOVED_ON, VendorMirror
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")]
@@ -126,7 +126,13 @@ def test_b200_rerun_changes_nothing(b200):
 @pytest.fixture(scope="module")
 def secure_boot(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("sb"), "ubuntu-22.04", "h100-sxm:8", tags=["nvidia_driver"],
-                extravars={"nvidia_driver_secure_boot": "true"}, archive="ubuntu", rerun=True)
+                extravars=_secure_boot_host(UBUNTU_KERNELS["ubuntu-22.04"][0]), archive="ubuntu", rerun=True)
+
+
+def _secure_boot_host(abi: str) -> dict[str, str]:
+    """A Secure Boot host running the stand-in archive's ``<abi>-generic`` kernel (a root filesystem runs this
+    machine's kernel and has no EFI variables: both are told)."""
+    return {"nvidia_driver_secure_boot": "true", "nvidia_driver_kernel_release": f"{abi}-generic"}
 
 
 def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secure_boot):
@@ -144,11 +150,11 @@ def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secur
     assert dpkg[f"libnvidia-nscq-{b}"] == (row["nscq"], "hold")
     nvidia = {n: v for n, (v, _) in dpkg.items() if "nvidia" in n and not n.startswith("linux-")}
     assert {v.rsplit("-", 1)[0] for v in nvidia.values()} == {up}, nvidia
-    # the signed modules: the kernel-flavour meta-package (versioned like the kernel) and its per-ABI package; no
-    # kernel image meta-package installed: the GA flavour (the catalog's last), not the HWE one
-    ga, hwe = (f["modules"] for f in (p.secure_boot_kernel_flavours[-1], p.secure_boot_kernel_flavours[0]))
-    meta = signed["modules"].format(branch=b, open="-open", flavour=signed["kernel_flavours"][-1])
-    assert meta == ga and hwe not in dpkg
+    # the signed modules: the running kernel's flavour's meta-package (versioned like the kernel) and its per-ABI
+    # package; no HWE kernel image meta-package installed: the GA flavour, not the HWE one
+    meta = signed["modules"].format(branch=b, open="-open", flavour="generic")
+    hwe = signed["modules"].format(branch=b, open="-open", flavour="generic-hwe-22.04")
+    assert hwe not in dpkg
     kver, sel = dpkg[meta]
     assert sel == "hold" and not kver.startswith(up)
     assert any(n.startswith(f"linux-modules-nvidia-{b}-server-open-") and n.endswith("-generic") and v == kver
@@ -157,11 +163,11 @@ def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secur
     assert not [n for n in dpkg if n.endswith("-dkms") or n in ("nvidia-open", "cuda-drivers", "linux-headers-generic")]
     assert any(n.startswith("datacenter-gpu-manager-4-") for n in dpkg)  # DCGM 4 still from the CUDA repository
     held = {n for n, (_, s) in dpkg.items() if s == "hold"}
-    assert {n.replace("{flavour}", signed["kernel_flavours"][-1]) for n in p.secure_boot_hold} <= held
+    assert {n.replace("{flavour}", "generic") for n in p.secure_boot_hold} <= held
     pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
     assert f"Pin: version {up}-*" in pref and p.version not in pref
     blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
-    assert all(f'"^{re.escape(n.replace("{flavour}", signed["kernel_flavours"][-1]))}$";' in blacklist for n in p.secure_boot_hold)
+    assert all(f'"^{re.escape(n.replace("{flavour}", "generic"))}$";' in blacklist for n in p.secure_boot_hold)
     assert row["driver"] in (root / "run/reboot-required").read_text()
 
 
@@ -176,15 +182,16 @@ def test_secure_boot_on_an_hwe_kernel_installs_the_hwe_flavour_modules(tmp_path,
     """A host that tracks the HWE kernel (``linux-image-generic-hwe-<release>`` installed) gets Canonical's signed
     modules for that flavour (``linux-modules-nvidia-<branch>-server-open-generic-hwe-<release>``, built for the
     HWE kernel's ABI), held; the GA flavour's are not installed; a rerun changes nothing."""
-    signed = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]
     release = os_name.split("-", 1)[1]
-    hwe_flavour = signed["kernel_flavours"][0].format(release=release)
-    r = _run(tmp_path, os_name, "h100-sxm:8", tags=["nvidia_driver"], extravars={"nvidia_driver_secure_boot": "true"},
-             archive="ubuntu", rerun=True, kernel=signed["kernel_meta"].format(flavour=hwe_flavour))
+    kernel = bare_metal()["kernel"]
+    hwe_flavour = kernel["hwe_flavour"][os_name].format(flavour="generic")
+    r = _run(tmp_path, os_name, "h100-sxm:8", tags=["nvidia_driver"],
+             extravars=_secure_boot_host(UBUNTU_HWE_KERNELS[os_name][0]),
+             archive="ubuntu", rerun=True, kernel=kernel["image_meta"].format(flavour=hwe_flavour))
     assert r["rc"] == 0, r["first"]["failures"]
     p, dpkg = r["packages"], installed_packages(r["root"])
-    hwe, ga = p.secure_boot_kernel_flavours[0], p.secure_boot_kernel_flavours[-1]
-    assert hwe["flavour"] == hwe_flavour and hwe["modules"] == f"linux-modules-nvidia-{p.branch}-server-open-{hwe_flavour}"
+    hwe = {"meta": f"linux-image-{hwe_flavour}", "modules": f"linux-modules-nvidia-{p.branch}-server-open-{hwe_flavour}"}
+    ga = {"modules": f"linux-modules-nvidia-{p.branch}-server-open-generic"}
     kver, sel = dpkg[hwe["modules"]]
     assert sel == "hold" and "~" + release in kver  # versioned like the HWE kernel
     assert ga["modules"] not in dpkg
@@ -202,7 +209,7 @@ def test_secure_boot_refuses_when_the_archive_moved_on(tmp_path):
     """The archive no longer carries the catalogued build: the run stops before apt, says what it found, and
     installs no NVIDIA package."""
     r = _run(tmp_path, "ubuntu-22.04", "h100-sxm:8", tags=["nvidia_driver"],
-             extravars={"nvidia_driver_secure_boot": "true"}, archive="ubuntu-moved")
+             extravars=_secure_boot_host(UBUNTU_KERNELS["ubuntu-22.04"][0]), archive="ubuntu-moved")
     assert r["rc"] != 0
     msg = " ".join(str(f) for f in r["first"]["failures"])
     assert "no longer carries" in msg and UBUNTU_MOVED_ON in msg and r["packages"].secure_boot_version in msg

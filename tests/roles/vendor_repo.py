@@ -225,12 +225,13 @@ def ubuntu_driver_packages(os_name: str, branch: str, driver: str, fabricmanager
         Deb(utils.format(branch=branch, open=""), driver, depends=[f"{compute} (>= {up})", virtual], files={
             "/usr/bin/nvidia-smi": _script(f"echo 'NVIDIA-SMI {up} (Ubuntu archive stand-in {driver})'\n")}),
     ]
-    release = os_name.split("-", 1)[1]
-    flavours = [f.format(release=release) for f in signed["kernel_flavours"]]  # HWE first, GA last
-    kernels = [(flavours[-1], kernel)] + ([(flavours[0], hwe_kernel)] if hwe_kernel else [])
+    ga = "generic"  # the flavour of these stand-in kernels (<ABI>-generic), GA and its HWE series
+    k = bare_metal()["kernel"]
+    kernels = [(ga, kernel)] + ([(k["hwe_flavour"][os_name].format(flavour=ga), hwe_kernel)]
+                                if hwe_kernel else [])
     for flavour, (kabi, kv) in kernels:
         out.append(Deb(f"linux-image-{kabi}-generic", kv, description="stand-in for a Ubuntu kernel image"))
-        out.append(Deb(signed["kernel_meta"].format(flavour=flavour), kv, depends=[f"linux-image-{kabi}-generic"],
+        out.append(Deb(k["image_meta"].format(flavour=flavour), kv, depends=[f"linux-image-{kabi}-generic"],
                        description=f"stand-in for Ubuntu's {flavour} kernel image meta-package"))
     for o in ("-open", ""):
         out.append(Deb(headless.format(branch=branch, open=o), driver,
@@ -480,7 +481,8 @@ def build_mirror(root: Path) -> VendorMirror:
     ct = bm["container_toolkit"]
     tk = root / "libnvidia-container" / "stable" / "deb" / "amd64"
     tk.mkdir(parents=True)
-    for version in ("1.16.2", ct["default_version"], "1.18.0"):
+    # the pinned release between an older one and a newer one (1.20.0: NVIDIA/nvidia-container-toolkit PR #1977)
+    for version in ("1.17.8", ct["default_version"], "1.20.0"):
         for pkg in toolkit_packages(version):
             build_deb(pkg, tk)
     signer.sign_repo(tk)
