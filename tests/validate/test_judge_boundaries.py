@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from blueprints import load_blueprint
-from blueprints.models import NcclThresholds
+from blueprints.models import AmpThresholds, NcclThresholds
 from validate.expectations import JudgeContext, apply_overrides, context_from_blueprint, context_from_flags
 from validate.judge import JudgeResult, judge_text
 
@@ -274,3 +274,56 @@ def test_fio_buffered_read_against_the_node_memory(fixtures_dir, size, invalid):
     r = _bare(doc, instance_type="p5.48xlarge")
     # (direct=0 is invalid against the instance store anyway: measured the page cache; this check is the file size)
     assert any("less than the 2048 GiB of memory of a p5.48xlarge" in x for x in r.reasons) is invalid, r.reasons
+
+
+# ---- AMP -----------------------------------------------------------------------------------------------------------
+
+# docs/blueprint-reference.md, validation.amp.thresholds: MFU below the floor warns, below mfu_fail_fraction 0.5 of it
+# fails; AMP must be at least min_speedup_vs_fp32 1.1 x fp32's tokens/s (slower than fp32: fail).
+AMP_FAIL_FRACTION, AMP_MIN_SPEEDUP = 0.5, 1.1
+# one H100 80GB HBM3 bf16 result, shaped like the payload's (tests/validate/test_judge.py AMP); 989 TFLOP/s is the
+# H100 SXM dense BF16 peak (https://www.nvidia.com/en-us/data-center/h100/: 1,979 TFLOP/s with sparsity)
+AMP_RESULT: dict[str, Any] = {
+    "kind": "amp", "version": 1, "device": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 1,
+    "precision": "bf16", "compile": True,
+    "model": {"layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 50304, "parameters": 1313873920},
+    "batch_size": 8, "steps": 30, "tokens_per_s": 11000.0, "step_time_s": 0.2564, "model_tflops": 580.0,
+    "peak_tflops": 989.0, "mfu": 0.586, "peak_memory_bytes": 54 * 10**9, "loss_start": 10.9, "loss_end": 7.2,
+    "losses": [10.9, 9.1, 8.0, 7.2],
+    "fp32_baseline": {"tokens_per_s": 10000.0, "step_time_s": 0.82, "loss_start": 10.9, "loss_end": 7.3},
+    "error": None,
+}
+
+
+def _amp(ctx: JudgeContext | None = None, **changes: Any) -> JudgeResult:
+    (r,) = judge_text(json.dumps({**AMP_RESULT, **changes}), ctx or JudgeContext(), source="amp.json", kind="amp")
+    return r
+
+
+@pytest.mark.parametrize(("mfu", "verdict"), [(0.40, "pass"), (0.3999, "warn"), (0.20, "warn"), (0.1999, "fail")])
+def test_amp_mfu_against_a_declared_floor(mfu, verdict):
+    # validation.amp.thresholds.min_mfu: 0.4 (declared) with the default fail fraction 0.5: 0.2
+    base = JudgeContext()
+    ctx = dataclasses.replace(base, thresholds={**base.thresholds, "amp": AmpThresholds(min_mfu=0.4)})
+    r = _amp(ctx, mfu=mfu, model_tflops=mfu * 989.0)
+    assert r.expected["mfu_floor"] == 0.4
+    assert r.verdict == verdict, r.reasons
+    if verdict == "fail":
+        assert f"below {AMP_FAIL_FRACTION:g} of the floor" in r.reasons[0]
+
+
+@pytest.mark.parametrize(("mfu", "verdict"), [(1.0, "pass"), (1.0001, "warn")])
+def test_amp_mfu_above_100_percent(mfu, verdict):
+    r = _amp(mfu=mfu, model_tflops=mfu * 989.0)
+    assert r.verdict == verdict, r.reasons
+    if verdict == "warn":
+        assert "is above 100%" in r.reasons[0]
+
+
+@pytest.mark.parametrize(("amp_tokens", "verdict"), [(11000.0, "pass"), (10999.0, "warn"), (10000.0, "warn"),
+                                                     (9999.0, "fail")])
+def test_amp_speedup_over_fp32(amp_tokens, verdict):
+    # fp32 10,000 tokens/s: 1.1x = 11,000 passes, 10,999 is barely faster (warn), equal speed warns, slower fails
+    r = _amp(tokens_per_s=amp_tokens)
+    assert r.expected["min_speedup_vs_fp32"] == AMP_MIN_SPEEDUP
+    assert r.verdict == verdict, r.reasons
