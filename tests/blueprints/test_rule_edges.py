@@ -106,3 +106,14 @@ def test_fio_targets_mounted_names_the_declared_mounts(docs, monkeypatch):
     none = [D("node_groups.0.local_nvme"), S("storage", []), S("validation.fio", {"targets": ["/data"]})]
     (msg,) = _messages(docs, "fio-targets-mounted", "p5", none, monkeypatch)
     assert msg.endswith("is not on a declared mount (none declared)")
+
+
+def test_onprem_group_without_hosts(docs, monkeypatch):
+    # the first branch of onprem-node-group-fields (its case covers the AWS-only keys): an empty `hosts` list is
+    # reported at the group's name (kills `p + ("name",)` -> `p << ("name",)`, a crash)
+    ops = [S("node_groups.2.hosts", [])]
+    text, lines = _build(docs, "roce", ops)
+    found = [f for f in _check(text, Case("onprem-node-group-fields", "roce", ops, ""), monkeypatch)
+             if f.rule_id == "onprem-node-group-fields"]
+    assert [(f.line, f.message) for f in found] == [
+        (lines[("node_groups", 2, "name")], "on-prem node group `login` has no `node_groups.2.hosts`")]
