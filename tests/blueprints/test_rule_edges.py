@@ -117,3 +117,43 @@ def test_onprem_group_without_hosts(docs, monkeypatch):
              if f.rule_id == "onprem-node-group-fields"]
     assert [(f.line, f.message) for f in found] == [
         (lines[("node_groups", 2, "name")], "on-prem node group `login` has no `node_groups.2.hosts`")]
+
+
+def _found(docs: dict[str, dict[str, Any]], rule: str, base: str, ops: list[Any],
+           monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
+    """``(path, message, fix)`` of each finding of ``rule``; the path is the innermost key on the finding's line."""
+    text, lines = _build(docs, base, ops)
+    by_line: dict[int, tuple[Any, ...]] = {}
+    for k, v in lines.items():
+        if len(k) > len(by_line.get(v, ())):
+            by_line[v] = k
+    return [(".".join(map(str, by_line.get(f.line, ()))), f.message, f.fix)
+            for f in _check(text, Case(rule, base, ops, ""), monkeypatch) if f.rule_id == rule]
+
+
+def test_aws_node_group_fields_every_branch(docs, monkeypatch):
+    # its case covers a missing instance_type; each other branch once (kills the crashing `p + (...)` mutants)
+    found = _found(docs, "aws-node-group-fields", "p5", [D("node_groups.0.count")], monkeypatch)
+    assert [(p, f) for p, _, f in found] == [("node_groups.0.name", "add `count:` (number of instances)")]
+    found = _found(docs, "aws-node-group-fields", "p5", [S("node_groups.0.hardware", {"gpu": "h100:8"})], monkeypatch)
+    assert [(p, f) for p, _, f in found] == [("node_groups.0.hardware", "remove `hardware`")]
+    hosts = [{"name": "gpu-01", "address": "10.0.0.5"}]
+    found = _found(docs, "aws-node-group-fields", "p5", [S("node_groups.0.hosts", hosts)], monkeypatch)
+    assert [(p, f) for p, _, f in found] == [("node_groups.0.hosts", "remove `hosts` and set `count`")]
+
+
+@pytest.mark.parametrize(("count", "fires"), [(1, True), (2, False), (3, True)])
+def test_onprem_count_must_equal_the_hosts(docs, monkeypatch, count, fires):
+    # the roce compute group lists 2 hosts: a count below or above that is refused (kills `!=` -> `>` / `<`)
+    found = _found(docs, "onprem-node-group-fields", "roce", [S("node_groups.0.count", count)], monkeypatch)
+    assert bool(found) is fires
+    if fires:
+        assert found[0][1] == f"`node_groups.0.count` is {count} but the group lists 2 host(s)"
+
+
+def test_host_unique_says_when_names_differ_only_in_case(docs, monkeypatch):
+    # kills `'; host names ignore case' if same` -> `if not same`
+    (exact,) = _found(docs, "host-unique", "dgx", [S("node_groups.1.hosts.1.name", "dgx-01")], monkeypatch)
+    assert exact[1] == "host `dgx-01` is already `node_groups.1.hosts.0` (group `dgx`)"
+    (case,) = _found(docs, "host-unique", "dgx", [S("node_groups.1.hosts.1.name", "DGX-01")], monkeypatch)
+    assert case[1] == "host `DGX-01` is already `dgx-01`, `node_groups.1.hosts.0` (group `dgx`); host names ignore case"
