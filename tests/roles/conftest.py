@@ -64,9 +64,9 @@ CONVERGES = [
 """(example, operating system) pairs converged: every GPU example on its declared Ubuntu release and on Debian 12
 (the blueprint's ``target.os`` rewritten), and the workstation on Debian 12.
 
-The roles select OS-specific task files and variables from Ansible's facts (``nvidia_driver``'s
-``vars/Ubuntu.yml`` and ``vars/Debian.yml``: the CUDA repository's ``ubuntu2x04`` / ``debian12`` distribution,
-Ubuntu's kernel headers meta-package; ``rdma``'s netplan or ifupdown IPoIB configuration), so each GPU example's
+The roles select OS-specific task files and variables from Ansible's facts (the CUDA repository's ``ubuntu2x04`` /
+``debian12`` distribution, the kernel headers meta-package of the distribution's image flavour; ``rdma``'s netplan or
+ifupdown IPoIB configuration), so each GPU example's
 vendor installs (driver stack, Container Toolkit, Kata / runsc), RoCE QoS and sandbox runtimes run on both
 families. Ordered so round-robin over workers balances time."""
 
@@ -102,6 +102,17 @@ def shape_as(root: Path, os_name: str) -> None:
     (root / "etc/lsb-release").write_text(f"DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE={version}\nDISTRIB_CODENAME={codename}\n"
                                           f'DISTRIB_DESCRIPTION="{pretty}"\n')
     (root / "etc/debian_version").write_text("bookworm/sid\n")
+
+
+def use_standin_archive(root: Path, mirror: VendorMirror, tree: str, os_name: str) -> None:
+    """Point the root's apt at the stand-in archive ``<tree>/<os_name>/`` of ``mirror`` (a flat signed repository:
+    ``ubuntu`` the Ubuntu archive's NVIDIA packages, ``ubuntu-base`` the general packages Debian's archive lacks),
+    as a Ubuntu host has its archive configured already."""
+    (root / "etc/apt/keyrings").mkdir(parents=True, exist_ok=True)
+    (root / f"etc/apt/keyrings/{tree}-standin.asc").write_text((mirror.root / tree / os_name / "archive.asc").read_text())
+    (root / f"etc/apt/sources.list.d/{tree}-standin.sources").write_text(
+        f"Types: deb\nURIs: {mirror.base_url}/{tree}/{os_name}/\nSuites: /\n"
+        f"Signed-By: /etc/apt/keyrings/{tree}-standin.asc\n")
 
 
 def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[str, Any]) -> list[str]:
@@ -388,6 +399,8 @@ class ConvergeCache:
         roots = {host: copy_rootfs(work / f"root-{host}") for host in groups.values()}
         for r in roots.values():
             shape_as(r, os_name)
+            if os_name in UBUNTU:  # a Ubuntu host has its archive configured: the stand-in for what Debian's lacks
+                use_standin_archive(r, self.mirror, "ubuntu-base", os_name)
         seconds["copy"] = time.perf_counter() - t0
         out = work / "ansible"
         override = chroot_connection(roots)

@@ -501,6 +501,15 @@ def build_mirror(root: Path) -> VendorMirror:
     (lustre / "gpgkey").write_text(key)
     _doca(root / "doca", signer, key)
     _ubuntu_archive(root, signer, key)
+    # Ubuntu's main archive as far as the roles need what Debian's lacks (the Ubuntu-shaped roots read Debian's
+    # archive): the kernel headers meta-package a DKMS host gets (nvidia_driver, and lustre_client on hosts without
+    # a GPU, which have no CUDA repository). The converges add it to every Ubuntu-shaped root.
+    for os_name in UBUNTU_KERNELS:
+        base = root / "ubuntu-base" / os_name
+        base.mkdir(parents=True)
+        build_deb(ubuntu_headers(), base)
+        signer.sign_repo(base)
+        (base / "archive.asc").write_text(key)
     _kata(root / "kata")
     _runsc(root / "gvisor" / bm["gvisor"]["default_release"] / "x86_64", bm["gvisor"]["default_release"])
     (root / "ready").write_text("ok\n")
