@@ -323,7 +323,7 @@ def test_fio_work_files_removed_when_interrupted_or_failing(tmp_path: Path) -> N
 
 AMP_KEYS = {"kind", "version", "device", "gpu_name", "gpu_count", "precision", "compile", "model", "batch_size",
             "steps", "tokens_per_s", "step_time_s", "model_tflops", "peak_tflops", "mfu", "peak_memory_bytes",
-            "loss_start", "loss_end", "losses", "fp32_baseline", "error"}
+            "loss_start", "loss_end", "losses", "fp32_baseline", "software", "error"}
 TINY = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32", "--vocab", "256",
         "--batch-size", "4", "--steps", "6", "--warmup-steps", "2", "--device", "cpu"]
 
@@ -338,6 +338,9 @@ def test_amp_benchmark_schema_loss_and_mfu(tmp_path: Path) -> None:
     assert set(d) == AMP_KEYS
     assert set(d["model"]) == {"layers", "hidden", "heads", "seq_len", "vocab", "parameters"}
     assert set(d["fp32_baseline"]) == {"tokens_per_s", "step_time_s", "loss_start", "loss_end"}
+    import torch  # the versions the payload ran with, from torch itself (issue 26: validation records its stack)
+    assert d["software"]["torch"] == torch.__version__ and d["software"]["cuda"] == torch.version.cuda
+    assert d["software"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert d["kind"] == "amp" and d["version"] == 1 and d["device"] == "cpu" and d["gpu_name"] is None
     assert d["gpu_count"] == 0 and d["precision"] == "bf16" and d["compile"] is False and d["error"] is None
     assert d["steps"] == 6 and len(d["losses"]) == 8 and all(math.isfinite(x) for x in d["losses"])
