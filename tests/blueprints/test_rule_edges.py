@@ -157,3 +157,22 @@ def test_host_unique_says_when_names_differ_only_in_case(docs, monkeypatch):
     assert exact[1] == "host `dgx-01` is already `node_groups.1.hosts.0` (group `dgx`)"
     (case,) = _found(docs, "host-unique", "dgx", [S("node_groups.1.hosts.1.name", "DGX-01")], monkeypatch)
     assert case[1] == "host `DGX-01` is already `dgx-01`, `node_groups.1.hosts.0` (group `dgx`); host names ignore case"
+
+
+def test_onprem_public_ip_is_aws_only(docs, monkeypatch):
+    found = _found(docs, "onprem-node-group-fields", "roce", [S("node_groups.0.public_ip", True)], monkeypatch)
+    assert [(p, m, f) for p, m, f in found] == [
+        ("node_groups.0.public_ip", "`node_groups.0.public_ip` is AWS only", "remove `public_ip`")]
+
+
+@pytest.mark.parametrize(("key", "fires"), [
+    # Linux NAME_MAX is 255 bytes a component (https://man7.org/linux/man-pages/man3/pathconf.3.html):
+    # "/" + 255 + "/" + 255 = 512 characters is still a path
+    ("/" + "k" * 255 + "/" + "e" * 255, False),
+    # 513: longer than the rule lets a path be (512), as a key body pasted on one line is
+    ("/" + "k" * 255 + "/" + "e" * 256, True),
+])
+def test_ssh_key_material_length(docs, monkeypatch, key, fires):
+    assert len(key) in (512, 513)
+    found = _found(docs, "ssh-key-material", "dgx", [S("target.ssh.private_key_file", key)], monkeypatch)
+    assert bool(found) is fires

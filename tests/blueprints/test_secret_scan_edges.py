@@ -52,3 +52,13 @@ def test_shortest_secrets_as_whole_values(p5, value, found):
     assert bool(hits) is found, hits
     if found:
         assert "secret-in-blueprint" in hits[0] and "`description` contains what looks like" in hits[0]
+
+
+def test_secrets_anywhere_but_the_key_path_field(p5):
+    # the one skipped path is target.ssh.private_key_file (ssh-key-material reports it); a tag value sorts after it
+    # and is still scanned (kills `path == skip` -> `path > skip`)
+    d = copy.deepcopy(p5)
+    d.setdefault("target", {}).setdefault("tags", {})["owner"] = AWS_KEY_ID
+    text, _ = emit(d)
+    hits = [f.format() for f in check(parse_blueprint(text, "case.yaml"), only=["secret-in-blueprint"])]
+    assert len(hits) == 1 and "`target.tags.owner` contains what looks like an AWS access key id" in hits[0]
