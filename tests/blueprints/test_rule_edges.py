@@ -176,3 +176,25 @@ def test_ssh_key_material_length(docs, monkeypatch, key, fires):
     assert len(key) in (512, 513)
     found = _found(docs, "ssh-key-material", "dgx", [S("target.ssh.private_key_file", key)], monkeypatch)
     assert bool(found) is fires
+
+
+def test_ssh_key_material_without_a_pem_header(docs, monkeypatch):
+    # a key body with a line break but no BEGIN line is still key material (kills `or` -> `and`)
+    key = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\nAAAAAAABAAAAMwAAAAtzc2gtZWQyNTUxOQ"
+    assert _found(docs, "ssh-key-material", "dgx", [S("target.ssh.private_key_file", key)], monkeypatch)
+
+
+def test_local_connection_single_names_the_first_local_host(docs, monkeypatch):
+    # the first local host at node_groups.1.hosts.0: both indices appear in the message (kills index mutants)
+    ops = [S("node_groups.1.hosts.0.connection", "local"), S("node_groups.1.hosts.1.connection", "local")]
+    (f,) = _found(docs, "local-connection-single", "dgx", ops, monkeypatch)
+    assert f[0] == "node_groups.1.hosts.1.connection"
+    assert "like `node_groups.1.hosts.0`; both would run on the control machine" in f[1]
+
+
+def test_mount_dir_duplicate_only_for_the_same_mount_on_the_same_node(docs, monkeypatch):
+    # a scratch mount that sorts before /fsx is no duplicate (kills `o.mount == m.mount` -> `<=`)
+    assert _found(docs, "mount-dir-duplicate", "p5", [S("node_groups.0.local_nvme.mount", "/a-scratch")],
+                  monkeypatch) == []
+    # two compute groups' NVMe scratch at the same /scratch are on different nodes (kills `!=` -> `==` in _same_node)
+    assert _found(docs, "mount-dir-duplicate", "roce", [_second_compute_group], monkeypatch) == []
