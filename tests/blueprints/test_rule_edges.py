@@ -198,3 +198,11 @@ def test_mount_dir_duplicate_only_for_the_same_mount_on_the_same_node(docs, monk
                   monkeypatch) == []
     # two compute groups' NVMe scratch at the same /scratch are on different nodes (kills `!=` -> `==` in _same_node)
     assert _found(docs, "mount-dir-duplicate", "roce", [_second_compute_group], monkeypatch) == []
+
+
+def test_host_unique_duplicate_address(docs, monkeypatch):
+    # the address branch (its case covers names; kills the crashing `p + ("address",)` mutants)
+    found = _found(docs, "host-unique", "dgx", [S("node_groups.1.hosts.1.address", "10.0.0.11")], monkeypatch)
+    text, _ = _build(docs, "dgx", [])
+    assert "10.0.0.11" in text  # the address of another host of the example
+    assert [(p, f) for p, _, f in found] == [("node_groups.1.hosts.1.address", "give every host its own address")]

@@ -62,3 +62,12 @@ def test_secrets_anywhere_but_the_key_path_field(p5):
     text, _ = emit(d)
     hits = [f.format() for f in check(parse_blueprint(text, "case.yaml"), only=["secret-in-blueprint"])]
     assert len(hits) == 1 and "`target.tags.owner` contains what looks like an AWS access key id" in hits[0]
+
+
+def test_secrets_in_mapping_keys(p5):
+    # keys are scanned as well as values (kills `isinstance(k, str)` -> `not isinstance(k, str)`)
+    d = copy.deepcopy(p5)
+    d.setdefault("target", {})["tags"] = {AWS_KEY_ID: "owner"}
+    text, _ = emit(d)
+    hits = [f.format() for f in check(parse_blueprint(text, "case.yaml"), only=["secret-in-blueprint"])]
+    assert len(hits) == 1 and f"`target.tags.{AWS_KEY_ID}` contains what looks like an AWS access key id" in hits[0]
