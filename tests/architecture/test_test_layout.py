@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 WHOLE_REPO = {"architecture", "security"}
 """Test directories whose tests are about the whole repository, not one package."""
-NOT_PYTHON = {"roles"}
-"""Top-level directories that are tested but are not Python packages (Ansible content)."""
+NOT_PYTHON = {"roles", "tools"}
+"""Top-level directories that are tested but are not Python packages: Ansible content (``roles``) and the
+repository's scripts that ``make`` runs (``tools``: system packages, mutation testing)."""
 
 
 def _test_dirs() -> list[Path]:

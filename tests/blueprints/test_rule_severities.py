@@ -3,7 +3,7 @@
 The table below is literal data, not read from the registry: downgrading a rule from ``error``
 to ``warning`` (for example ``ssh-ingress-open``) or adding/removing a rule is a visible change
 to this file. ``error`` stops ``clusterforge check`` / ``deploy`` (exit 1); ``warning`` is
-printed and only fails with ``--strict`` (docs: DESIGN.md verdict model). The second test runs
+printed and only fails with ``--strict`` (README, "CLI summary"). The second test runs
 each rule's firing case from ``test_rules.CASES`` and checks the finding carries the severity
 of this table, not the registry's own value.
 
