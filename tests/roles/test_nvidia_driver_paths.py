@@ -216,6 +216,18 @@ def test_secure_boot_refuses_when_the_archive_moved_on(tmp_path):
     assert not [n for n in installed_packages(r["root"]) if "nvidia" in n]
 
 
+def test_secure_boot_on_a_flavour_the_archive_signs_nothing_for_stops_before_apt(tmp_path):
+    """The host runs the NVIDIA-optimised kernel (``6.8.0-1028-nvidia``) and the archive (this stand-in) has no signed
+    modules for that flavour: the run stops before apt and names the package, instead of installing the generic
+    flavour's modules and with them the generic kernel. No NVIDIA package and no kernel image are installed."""
+    r = _run(tmp_path, "ubuntu-22.04", "h100-sxm:8", tags=["nvidia_driver"], archive="ubuntu",
+             extravars={"nvidia_driver_secure_boot": "true", "nvidia_driver_kernel_release": "6.8.0-1028-nvidia"})
+    assert r["rc"] != 0
+    msg = " ".join(" ".join(str(f) for f in r["first"]["failures"]).split())
+    assert f"linux-modules-nvidia-{r['packages'].branch}-server-open-nvidia (not in the archive" in msg, msg
+    assert not [n for n in installed_packages(r["root"]) if "nvidia" in n or n.startswith("linux-image-")]
+
+
 def test_secure_boot_on_nvlink5_refuses_with_the_reason(tmp_path):
     """HGX B200 under Secure Boot: NVSDM is not in the Ubuntu archive and the catalog lists no CUDA-repository
     release at the archive's driver build, so the preflight stops the host and says why."""
