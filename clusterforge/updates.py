@@ -61,11 +61,24 @@ class Change:
         return parts[1] if parts[0] in ("node_groups", "images") and len(parts) > 1 else None
 
 
+ENTRY_KEYS = frozenset({"path", "policy", "decreased", "added", "removed", "why", "source"})
+"""The keys of an ``update_policy.fields`` entry."""
+
+
 def policy_table() -> list[dict[str, Any]]:
-    """The catalog's ``update_policy.fields`` entries, in match order."""
+    """The catalog's ``update_policy.fields`` entries, in match order.
+
+    Raises ``ValueError`` naming the entry when one has a key outside :data:`ENTRY_KEYS` or no ``why`` text: an
+    unquoted comma inside a YAML flow mapping (``{why: a, b}``) silently cuts the text and makes ``b`` a key."""
     from blueprints.catalog import catalog
 
-    return list(catalog().aws["update_policy"]["fields"])
+    entries = list(catalog().aws["update_policy"]["fields"])
+    for e in entries:
+        extra = sorted(map(str, set(e) - ENTRY_KEYS))
+        if extra or not isinstance(e.get("why"), str) or not e["why"]:
+            raise ValueError(f"aws-catalog.yaml update_policy entry {e.get('path')!r}: unknown keys {extra} or no "
+                             "`why` text (quote a `why` that holds a comma)")
+    return entries
 
 
 def _matches(pattern: str, path: list[str]) -> bool:

@@ -341,6 +341,8 @@ def test_every_blueprint_field_has_an_update_policy() -> None:
 
     for entry in policy_table():
         assert entry["policy"] in POLICIES, entry
+        # every explanation whole: an unquoted comma in a flow mapping once cut ten of them mid-sentence
+        assert set(entry) <= {"path", "policy", "decreased", "added", "removed", "why", "source"}, entry
         assert all(entry[k] in POLICIES for k in ("added", "removed", "decreased") if k in entry), entry
     # the table is the AWS target's: its target fields, not the on-prem ones
     paths = {p for p in _leaf_paths(Blueprint) if not p.startswith("target.")} | _leaf_paths(AwsTarget, "target")
