@@ -111,9 +111,29 @@ def nccl_cuda_build(ctx: RuleContext) -> Iterator[Hit]:
         return
     major = st.cuda.split(".")[0]
     built = [v for v, r in releases.items() if any(str(b).split(".")[0] == major for b in r["cuda_builds"])]
-    yield Hit(_at(ctx, "nccl", ("software", "cuda")), f"NCCL {st.nccl} (`software.nccl`) has no build for CUDA "
+    which = "`software.nccl`" if ctx.bp.software.nccl is not None else "the default for this stack"
+    yield Hit(_at(ctx, "nccl", ("software", "cuda")), f"NCCL {st.nccl} ({which}) has no build for CUDA "
               f"{major}.x (`software.cuda` {st.cuda}); it is built for CUDA {', '.join(map(str, row['cuda_builds']))}",
               f"set `software.nccl` to a release built for CUDA {major} (e.g. {built[-1]})" if built else None)
+
+
+@rule(
+    id="nccl-release-known",
+    severity="error",
+    summary="The nodes' NCCL is installed as NVIDIA's package `<nccl>-1+cuda<X.Y>`, pinned from the catalog's row "
+            "of the release (its CUDA builds); a `software.nccl` the catalog has no row for cannot be pinned, and "
+            "the nodes would get no NCCL, nccl-tests or training environment.",
+    fix="use a catalogued NCCL release or leave `software.nccl` unset (a new release needs a catalog row in "
+        "software-catalog.yaml `nccl_releases` with its CUDA builds and source)",
+    source="https://developer.download.nvidia.com/compute/redist/nccl/",
+)
+def nccl_release_known(ctx: RuleContext) -> Iterator[Hit]:
+    stated = ctx.bp.software.nccl
+    releases = ctx.catalog.software["nccl_releases"]["releases"]
+    if stated is None or stated.split("-")[0] in releases:
+        return
+    yield Hit(("software", "nccl"), f"NCCL {stated} (`software.nccl`) is not a release the catalog knows "
+              f"({', '.join(releases)}): its package cannot be pinned, so the nodes would get no NCCL stack")
 
 
 def _nccl_needs(ctx: RuleContext) -> Iterator[tuple[int, str, str, dict[str, Any]]]:

@@ -95,8 +95,9 @@ def test_field_09_names_the_left_out_rails(fixtures_dir: Path, capsys: pytest.Ca
 
 def test_field_07_lnet_uses_the_declared_netdevs(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     loaded = load_blueprint(fixtures_dir / "field" / "07-lustre-tcp-lnet-ifname.yaml")
-    # the LNet interfaces are fine; what the field input still lacks is the client's package source
-    assert {f.rule_id for f in check(loaded) if f.severity == "error"} == {"lustre-client-source"}
+    # the LNet interfaces are fine; what the field input still lacks is the client's package source, and its ECN
+    # needs DOCA-OFED (roce-ecn-needs-ofed: the per-priority ECN switches come with it)
+    assert {f.rule_id for f in check(loaded) if f.severity == "error"} == {"lustre-client-source", "roce-ecn-needs-ofed"}
     [m] = node_settings(loaded.blueprint, "l40s").lustre
     assert m.lnet_networks == "tcp0(ens1f0np0,ens2f0np0)" and m.lnet_route_to is None
 

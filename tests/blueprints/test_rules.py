@@ -569,6 +569,10 @@ CASES: list[Case] = [
     Case("nccl-cuda-build", "dgx", [S("software.cuda", "13.0"), S("software.nccl", "2.26.5")], "software.nccl",
          "set `software.nccl` to a release built for CUDA 13 (e.g. 2.30.7)",
          good=[S("software.cuda", "13.0"), S("software.nccl", "2.27.7")]),
+    # NVIDIA's package of a release is <nccl>-1+cuda<X.Y> (https://developer.download.nvidia.com/compute/redist/nccl/):
+    # 2.26.2 is a real release the catalog has no row for (no CUDA build to pin); 2.26.5 has one
+    Case("nccl-release-known", "dgx", [S("software.cuda", "12.8"), S("software.nccl", "2.26.2")], "software.nccl",
+         good=[S("software.cuda", "12.8"), S("software.nccl", "2.26.5")]),
     # Blackwell support arrived in NCCL 2.25.1 (https://github.com/NVIDIA/nccl/releases/tag/v2.25.1-1)
     Case("nccl-gpu-support", "p5", [S("node_groups.0.instance_type", "p6-b200.48xlarge"), S("software.cuda", "12.8"),
                                     S("software.nccl", "2.23.4")], "software.nccl", "set `software.nccl` to 2.25.1 or newer",
