@@ -361,6 +361,7 @@ class _Pricer:
 _MARKET = {"spot": "spot", "capacity-block": "capacity-block"}
 _EKS_CAPACITY = {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "capacity-block"}
 _REFRESH_HINT = "add it to blueprints/data/prices.yaml with its source, or run `clusterforge cost --refresh` with AWS credentials"
+_CATALOG_HINT = "add it to blueprints/data/prices.yaml with its source (`--refresh` covers instances and gp3 only)"
 
 
 def _group_of(inputs: Mapping[str, Any]) -> str | None:
@@ -433,7 +434,7 @@ def _fsx_lines(p: _Pricer, r: PlannedResource) -> None:
     p.add(f"FSx for Lustre {r.name} ({key.replace('/', ' ')} MB/s/TiB, {gb:g} GB)" if tier else
           f"FSx for Lustre {r.name} ({dep} {stype}, {gb:g} GB)", "fsx-lustre", gb, "GB-month",
           _lookup(entry, p.region), per_hour_factor=1 / p.hpm,
-          missing=f"no FSx for Lustre {key} price per GB-month in {p.region}: {_REFRESH_HINT}")
+          missing=f"no FSx for Lustre {key} price per GB-month in {p.region}: {_CATALOG_HINT}")
     days = int(i.get("automaticBackupRetentionDays") or 0)
     if days > 0:
         p.add(f"FSx for Lustre {r.name} backups ({days} days kept)", "fsx-lustre-backup", 0, "GB-month", None,
@@ -497,7 +498,7 @@ def price_plan(result: PlanResult, loaded: LoadedBlueprint, prices: Mapping[str,
         elif t == "aws:ec2/natGateway:NatGateway":
             nat = data.get("nat_gateway") or {}
             p.add(f"NAT gateway {r.name}", "nat-gateway", 1, "hour", _lookup(nat.get("hour"), region),
-                  per_hour_factor=1, missing=f"no NAT gateway hourly price in {region}: {_REFRESH_HINT}")
+                  per_hour_factor=1, missing=f"no NAT gateway hourly price in {region}: {_CATALOG_HINT}")
             gb = bp.cost.nat_data_gb_per_month
             if gb is None:
                 p.add(f"NAT gateway {r.name} data processed", "nat-gateway-data", 0, "GB", None, per_hour_factor=0,
@@ -505,16 +506,16 @@ def price_plan(result: PlanResult, loaded: LoadedBlueprint, prices: Mapping[str,
             else:
                 p.add(f"NAT gateway {r.name} data processed ({gb:g} GB/month, cost.nat_data_gb_per_month)",
                       "nat-gateway-data", gb, "GB", _lookup(nat.get("gb_processed"), region), per_hour_factor=1 / p.hpm,
-                      missing=f"no NAT data-processing price in {region}: {_REFRESH_HINT}",
+                      missing=f"no NAT data-processing price in {region}: {_CATALOG_HINT}",
                       note="assumed volume from the blueprint")
         elif t == "aws:ec2/eip:Eip":
             p.add(f"public IPv4 address {r.name}", "public-ipv4", 1, "hour",
                   _lookup((data.get("public_ipv4") or {}).get("hour"), region), per_hour_factor=1,
-                  missing=f"no public IPv4 price in {region}: {_REFRESH_HINT}")
+                  missing=f"no public IPv4 price in {region}: {_CATALOG_HINT}")
         elif t == "aws:eks/cluster:Cluster":
             p.add(f"EKS control plane {r.name}", "eks-cluster", 1, "hour",
                   _lookup((data.get("eks_cluster") or {}).get("hour"), region), per_hour_factor=1,
-                  missing=f"no EKS cluster price in {region}: {_REFRESH_HINT}")
+                  missing=f"no EKS cluster price in {region}: {_CATALOG_HINT}")
         elif t in free:
             n, src = no_charge.get(t, (0, free[t]))
             no_charge[t] = (n + 1, src)

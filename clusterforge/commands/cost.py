@@ -85,7 +85,7 @@ def _show(report: Any, hours: float | None) -> None:
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for i in report.items:
         if i.priced:
-            price = f"${i.unit_price_usd:,.4g}/{i.unit}"
+            price = _unit_price(i.unit_price_usd or 0.0, i.unit)
             per_h = f"${i.per_hour_usd:,.2f}"
             src = f"{i.source} ({i.as_of or 'your figure'})" + (" [yellow]stale[/yellow]" if i.stale else "")
         else:
@@ -174,3 +174,10 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(report.to_json(hours), indent=2))
             return
         _show(report, hours)
+
+
+def _unit_price(usd: float, unit: str) -> str:
+    """``$50,000`` (a one-off amount, unit ``USD``), ``$98.32/instance-hour``, ``$0.0800/GiB-month``: whole dollars
+    from 1,000 up, cents from 1, four significant digits below (never an exponent)."""
+    amount = f"{usd:,.0f}" if usd >= 1000 else f"{usd:,.2f}" if usd >= 1 else f"{usd:.4g}"
+    return f"${amount}" if unit == "USD" else f"${amount}/{unit}"
