@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from blueprints.models import Blueprint
 from blueprints.resolved import ResolvedGroup, resolve
+from blueprints.software_stack import tag_cuda
 
 from .results import JudgeResult, Verdict
 
@@ -45,20 +46,15 @@ class StackExpectations:
         return {"declared_stack": dataclasses.asdict(self)}
 
 
-def _tag_cuda(tag: str) -> str | None:
-    """``cu130`` -> ``13.0``, ``cu129`` -> ``12.9`` (PyTorch's index tags: the CUDA major and one minor digit)."""
-    digits = tag.removeprefix("cu")
-    return f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() and len(digits) >= 2 else None
-
-
 def declared_stack(bp: Blueprint | None, group: ResolvedGroup | None) -> StackExpectations:
     """The stack node ``group`` of ``bp`` declares (nothing without a blueprint)."""
     if bp is None or group is None:
         return StackExpectations()
-    st = resolve(bp).software
+    cluster = resolve(bp)
+    st = cluster.software
     ns = group.settings.nccl_stack
     return StackExpectations(
-        nccl=st.nccl.split("-")[0], nccl_cuda=st.nccl_cuda, torch=st.pytorch, torch_cuda=_tag_cuda(st.pytorch_cuda),
+        nccl=st.nccl.split("-")[0], nccl_cuda=st.nccl_cuda, torch=st.pytorch, torch_cuda=tag_cuda(cluster.catalog, st.pytorch, st.pytorch_cuda),
         nccl_tests_dir=ns.tests_dir if ns else None, python=f"{ns.venv}/bin/python" if ns and ns.torch else None)
 
 
