@@ -700,15 +700,16 @@ def _spawned(local_rank: int, args: argparse.Namespace, world: int, init_method:
     sys.exit(rc)
 
 
-def spawn(args: argparse.Namespace, nprocs: int, grace_s: float = 10.0) -> int:
+def spawn(args: argparse.Namespace, nprocs: int, grace_s: float = 10.0, target: Any = None) -> int:
     """Run ``nprocs`` ranks as local processes (stdlib multiprocessing, spawn start method, rendezvous
     on a free 127.0.0.1 port); returns the worst exit status. When one rank fails the others get
-    ``grace_s`` seconds to notice, then are terminated."""
+    ``grace_s`` seconds to notice, then are terminated. ``target(local_rank, args, world, init_method)`` runs
+    each rank (default: this benchmark's; profile_bench.py passes its own)."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     init = f"tcp://127.0.0.1:{free_port()}"
-    procs = [ctx.Process(target=_spawned, args=(i, args, nprocs, init)) for i in range(nprocs)]
+    procs = [ctx.Process(target=target or _spawned, args=(i, args, nprocs, init)) for i in range(nprocs)]
     for pr in procs:
         pr.start()
     rc = 0

@@ -54,15 +54,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import amp_bench
+import collectives
 import trace_breakdown
 
 VERSION = 1
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _trace_dir(args: argparse.Namespace) -> str:
@@ -244,31 +239,9 @@ def _spawned(local_rank: int, args: argparse.Namespace, world: int, init: str) -
 
 
 def spawn(args: argparse.Namespace, nprocs: int, grace_s: float = 10.0) -> int:
-    """Run ``nprocs`` ranks as local processes; returns the worst exit status. When one rank fails the
-    others get ``grace_s`` seconds to notice, then are terminated."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    init = f"tcp://127.0.0.1:{_free_port()}"
-    procs = [ctx.Process(target=_spawned, args=(i, args, nprocs, init)) for i in range(nprocs)]
-    for pr in procs:
-        pr.start()
-    rc, failed_at, pending = 0, None, list(procs)
-    while pending:
-        for pr in list(pending):
-            pr.join(timeout=0.1)
-            if pr.exitcode is not None:
-                pending.remove(pr)
-                if pr.exitcode != 0:
-                    rc = max(rc, pr.exitcode if pr.exitcode > 0 else 1)
-                    failed_at = failed_at or time.monotonic()
-        if pending and failed_at is not None and time.monotonic() - failed_at > grace_s:
-            for pr in pending:
-                pr.terminate()
-            for pr in pending:
-                pr.join()
-            break
-    return rc
+    """Run ``nprocs`` ranks as local processes (:func:`collectives.spawn` with this payload's rank function);
+    returns the worst exit status."""
+    return collectives.spawn(args, nprocs, grace_s, target=_spawned)
 
 
 def build_parser() -> argparse.ArgumentParser:
