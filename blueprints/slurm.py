@@ -227,6 +227,13 @@ def _cpu_topology(bp: Blueprint, g: NodeGroup,
     return cpus, sockets, cores, threads, memory
 
 
+def host_memory_gib(bp: Blueprint, g: NodeGroup) -> float | None:
+    """Installed memory of one host of ``g`` in GiB (2^30 bytes): ``hardware.memory_gib`` when declared, else the AWS
+    instance type's (``aws_instance_types``) or the catalog system's (``slurm.cpu_topology``); ``None`` when nothing
+    says. The one answer Slurm's ``RealMemory`` and the fio judge's page-cache check both use."""
+    return _cpu_topology(bp, g, slurm_catalog())[4]
+
+
 def _fabric(bp: Blueprint) -> str | None:
     net = bp.network
     if isinstance(net, InfinibandNetwork):

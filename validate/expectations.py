@@ -45,6 +45,7 @@ from blueprints.models import (
     fabric_tag,
 )
 from blueprints.resolved import ResolvedGroup, resolve
+from blueprints.slurm import host_memory_gib
 
 __all__ = [
     "FABRICS",
@@ -186,7 +187,8 @@ class JudgeContext:
 
     Fields: ``nodes`` and ``gpus_per_node``; ``gpu_model`` (catalog key); ``fabric`` (``efa``,
     ``infiniband``, ``roce``, ``ethernet``); ``instance_type`` (AWS); ``nic_gbps`` (line rate of one
-    fabric NIC, Gbit/s) and ``nics_per_node``; ``nvlink_gbytes_s`` (NVLink per GPU per direction,
+    fabric NIC, Gbit/s) and ``nics_per_node``; ``memory_gib``: installed memory of one host in GiB (2^30 bytes; a
+    buffered fio read of a smaller file measured the page cache); ``nvlink_gbytes_s`` (NVLink per GPU per direction,
     GB/s, ``None`` for PCIe parts); ``expectations``: suite name -> what that suite expects of the
     node group (:class:`SuiteExpectations`, e.g. the fio suite's storage targets; asked of every
     registered :class:`ExpectationSource`), which a suite reads with :meth:`expectations_for`;
@@ -205,6 +207,7 @@ class JudgeContext:
     instance_type: str | None = None
     nic_gbps: float | None = None
     nics_per_node: int | None = None
+    memory_gib: float | None = None
     nvlink_gbytes_s: float | None = None
     expectations: dict[str, SuiteExpectations] = field(default_factory=_bare_expectations)
     thresholds: dict[str, BaseModel] = field(default_factory=lambda: suite_thresholds(Validation()))
@@ -343,6 +346,9 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         exp = src.context_expectations(bp, r)
         if exp is not None:
             expectations[src.name] = exp
+    memory = host_memory_gib(bp, g)
+    if memory is not None:
+        prov.append(("memory_gib", f"{where}: hardware.memory_gib, else its system or instance type (catalog)"))
     v = bp.validation
     ctx = JudgeContext(
         nodes=g.size or None,
@@ -352,6 +358,7 @@ def context_from_blueprint(bp: Blueprint, group: str | None = None, **overrides:
         instance_type=ns.instance_type,
         nic_gbps=nic_gbps,
         nics_per_node=nics,
+        memory_gib=memory,
         nvlink_gbytes_s=spec.nvlink_unidir_gbytes_s if spec and spec.has_nvlink else None,
         expectations=expectations,
         thresholds=suite_thresholds(v),
@@ -399,6 +406,8 @@ def apply_overrides(ctx: JudgeContext, **overrides: Any) -> JudgeContext:
             raise ContextError(str(e)) from None
         derived: dict[str, Any] = {"nic_gbps": it.per_nic_gbps, "nics_per_node": it.network_cards,
                                    "fabric": "efa" if it.efa_supported else "ethernet"}
+        if it.memory_gib:
+            derived["memory_gib"] = it.memory_gib
         if it.gpu_count and it.gpu_key not in ("trainium", "trainium2"):
             derived.update(gpus_per_node=it.gpu_count, gpu_model=cat.resolve_gpu_key(it.gpu_key) or it.gpu_key)
         for k, v in derived.items():
@@ -418,6 +427,8 @@ def apply_overrides(ctx: JudgeContext, **overrides: Any) -> JudgeContext:
             raise ContextError(f"{k.replace('_', '-')} must be a positive integer, got {ov[k]!r}")
     if "nic_gbps" in ov and (not isinstance(ov["nic_gbps"], (int, float)) or ov["nic_gbps"] <= 0):
         raise ContextError(f"nic-gbps must be a positive number (Gbit/s), got {ov['nic_gbps']!r}")
+    if "memory_gib" in ov and (not isinstance(ov["memory_gib"], (int, float)) or ov["memory_gib"] <= 0):
+        raise ContextError(f"memory-gib must be a positive number (GiB per host), got {ov['memory_gib']!r}")
     for k in ov:
         prov.append((k, "flag"))
     new = dataclasses.replace(ctx, **changes, explicit=ctx.explicit | frozenset(ov), provenance=tuple(prov))
@@ -440,6 +451,7 @@ def context_from_flags(
     fabric: str | None = None,
     nic_gbps: float | None = None,
     nics_per_node: int | None = None,
+    memory_gib: float | None = None,
     **suite_flags: Any,
 ) -> JudgeContext:
     """The context of the ``judge`` command: the blueprint's (if any), then each flag that is not
@@ -451,4 +463,5 @@ def context_from_flags(
     if blueprint is None and group:
         raise ContextError("--group needs --blueprint")
     return apply_overrides(base, nodes=nodes, gpus_per_node=gpus_per_node, gpu_model=gpu, instance_type=instance_type,
-                           fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, **suite_flags)
+                           fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, memory_gib=memory_gib,
+                           **suite_flags)

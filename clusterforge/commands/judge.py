@@ -72,6 +72,8 @@ def register(app: typer.Typer) -> None:
         fabric: str | None = typer.Option(None, "--fabric", help="GPU fabric: efa, infiniband, roce or ethernet."),
         nic_gbps: float | None = typer.Option(None, "--nic-gbps", help="Line rate of one fabric NIC in Gbit/s."),
         nics_per_node: int | None = typer.Option(None, "--nics-per-node", help="Fabric NICs per node."),
+        memory_gib: float | None = typer.Option(None, "--memory-gib", help="Installed memory of one host in GiB (a "
+                                                "buffered fio read of a smaller file measured the page cache)."),
         target: str | None = typer.Option(None, "--target", help="Storage mount fio jobs tested (when their paths do not say)."),
         kind: str | None = typer.Option(None, "--kind", help="Judge every file as the output of this suite, "
                                         "skipping detection: nccl, fio or amp."),
@@ -94,7 +96,7 @@ def register(app: typer.Typer) -> None:
             _warn_short_gpu_name(gpu)
         ctx = context_from_flags(
             bp, group, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu, instance_type=instance_type,
-            fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, target=target,
+            fabric=fabric, nic_gbps=nic_gbps, nics_per_node=nics_per_node, memory_gib=memory_gib, target=target,
         )
         results = []
         for f in files:

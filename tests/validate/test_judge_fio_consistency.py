@@ -124,3 +124,44 @@ def test_text_output_reads_direct_from_the_command_line():
     # without the command line the text cannot say whether the job was buffered
     (bare,) = parse_fio(text.split("\n", 1)[1]).jobs
     assert bare.buffered is None
+
+
+@pytest.mark.parametrize(("memory", "invalid"), [(4, False), (5, True)])
+def test_buffered_read_against_memory_given_on_the_command_line(tmp_path, fixtures_dir, memory, invalid):
+    # an on-premises host has no instance type: `judge --memory-gib` states its memory. A buffered read of a 4 GiB file
+    # on a 5 GiB host came (partly) from the page cache; on a 4 GiB host it cannot have fitted with the OS beside it
+    from tests.clusterforge.test_first_hour import cf
+
+    doc = _fio01(fixtures_dir)
+    doc["global options"].update({"direct": "0", "size": "4G", "filename": "/scratch/fio.dat"})
+    (tmp_path / "fio.json").write_text(json.dumps(doc))
+    p = cf("judge", str(tmp_path / "fio.json"), "--memory-gib", str(memory), "--json")
+    reasons = [x for r in json.loads(p.stdout)["results"] for x in r["reasons"]]
+    hit = f"buffered read of 4 GiB, less than the {memory} GiB of memory of the host" in " ".join(reasons)
+    assert hit is invalid, reasons
+    assert (p.returncode == 3) is invalid, p.stdout
+
+
+def test_buffered_read_against_the_blueprints_declared_memory(tmp_path, fixtures_dir):
+    # the field case 10 blueprint (one NVMe host as /scratch) with hardware.memory_gib declared: the judge reads it
+    from tests.clusterforge.test_first_hour import cf
+
+    bp = (fixtures_dir / "field" / "10-fio-buffered-bp.yaml").read_text().replace(
+        "      gpu: a100-80gb-sxm:8\n", "      gpu: a100-80gb-sxm:8\n      memory_gib: 512\n")
+    assert "memory_gib: 512" in bp
+    (tmp_path / "bp.yaml").write_text(bp)
+    doc = _fio01(fixtures_dir)
+    doc["global options"].update({"direct": "0", "size": "64G", "filename": "/scratch/fio.dat"})
+    (tmp_path / "fio.json").write_text(json.dumps(doc))
+    p = cf("judge", str(tmp_path / "fio.json"), "--blueprint", str(tmp_path / "bp.yaml"), "--json")
+    out = json.loads(p.stdout)
+    assert out["context"]["memory_gib"] == 512
+    assert any("buffered read of 64 GiB, less than the 512 GiB of memory of the host" in x
+               for r in out["results"] for x in r["reasons"]), out["results"]
+
+
+def test_memory_gib_must_be_positive(tmp_path, fixtures_dir):
+    from tests.clusterforge.test_first_hour import cf
+
+    p = cf("judge", str(fixtures_dir / "fio" / "fio-01.json"), "--memory-gib", "0")
+    assert p.returncode == 2 and "memory-gib must be a positive number" in p.stderr + p.stdout

@@ -933,8 +933,8 @@ def _nvme_namespace_bound() -> tuple[float, str]:
 def _inconsistent(job: FioJob, ctx: JudgeContext, r: JudgeResult, active: list[str]) -> bool:
     """Self-consistency of one job's result, with or without a blueprint: bytes per I/O against the block size, IOPS x
     block size against the bandwidth, a runtime too short to mean anything (:data:`MIN_RUNTIME_MS`), a synchronous
-    engine given ``iodepth`` > 1, buffered reads of a file smaller than the node's memory (the instance type's, when
-    known), and bandwidth beyond what the device class can move (one NVMe namespace: a PCIe x4 link). Each makes the
+    engine given ``iodepth`` > 1, buffered reads of a file smaller than the host's memory (``ctx.memory_gib``: the
+    blueprint's, the instance type's or ``--memory-gib``, when known), and bandwidth beyond what the device class can move (one NVMe namespace: a PCIe x4 link). Each makes the
     result ``invalid`` with its reason; returns True when one did."""
     bad: list[str] = []
     bs = _fixed_block_size(job)
@@ -960,15 +960,14 @@ def _inconsistent(job: FioJob, ctx: JudgeContext, r: JudgeResult, active: list[s
                    f"the result is not the queue depth it claims (fio(1) iodepth, {FIO_DOC}#cmdoption-arg-iodepth); use "
                    "ioengine=libaio or io_uring with direct=1")
     size = parse_size(job.option("size"))
-    if job.buffered and "read" in active and size and ctx.instance_type:
-        try:
-            mem = catalog().instance_type(ctx.instance_type).memory_gib
-        except KeyError:
-            mem = None
+    mem = ctx.memory_gib
+    if job.buffered and "read" in active and size and mem:
         files = max(int(job.option("numjobs") or 1), 1) if not job.option("filename") else 1
-        if mem and size * files < mem * 2**30:
-            bad.append(f"buffered read of {fmt_bytes(size * files)}, less than the {mem:g} GiB of memory of a "
-                       f"{ctx.instance_type}: the file was read from the page cache")
+        if size * files < mem * 2**30:
+            host = (f"a {ctx.instance_type}" if ctx.instance_type and not ctx.is_explicit("memory_gib")
+                    else "the host")
+            bad.append(f"buffered read of {fmt_bytes(size * files)}, less than the {mem:g} GiB of memory of {host}: "
+                       "the file was read from the page cache")
     for d in active:
         io = getattr(job, d)
         paths = job.paths
