@@ -5,23 +5,36 @@ operators: comparison, number, boolean, binary/unary operator, break/continue, e
 that area's tests run against every mutant: a failing test run kills it, a passing one lets it survive.
 
 The run happens in a throw-away copy of the committed tree (``git archive HEAD``), never in the checkout,
-because cosmic-ray writes each mutant into the file on disk. Sessions (SQLite, resumable: a rerun with the
-same commit continues where the last one stopped) and the report live under ``.clusterforge/mutate/``.
+because cosmic-ray writes each mutant into the file on disk. Sessions (SQLite) live under ``.clusterforge/mutate/``,
+one per module content, test list and sample: a rerun continues where the last one stopped, and after a commit
+that changed the tests (not the module) the survivors are judged again against the new tests while the mutants
+already killed stay killed (``--fresh`` judges everything again).
+
+Mutants that cannot change behaviour by construction are not run and are counted apart: a change inside a type
+annotation (every module here has ``from __future__ import annotations``, so annotations are never evaluated;
+cosmic-ray still makes eleven ``X | None`` -> ``X + None``... mutants per annotation). ``--sample N`` judges a fixed
+pseudo-random sample of N of the remaining mutants (the same N for the same module and seed, so a rerun after
+new tests judges the same mutants); the rest are counted as not sampled.
 
 Usage::
 
     python tools/mutate.py                              # every area (tens of thousands of mutants: hours)
     python tools/mutate.py --area rules                 # one area
     python tools/mutate.py --module validate/parsers/nccl.py --max-seconds 900
+    python tools/mutate.py --module validate/parsers/nccl.py --sample 300 \
+        --tests tests/validate/test_nccl_parser_lines.py --tests tests/validate/test_parsers.py
 
 Prints, per module, killed / survived / timeouts / pending and the score ``killed / (killed + survived)``
 (timeouts count as killed: the tests noticed), then every survivor as ``file:line operator`` with its diff.
+``--tests`` replaces the area's test list for the modules named (a smaller list makes each mutant cheaper).
 Exit 0 when it ran; 2 on usage errors or when the unmutated tests fail (the baseline).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
 import json
 import os
 import shlex
@@ -33,6 +46,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / ".clusterforge" / "mutate"
+ANNOTATION = "inside a type annotation (never evaluated: equivalent)"
+NOT_SAMPLED = "not in the sample"
 
 
 @dataclass(frozen=True)
@@ -48,7 +63,8 @@ AREAS: dict[str, Area] = {
         "tests/blueprints/test_rules.py", "tests/blueprints/test_rule_severities.py",
         "tests/blueprints/test_stack_rules.py", "tests/blueprints/test_aws_rules.py",
         "tests/blueprints/test_field_rules.py", "tests/blueprints/test_slurm.py",
-        "tests/blueprints/test_lustre_client_source.py")),
+        "tests/blueprints/test_lustre_client_source.py", "tests/blueprints/test_rule_edges.py",
+        "tests/blueprints/test_secret_scan_edges.py")),
     "suites": Area(("validate/suites",), (
         "tests/validate/test_judge.py", "tests/validate/test_judge_accelerators.py",
         "tests/validate/test_judge_counts.py", "tests/validate/test_judge_diagnosis.py",
@@ -106,6 +122,70 @@ def _config(work: Path, module: str, tests: tuple[str, ...], timeout_s: float) -
     return cfg
 
 
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The ``((line, col), (end_line, end_col))`` spans of every type annotation in ``source``.
+
+    Lines count from 1, columns are characters from 0 (cosmic-ray's parso positions; ``ast`` gives UTF-8 byte
+    offsets, converted here). Covers argument and return annotations and annotated assignments' annotations.
+    """
+    lines = source.splitlines()
+
+    def col(line: int, byte_off: int) -> int:
+        return len(lines[line - 1].encode()[:byte_off].decode(errors="ignore"))
+
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        anns: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            anns.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            anns.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for a in anns:
+            if a is not None and a.end_lineno is not None and a.end_col_offset is not None:
+                spans.append(((a.lineno, col(a.lineno, a.col_offset)), (a.end_lineno, col(a.end_lineno, a.end_col_offset))))
+    return spans
+
+
+def _sample_key(seed: int, operator: str, occurrence: int) -> str:
+    return hashlib.sha256(f"{seed}:{operator}:{occurrence}".encode()).hexdigest()
+
+
+def _prepare(session: Path, source: str, sample: int | None, seed: int) -> None:
+    """Mark as skipped the pending mutants inside annotations, then all but ``sample`` of the rest."""
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans = annotation_spans(source)
+    with use_db(str(session)) as db:
+        pending = list(db.pending_work_items)
+        candidates = []
+        for item in pending:
+            m = item.mutations[0]
+            start, end = tuple(m.start_pos), tuple(m.end_pos)
+            if any(a <= start and end <= b for a, b in spans):
+                db.set_result(item.job_id, WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED))
+            else:
+                candidates.append((_sample_key(seed, m.operator_name, m.occurrence), item.job_id))
+        if sample is not None:
+            candidates.sort()
+            rest = [job for _, job in candidates[sample:]]
+            if rest:
+                db.set_multiple_results(rest, WorkResult(output=NOT_SAMPLED, worker_outcome=WorkerOutcome.SKIPPED))
+
+
+def _rejudge_survivors(session: Path) -> int:
+    """Forget the results of survived mutants (they run again with the new tests); returns how many."""
+    import sqlite3
+
+    con = sqlite3.connect(session)
+    with con:
+        n = con.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+    con.close()
+    return n
+
+
 def _cr(*args: str, cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("cosmic-ray")
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -128,16 +208,21 @@ def _restore(work: Path, module: str, commit: str) -> None:
     (work / module).write_bytes(text)
 
 
+COUNTS = ("killed", "survived", "timeout", "incompetent", "pending", "annotation", "not sampled")
+
+
 def _summary(session: Path, work: Path) -> tuple[dict[str, int], list[dict[str, object]]]:
     dump = _cr("dump", str(session), cwd=work)
-    counts = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0, "pending": 0}
+    counts = dict.fromkeys(COUNTS, 0)
     survivors: list[dict[str, object]] = []
     for line in dump.stdout.splitlines():
         item, result = json.loads(line)
         if result is None:
             counts["pending"] += 1
             continue
-        if result.get("worker_outcome") == "timeout":
+        if result.get("worker_outcome") == "skipped":
+            counts["annotation" if result.get("output") == ANNOTATION else "not sampled"] += 1
+        elif result.get("worker_outcome") == "timeout":
             counts["timeout"] += 1
         elif result.get("test_outcome") == "killed":
             counts["killed"] += 1
@@ -158,7 +243,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module", action="append", help="one module (a .py file inside an area; repeatable)")
     ap.add_argument("--max-seconds", type=float, default=None, help="stop starting mutants after this long")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds one mutant's tests may take (then: killed)")
+    ap.add_argument("--tests", action="append", help="a test file to run instead of the area's list (repeatable)")
+    ap.add_argument("--sample", type=int, default=None, help="judge only this many mutants per module (fixed sample)")
+    ap.add_argument("--seed", type=int, default=35, help="the sample's seed")
+    ap.add_argument("--fresh", action="store_true", help="judge every mutant again, killed ones included")
     args = ap.parse_args(argv)
+    if args.sample is not None and args.sample < 1:
+        print("mutate: --sample takes a positive number of mutants", file=sys.stderr)
+        return 2
+    for t in args.tests or []:
+        if not (ROOT / t).exists():
+            print(f"mutate: --tests {t}: no such file (give a path relative to the repository root)", file=sys.stderr)
+            return 2
     start = time.monotonic()
     deadline = start + args.max_seconds if args.max_seconds else float("inf")
 
@@ -172,16 +268,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutate: {m} is in no area ({', '.join(AREAS)}); name a .py file under "
                   f"{', '.join(x for a in AREAS.values() for x in a.modules)}", file=sys.stderr)
             return 2
-        jobs.append((m, area.tests))
+        jobs.append((m, tuple(args.tests) if args.tests else area.tests))
     for name in args.area or ([] if args.module else sorted(AREAS)):
-        jobs += [(m, AREAS[name].tests) for m in _modules(AREAS[name])]
+        jobs += [(m, tuple(args.tests) if args.tests else AREAS[name].tests) for m in _modules(AREAS[name])]
 
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     STATE.mkdir(parents=True, exist_ok=True)
     work = _copy_tree(commit)
     print(f"mutating commit {commit[:12]} in {work} (committed code only)")
-    total = {"killed": 0, "survived": 0, "timeout": 0, "incompetent": 0, "pending": 0}
+    total = dict.fromkeys(COUNTS, 0)
+    tests_tree = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"{commit}:tests"], capture_output=True,
+                                text=True, check=True).stdout.strip()
     all_survivors: list[dict[str, object]] = []
     checked_baselines: set[tuple[str, ...]] = set()
     for module, tests in jobs:
@@ -191,12 +289,23 @@ def main(argv: list[str] | None = None) -> int:
                   "(commit them, or fix AREAS in tools/mutate.py)", file=sys.stderr)
             return 2
         cfg = _config(work, module, tests, args.timeout)
-        session = STATE / f"{module.replace('/', '+')}-{commit[:12]}.sqlite"
+        source = (work / module).read_text()
+        key = hashlib.sha256(json.dumps([source, tests, args.sample, args.seed]).encode()).hexdigest()[:12]
+        session = STATE / f"{module.replace('/', '+')}-{key}.sqlite"
+        judged_with = session.with_suffix(".tests")
+        if args.fresh and session.exists():
+            session.unlink()
         if not session.exists():
             init = _cr("init", str(cfg), str(session), cwd=work)
             if init.returncode:
                 print(f"mutate: cosmic-ray init failed for {module}: {init.stderr.strip()[-500:]}", file=sys.stderr)
                 return 2
+            _prepare(session, source, args.sample, args.seed)
+            judged_with.write_text(tests_tree)
+        elif judged_with.exists() and judged_with.read_text() != tests_tree:
+            n = _rejudge_survivors(session)
+            judged_with.write_text(tests_tree)
+            print(f"{module}: the tests changed since the last run: {n} survivor(s) judged again")
         if tests not in checked_baselines:
             base = _cr("baseline", str(cfg), cwd=work)
             if base.returncode:
@@ -215,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         judged = counts["killed"] + counts["timeout"] + counts["survived"]
         score = f"{(counts['killed'] + counts['timeout']) / judged:.1%}" if judged else "-"
         print(f"{module}: killed {counts['killed']}, timeout {counts['timeout']}, survived {counts['survived']}, "
-              f"incompetent {counts['incompetent']}, pending {counts['pending']}; score {score} "
-              f"({time.monotonic() - t0:.0f} s)")
+              f"incompetent {counts['incompetent']}, pending {counts['pending']}, in annotations (not run) "
+              f"{counts['annotation']}, not sampled {counts['not sampled']}; score {score} "
+              f"({time.monotonic() - t0:.0f} s; tests: {' '.join(tests)})")
     judged = total["killed"] + total["timeout"] + total["survived"]
     print(f"total: {judged} judged, {total['pending']} pending; score "
           f"{(total['killed'] + total['timeout']) / judged:.1%}" if judged else "total: nothing judged")
