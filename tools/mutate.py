@@ -107,9 +107,15 @@ def _copy_tree(commit: str) -> Path:
     return work
 
 
-def _config(work: Path, module: str, tests: tuple[str, ...], timeout_s: float) -> Path:
-    cmd = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                               "-p", "no:xdist", *tests))
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist")
+
+
+def _config(work: Path, module: str, tests: tuple[str, ...], timeout_s: float, cover: Path | None) -> Path:
+    if cover is None:
+        cmd = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests))
+    else:
+        cmd = " ".join(shlex.quote(x) for x in (sys.executable, str(Path(__file__).resolve()), "--run-mutant", module,
+                                                   "--cover-map", str(cover), *tests))
     cfg = STATE / (module.replace("/", "+") + ".toml")
     cfg.write_text(
         "[cosmic-ray]\n"
@@ -236,8 +242,51 @@ def _summary(session: Path, work: Path) -> tuple[dict[str, int], list[dict[str, 
     return counts, survivors
 
 
+def _in_work_tree() -> None:
+    """Import the packages from the current directory (the mutated copy), not the editable install's checkout."""
+    sys.path.insert(0, os.getcwd())
+
+
+def _write_cover_map(module: str, out: Path, tests: list[str]) -> int:
+    """(In the work tree) run ``tests`` once under :class:`LineTracer` and write the coverage map to ``out``."""
+    import pytest
+    from mutate_cover import LineTracer
+
+    _in_work_tree()
+    tracer = LineTracer(Path(module))
+    rc = pytest.main([*PYTEST_ARGS[1:], *tests], plugins=[tracer])
+    cover = tracer.result()
+    if not cover["outside"]:
+        print(f"mutate: {module} was not imported from {os.getcwd()} (an installed copy shadows it?)", file=sys.stderr)
+        return 2
+    cover["source"] = Path(module).read_text()
+    out.write_text(json.dumps(cover))
+    return int(rc)
+
+
+def _run_mutant(module: str, cover_map: Path, tests: list[str]) -> int:
+    """(In the work tree, as cosmic-ray's test command) run the tests that execute the mutated lines; exit status
+    non-zero kills the mutant."""
+    import pytest
+    from mutate_cover import Only, changed_lines, select
+
+    _in_work_tree()
+    cover = json.loads(cover_map.read_text())
+    chosen = select(cover, changed_lines(cover["source"], Path(module).read_text()))
+    if chosen is not None:
+        rc = pytest.main([*PYTEST_ARGS, *tests], plugins=[Only(chosen)])
+        if rc != pytest.ExitCode.NO_TESTS_COLLECTED:
+            return int(rc)
+    return int(pytest.main([*PYTEST_ARGS, *tests]))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the mutation session(s) asked for and print the score and survivors; see the module docstring."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--run-mutant"] and len(argv) >= 4 and argv[2] == "--cover-map":
+        return _run_mutant(argv[1], Path(argv[3]), argv[4:])
+    if argv[:1] == ["--write-cover-map"] and len(argv) >= 4 and argv[2] == "--out":
+        return _write_cover_map(argv[1], Path(argv[3]), argv[4:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--area", action="append", choices=sorted(AREAS), help="an area to mutate (repeatable)")
     ap.add_argument("--module", action="append", help="one module (a .py file inside an area; repeatable)")
@@ -247,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=None, help="judge only this many mutants per module (fixed sample)")
     ap.add_argument("--seed", type=int, default=35, help="the sample's seed")
     ap.add_argument("--fresh", action="store_true", help="judge every mutant again, killed ones included")
+    ap.add_argument("--select", choices=("covering", "all"), default="covering",
+                    help="run only the tests that execute the mutated lines (default), or every test of the list")
     args = ap.parse_args(argv)
     if args.sample is not None and args.sample < 1:
         print("mutate: --sample takes a positive number of mutants", file=sys.stderr)
@@ -288,11 +339,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutate: the tests of {module} are not in commit {commit[:12]}: {', '.join(missing)} "
                   "(commit them, or fix AREAS in tools/mutate.py)", file=sys.stderr)
             return 2
-        cfg = _config(work, module, tests, args.timeout)
         source = (work / module).read_text()
         key = hashlib.sha256(json.dumps([source, tests, args.sample, args.seed]).encode()).hexdigest()[:12]
         session = STATE / f"{module.replace('/', '+')}-{key}.sqlite"
         judged_with = session.with_suffix(".tests")
+        cover: Path | None = None
+        if args.select == "covering":
+            cover = session.with_suffix(f".cover-{commit[:12]}.json")
+            if not cover.exists():
+                made = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--write-cover-map", module,
+                                       "--out", str(cover), *tests], cwd=work, capture_output=True, text=True,
+                                      check=False)
+                if made.returncode:
+                    cover.unlink(missing_ok=True)
+                    print(f"mutate: the unmutated tests fail for {module} ({' '.join(tests)}): fix them first\n"
+                          f"{made.stdout[-1500:]}{made.stderr[-1500:]}", file=sys.stderr)
+                    return 2
+        cfg = _config(work, module, tests, args.timeout, cover)
+        judged_key = f"{tests_tree} {args.select}"
         if args.fresh and session.exists():
             session.unlink()
         if not session.exists():
@@ -301,12 +365,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"mutate: cosmic-ray init failed for {module}: {init.stderr.strip()[-500:]}", file=sys.stderr)
                 return 2
             _prepare(session, source, args.sample, args.seed)
-            judged_with.write_text(tests_tree)
-        elif judged_with.exists() and judged_with.read_text() != tests_tree:
+            judged_with.write_text(judged_key)
+        elif judged_with.exists() and judged_with.read_text() != judged_key:
             n = _rejudge_survivors(session)
-            judged_with.write_text(tests_tree)
-            print(f"{module}: the tests changed since the last run: {n} survivor(s) judged again")
-        if tests not in checked_baselines:
+            judged_with.write_text(judged_key)
+            print(f"{module}: the tests or the selection changed since the last run: {n} survivor(s) judged again")
+        if cover is None and tests not in checked_baselines:
             base = _cr("baseline", str(cfg), cwd=work)
             if base.returncode:
                 print(f"mutate: the unmutated tests fail for {module} ({' '.join(tests)}): fix them first\n"

@@ -59,3 +59,56 @@ def test_annotation_columns_are_characters_not_bytes():
 def test_bad_sample_or_tests_are_usage_errors(argv, capsys):
     assert _tool().main(argv) == 2
     assert capsys.readouterr().err.startswith("mutate: ")
+
+
+def _cover_tool() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mutate_cover
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return mutate_cover
+
+
+def test_changed_lines_are_the_original_lines_the_mutant_touches():
+    cover = _cover_tool()
+    src = "a = 1\nif a < 2:\n    b = 3\nc = 4\n"
+    assert cover.changed_lines(src, src) == set()
+    assert cover.changed_lines(src, src.replace("a < 2", "a <= 2")) == {2}
+    assert cover.changed_lines(src, src.replace("b = 3", "b = 4").replace("c = 4", "c = 5")) == {3, 4}
+
+
+def test_select_keeps_covering_tests_fastest_first_and_falls_back_to_all():
+    cover = {"outside": [1, 2], "tests": {
+        "t.py::slow": {"lines": [5, 6], "seconds": 2.0},
+        "t.py::fast": {"lines": [6], "seconds": 0.1},
+        "t.py::other": {"lines": [9], "seconds": 0.01}}}
+    select = _cover_tool().select
+    assert select(cover, {6}) == ["t.py::fast", "t.py::slow"]
+    assert select(cover, {5}) == ["t.py::slow"]
+    assert select(cover, {2}) is None      # runs at import: every test
+    assert select(cover, {7}) is None      # no test runs it in-process (a subprocess may): every test
+    assert select(cover, set()) is None
+
+
+def test_the_tracer_maps_tests_and_the_fixtures_they_share(tmp_path):
+    # a module-scoped fixture runs the code once, for the first test; the second test that uses it must still be
+    # mapped to those lines, or a mutant there would be judged without the test that checks the fixture's value
+    import pytest as _pytest
+
+    (tmp_path / "target_mod.py").write_text("def f(x):\n    return x + 1\n\ndef g(x):\n    return x * 2\n")
+    (tmp_path / "test_t.py").write_text(
+        "import pytest\nimport target_mod\n\n@pytest.fixture(scope='module')\ndef one():\n    return target_mod.f(1)\n\n"
+        "def test_a(one):\n    assert one == 2\n\ndef test_b(one):\n    assert one > 0\n\n"
+        "def test_c():\n    assert target_mod.g(2) == 4\n")
+    tracer = _cover_tool().LineTracer(tmp_path / "target_mod.py")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_t.py")],
+                            plugins=[tracer]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("target_mod", None)
+    got = {n.split("::")[1]: t["lines"] for n, t in tracer.result()["tests"].items()}
+    assert got == {"test_a": [2], "test_b": [2], "test_c": [5]}
+    assert tracer.result()["outside"] == [1, 4]

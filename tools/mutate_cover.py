@@ -1,0 +1,114 @@
+"""Which tests execute which lines of one module, and running only those tests against a mutant (tools/mutate.py).
+
+A mutant on a line that a test never executes cannot change that test's outcome, so each mutant needs only the
+tests that run its line(s). :class:`LineTracer` is a pytest plugin that records, for every test, the lines of the
+target module run during its setup, call and teardown, plus the lines run by the fixtures it uses (a module-scoped
+fixture runs once but serves every test that requests it). Lines run outside any test (imports, decorators,
+default values) select every test. :func:`select` keeps the covering tests and orders them fastest first, so a
+killed mutant stops early under ``-x``.
+
+The selection can miss a kill, never invent one: a test that reaches a line only through a subprocess or through a
+cache filled by an earlier test is not counted as covering it. ``--select all`` in tools/mutate.py judges the
+survivors again with every test.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+OUTSIDE = "<outside tests>"
+
+
+class LineTracer:
+    """pytest plugin: ``lines[nodeid]`` the target module's lines each test ran, ``seconds[nodeid]`` its duration."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = str(target.resolve())
+        self.current = OUTSIDE
+        self.lines: dict[str, set[int]] = {}
+        self.fixture_lines: dict[int, set[int]] = {}
+        self.seconds: dict[str, float] = {}
+        self._items: list[Any] = []
+
+    def _global(self, frame: FrameType, event: str, arg: object) -> Any:
+        return self._local if frame.f_code.co_filename == self.target else None
+
+    def _local(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event == "line":
+            self.lines.setdefault(self.current, set()).add(frame.f_lineno)
+        return self._local
+
+    def pytest_configure(self, config: Any) -> None:
+        sys.settrace(self._global)
+
+    def pytest_unconfigure(self, config: Any) -> None:
+        sys.settrace(None)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Iterator[None]:
+        outer, self.current = self.current, f"fixture:{id(fixturedef)}"
+        yield
+        self.fixture_lines.setdefault(id(fixturedef), set()).update(self.lines.pop(self.current, set()))
+        self.current = outer
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Iterator[None]:
+        self.current = item.nodeid
+        self.lines.setdefault(item.nodeid, set())
+        self._items.append(item)
+        t0 = time.perf_counter()
+        yield
+        self.seconds[item.nodeid] = time.perf_counter() - t0
+        self.current = OUTSIDE
+
+    def result(self) -> dict[str, Any]:
+        """``{"tests": {nodeid: {"lines": [...], "seconds": s}}, "outside": [...]}`` (JSON-ready)."""
+        tests = {}
+        for item in self._items:
+            lines = set(self.lines.get(item.nodeid, set()))
+            info = getattr(item, "_fixtureinfo", None)
+            for defs in (info.name2fixturedefs.values() if info else []):
+                for d in defs:
+                    lines |= self.fixture_lines.get(id(d), set())
+            tests[item.nodeid] = {"lines": sorted(lines), "seconds": round(self.seconds.get(item.nodeid, 0.0), 4)}
+        return {"tests": tests, "outside": sorted(self.lines.get(OUTSIDE, set()))}
+
+
+def changed_lines(original: str, mutated: str) -> set[int]:
+    """The 1-based lines of ``original`` that differ in ``mutated`` (an insertion counts the line it precedes)."""
+    out: set[int] = set()
+    sm = difflib.SequenceMatcher(a=original.splitlines(), b=mutated.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in sm.get_opcodes():
+        if tag != "equal":
+            out.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return out
+
+
+def select(cover: dict[str, Any], changed: set[int]) -> list[str] | None:
+    """The node ids of the tests that run a changed line, fastest first; ``None`` means every test (a changed line
+    runs outside tests, or no test runs it in this process: it may still run through a subprocess)."""
+    if not changed or changed & set(cover["outside"]):
+        return None
+    hit = [(t["seconds"], n) for n, t in cover["tests"].items() if changed & set(t["lines"])]
+    return [n for _, n in sorted(hit)] or None
+
+
+class Only:
+    """pytest plugin: keep only the tests named (in the order given)."""
+
+    def __init__(self, nodeids: list[str]) -> None:
+        self.order = {n: i for i, n in enumerate(nodeids)}
+
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        keep = [i for i in items if i.nodeid in self.order]
+        keep.sort(key=lambda i: self.order[i.nodeid])
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in self.order])
+        items[:] = keep
