@@ -147,6 +147,7 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_fabricmanager_service": p.fabricmanager_service or "",
                 "nvidia_driver_fabricmanager_config": p.fabricmanager_config or "",
                 "nvidia_driver_fabricmanager_settings": {p.fabric_mode[0]: p.fabric_mode[1]} if p.fabric_mode else {},
+                "nvidia_driver_fabricmanager_modules": list(p.fabricmanager_modules),
             })
         return v
     if role == "rdma":

@@ -52,9 +52,10 @@ def bare_metal() -> dict[str, Any]:
 
 def nvidia_services() -> dict[str, str]:
     """systemd unit names (without ``.service``) of NVIDIA's host daemons, from the catalog's ``bare_metal.nvidia_driver``:
-    ``{"persistenced": "nvidia-persistenced", "fabricmanager": "nvidia-fabricmanager", "nvlsm": "nvlsm", "dcgm":
-    "nvidia-dcgm"}`` (sources: the catalog entries' ``source`` / ``field_sources``). Roles that order their own
-    units around these daemons take the names from here, so each name is spelled once."""
+    ``{"persistenced": "nvidia-persistenced", "fabricmanager": "nvidia-fabricmanager", "dcgm": "nvidia-dcgm"}``
+    (sources: the catalog entries' ``source`` / ``field_sources``). NVLSM has no unit: Fabric Manager's unit starts it
+    (catalog ``nvswitch.nvlink5_fabricmanager``). Roles that order their own units around these daemons take the names
+    from here, so each name is spelled once."""
     nd = bare_metal()["nvidia_driver"]
     return {"persistenced": nd["packages"]["persistenced_service"], **nd["nvswitch"]["services"],
             "dcgm": nd["dcgm"]["service"]}
@@ -62,7 +63,7 @@ def nvidia_services() -> dict[str, str]:
 
 def vendor_units() -> dict[str, str]:
     """systemd unit names (without ``.service``) of every vendor daemon a bare-metal node may run, keyed by role
-    in the node: NVIDIA's (:func:`nvidia_services`: ``persistenced``, ``fabricmanager``, ``nvlsm``, ``dcgm``),
+    in the node: NVIDIA's (:func:`nvidia_services`: ``persistenced``, ``fabricmanager``, ``dcgm``),
     Lustre's ``lnet`` (catalog ``bare_metal.lustre_client.services``) and DOCA-OFED's ``openibd``
     (``bare_metal.doca_ofed.services``); sources: those entries' ``field_sources.services``. Roles and the node
     checks take every vendor unit name from here, so each is spelled once, in the catalog."""
@@ -131,6 +132,9 @@ class DriverPackages(BaseModel):
     fabric_mode: tuple[str, int] | None = None
     """``(key, value)`` of Fabric Manager's operating mode in that file: ``("FABRIC_MODE", 0)`` bare metal,
     ``1`` Shared NVSwitch multitenancy (guests get GPU partitions)."""
+    fabricmanager_modules: list[str] = []
+    """Kernel modules Fabric Manager's start check needs loaded (NVLink 5: ``["mlx5_core", "ib_umad"]``, whatever the
+    data fabric; catalog ``nvswitch.nvlink5_fabricmanager.modules``); empty elsewhere."""
 
 
 def nvlsm_version(branch: str) -> str | None:
@@ -186,6 +190,10 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
         hold.append(sw[part] if (unversioned or part == "nvlsm") else f"{sw[part]}-{branch}")
         if part in sw["services"]:
             services.append(sw["services"][part])
+    # NVLink 5: Fabric Manager's start check needs the InfiniBand management modules whatever the data fabric, and
+    # NVIDIA installs infiniband-diags with NVLSM (from the distribution's archive, not pinned to the driver)
+    nvl5 = sw.get("nvlink5_fabricmanager", {}) if "nvlsm" in parts else {}
+    packages.extend(nvl5.get("packages", []))
     dcgm_specs: list[str] = []
     if dcgm:
         dc = nd["dcgm"]
@@ -203,7 +211,7 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
         fabricmanager_service=sw["services"]["fabricmanager"] if nvswitch else None,
         fabricmanager_config=sw["fabricmanager_config"] if nvswitch else None,
         fabric_mode=(sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode])) if nvswitch else None,
-        **sb)
+        fabricmanager_modules=list(nvl5.get("modules", [])), **sb)
 
 
 def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[str], nvlsm: str | None,
@@ -250,6 +258,7 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
         elif part == "nvlsm":
             packages.append(f"{sw['nvlsm']}={nvlsm}" if nvlsm else sw["nvlsm"])
             hold.append(sw["nvlsm"])
+            packages.extend(sw.get("nvlink5_fabricmanager", {}).get("packages", []))
     pins = [AptPin(packages=list(nd["apt_pin_packages"]), version=f"{upstream}-*")]
     if nvlsm and "nvlsm" in parts:
         pins.append(AptPin(packages=[sw["nvlsm"]], version=nvlsm))

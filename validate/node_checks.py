@@ -428,21 +428,23 @@ def check_fabric_manager(f: NodeFacts, e: NodeExpectation) -> Check:
 
 
 def check_nvlsm(f: NodeFacts, e: NodeExpectation) -> Check:
+    # NVLSM has no unit of its own: Fabric Manager's unit starts it (catalog nvswitch.nvlink5_fabricmanager), so the
+    # process is what is looked for
     ls = _facts()["nvlsm"]
-    unit = vendor_units()["nvlsm"]
+    proc, fm_unit = ls["process"], vendor_units()["fabricmanager"]
     package = bare_metal()["nvidia_driver"]["nvswitch"]["nvlsm"]
     gen = e.hw.gpu.nvlink_gen if e.hw.gpu else None
     want = e.ns.fabric_manager and (gen or 0) >= int(ls["min_nvlink_gen"])
-    exp = f"{unit} running" if want else f"not needed (NVSwitch with NVLink {ls['min_nvlink_gen']}+ only)"
+    exp = f"{proc} running" if want else f"not needed (NVSwitch with NVLink {ls['min_nvlink_gen']}+ only)"
     if not want:
         return _mk("gpu.nvlsm", NA, f"NVLink generation {gen}" if gen else "no NVLink 5 NVSwitch declared", exp)
-    if ls["process"] in f.processes or f.cmd(f"systemctl is-active {unit}").stdout.strip() == "active":
-        return _mk("gpu.nvlsm", "pass", f"{unit} running", exp)
-    return _mk("gpu.nvlsm", "fail", f"{unit} not running", exp,
+    if proc in f.processes:
+        return _mk("gpu.nvlsm", "pass", f"{proc} running", exp)
+    return _mk("gpu.nvlsm", "fail", f"{proc} not running", exp,
                "NVLink 5 NVSwitch systems need the NVLink subnet manager beside Fabric Manager; without it the "
                "NVSwitches stay uninitialised and CUDA returns 'system not yet initialized'",
-               f"install the {package} package and start Fabric Manager through its start script (it starts "
-               f"{unit} first)")
+               f"install the {package} package, load ib_umad and restart {fm_unit} (its start script starts {proc} "
+               f"on the NVSwitch management port, then Fabric Manager; see `journalctl -u {fm_unit}`)")
 
 
 def _kernel_at_least(kernel: str, minimum: str) -> bool:

@@ -157,9 +157,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "local",
         "CUDA reports the system is not yet initialized: on an NVSwitch system (HGX/DGX A100, H100, H200) the "
         "NVIDIA Fabric Manager service is not running or does not match the driver version; on NVLink 5 "
-        "systems (B200, GB200) the NVLink subnet manager ({unit:nvlsm}) must run as well",
-        "`systemctl status {unit:fabricmanager}` (and `{unit:nvlsm}` on NVLink 5): install the Fabric Manager package of "
-        "the same branch as the driver, enable and start it, then rerun",
+        "systems (B200, GB200) the NVLink subnet manager (nvlsm), which Fabric Manager's unit starts, must run as well",
+        "`systemctl status {unit:fabricmanager}` (on NVLink 5 its start check also needs the ib_umad module and the "
+        "nvlsm package): install the Fabric Manager package of the same branch as the driver, enable and start it, "
+        "then rerun",
         FABRIC_MANAGER,
         "node-1: Test CUDA failure common.cu:941 'system not yet initialized'"),
     Signature(

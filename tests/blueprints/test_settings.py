@@ -104,7 +104,11 @@ def test_driver_packages_pin_and_hold_every_nvidia_package(os_name, gpu, branch,
         assert "nvidia-fabricmanager" in p.services and p.fabricmanager_service == "nvidia-fabricmanager"
         assert ("nvlsm" in specs) == nvlink5 and (f"libnvsdm{suffix}" in specs) == nvlink5
         if nvlink5:
-            assert specs[f"libnvsdm{suffix}"] == f"{version}-1" and "nvlsm" in p.services
+            assert specs[f"libnvsdm{suffix}"] == f"{version}-1"
+            # NVLSM has no unit: Fabric Manager's start script starts it, and its start check needs ib_umad whatever
+            # the data fabric (NVIDIA's container waits for mlx5_core and ib_umad); infiniband-diags from the archive
+            assert "nvlsm" not in p.services and {"ib_umad", "mlx5_core"} <= set(p.fabricmanager_modules)
+            assert specs["infiniband-diags"] == "" and "infiniband-diags" not in p.hold
             # NVLSM: its own catalogued release, pinned, held (hence kept out of unattended-upgrades)
             assert "nvlsm" in p.hold and p.nvlsm_version == lsm
             if lsm:
@@ -112,8 +116,11 @@ def test_driver_packages_pin_and_hold_every_nvidia_package(os_name, gpu, branch,
     else:
         assert not [n for n in specs if "fabricmanager" in n or "nscq" in n or n == "nvlsm"]
         assert p.fabricmanager_service is None
-    # every package but DCGM is held; every NVIDIA-versioned one is pinned to the driver version
-    assert set(p.hold) == {n for n in specs if not n.startswith("datacenter-gpu-manager")}
+    if not nvlink5:
+        assert p.fabricmanager_modules == [] and "infiniband-diags" not in specs
+    # every package but DCGM and the archive's infiniband-diags is held; every NVIDIA-versioned one is pinned to the
+    # driver version
+    assert set(p.hold) == {n for n in specs if not n.startswith("datacenter-gpu-manager") and n != "infiniband-diags"}
     assert p.apt_pins[0].version == f"{version}-*"
     assert p.persistenced_service == bare_metal()["nvidia_driver"]["packages"]["persistenced_service"] in p.services
     assert "datacenter-gpu-manager-4-core" in specs and "datacenter-gpu-manager-4-cuda12" in specs

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -51,11 +52,16 @@ def _use_ubuntu_archive(root: Path, mirror: VendorMirror, os_name: str, tree: st
 
 
 def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[str, Any] | None = None,
-         archive: str | None = None, rerun: bool = False, kernel: str | None = None) -> dict[str, Any]:
-    """``kernel``: a kernel image meta-package installed from the stand-in archive first (the host's kernel)."""
+         archive: str | None = None, rerun: bool = False, kernel: str | None = None,
+         files: dict[str, str] | None = None) -> dict[str, Any]:
+    """``kernel``: a kernel image meta-package installed from the stand-in archive first (the host's kernel);
+    ``files``: files already on the host before the run (path in the root -> text)."""
     loaded = load_checked(dgx_variant(tmp, f"dgx-{gpu.split(':')[0]}-{os_name}", os_name, gpu=gpu))  # the variant passes check
     root = copy_rootfs(tmp / "root")
     shape_as(root, os_name)
+    for rel, text in (files or {}).items():
+        (root / rel.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel.lstrip("/")).write_text(text)
     mirror = vendor_mirror()
     try:
         if archive:
@@ -79,9 +85,77 @@ def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[
 
 # --- NVLink 5 (HGX B200): NVLSM pinned to its own release, NVSDM to the driver's, both held -----------------
 
+LEGACY_NVLSM_UNIT = "/usr/lib/systemd/system/nvlsm.service"
+"""A unit that starts NVLSM on its own, as older installers and some packagings left one on NVLink 5 hosts: a second
+subnet manager on the NVSwitch management port Fabric Manager's start script already starts NVLSM on."""
+
+
 @pytest.fixture(scope="module")
 def b200(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("b200"), "ubuntu-24.04", "b200:8", tags=["nvidia_driver"], rerun=True)
+    return _run(tmp_path_factory.mktemp("b200"), "ubuntu-24.04", "b200:8", tags=["nvidia_driver"], rerun=True,
+                files={LEGACY_NVLSM_UNIT: "[Unit]\nDescription=NVLink Subnet Manager\n\n[Service]\n"
+                                          "ExecStart=/opt/nvidia/nvlsm/sbin/nvlsm\n\n[Install]\nWantedBy=multi-user.target\n"})
+
+
+def _boot_modules(root: Path) -> set[str]:
+    """The modules systemd-modules-load loads at boot from the root's modules-load.d directories."""
+    out: set[str] = set()
+    for d in ("etc/modules-load.d", "usr/lib/modules-load.d", "lib/modules-load.d"):
+        for f in sorted((root / d).glob("*.conf")) if (root / d).is_dir() else []:
+            if f.is_symlink():  # Debian's modules.conf -> ../modules: resolved inside the root
+                t = os.readlink(f)
+                f = root / t.lstrip("/") if t.startswith("/") else f.parent / t
+            if f.is_file():
+                out |= {ln.split("#")[0].strip() for ln in f.read_text().splitlines()} - {""}
+    return out
+
+
+def _fm_precheck(root: Path, modules: set[str]) -> subprocess.CompletedProcess[str]:
+    """Run Fabric Manager's unit ExecStartPre (as the installed unit file names it) the way systemd would at boot on an
+    HGX B200: a sysfs with the CX7 bridge's NVSwitch management port (its VPD carries SMDL=SW_MNG, Fabric Manager
+    user guide) beside a data-fabric port, and ``modules`` loaded."""
+    sw = bare_metal()["nvidia_driver"]["nvswitch"]
+    unit = (root / f"usr/lib/systemd/system/{sw['services']['fabricmanager']}.service").read_text()
+    pre = next(ln.split("=", 1)[1] for ln in unit.splitlines() if ln.startswith("ExecStartPre="))
+    sysfs = root / "run/standin-sysfs"
+    shutil.rmtree(sysfs, ignore_errors=True)
+    for dev, vpd in (("mlx5_0", "PN=MCX75310AAS\n"), ("mlx5_8", "PN=CX7-BRIDGE\nSMDL=SW_MNG\n")):
+        (sysfs / "class/infiniband" / dev / "device").mkdir(parents=True)
+        (sysfs / "class/infiniband" / dev / "device/vpd").write_text(vpd)
+    for m in modules:
+        (sysfs / "module" / m).mkdir(parents=True)
+    return subprocess.run(["chroot", str(root), "env", "CLUSTERFORGE_STANDIN_SYSFS=/run/standin-sysfs", *pre.split()],
+                          check=False, capture_output=True, text=True)
+
+
+def test_b200_fabric_manager_passes_its_start_check_after_a_reboot(b200):
+    """HGX B200 declared with the role run alone (no InfiniBand data fabric to load ib_umad for it): what the role
+    persisted for boot satisfies Fabric Manager's own start check, which refuses to start without ib_umad on a system
+    with an NVSwitch management port (the stand-in enforces it: the same check fails with nothing loaded)."""
+    assert b200["rc"] == 0, b200["first"]["failures"]
+    root = b200["root"]
+    nvl5 = bare_metal()["nvidia_driver"]["nvswitch"]["nvlink5_fabricmanager"]
+    failed = _fm_precheck(root, set())
+    assert failed.returncode != 0 and '"ib_umad" has not been loaded' in failed.stderr, failed
+    boot = _boot_modules(root)
+    ok = _fm_precheck(root, boot)
+    assert ok.returncode == 0 and "Detected NVL5+ system" in ok.stdout, (boot, ok.stderr)
+    assert {"ib_umad", "mlx5_core"} <= boot
+    dpkg = installed_packages(root)
+    assert set(nvl5["packages"]) <= set(dpkg)  # infiniband-diags, which NVIDIA installs with NVLSM
+    assert os.access(root / nvl5["nvlsm_binary"].lstrip("/"), os.X_OK)
+
+
+def test_b200_never_enables_a_subnet_manager_unit_beside_fabric_manager(b200):
+    """NVLSM is started by Fabric Manager's unit on the NVSwitch management port; a unit of its own (here one a former
+    installer left) would be a second subnet manager on that port: the role enables Fabric Manager and never it."""
+    assert b200["rc"] == 0, b200["first"]["failures"]
+    root = b200["root"]
+    gv = load_vars(b200["out"] / "group_vars" / "dgx.yml")
+    fm = bare_metal()["nvidia_driver"]["nvswitch"]["services"]["fabricmanager"]
+    assert fm in gv["nvidia_driver_services"] and "nvlsm" not in gv["nvidia_driver_services"]
+    wants = {p.name for p in (root / "etc/systemd/system").glob("*.wants/*")}
+    assert f"{fm}.service" in wants and "nvlsm.service" not in wants, wants
 
 
 def test_b200_installs_nvlsm_and_nvsdm_pinned_and_held(b200):
@@ -112,7 +186,6 @@ def test_b200_installs_nvlsm_and_nvsdm_pinned_and_held(b200):
     assert NVLSM_NEWER in candidates  # the stand-in really offers the newer release
     blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
     assert f'"^{sw["nvlsm"]}$";' in blacklist and f'"^{sw["nvsdm"]}$";' in blacklist
-    assert (root / f"usr/lib/systemd/system/{sw['services']['nvlsm']}.service").exists()
 
 
 def test_b200_rerun_changes_nothing(b200):

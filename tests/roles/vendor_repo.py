@@ -71,6 +71,37 @@ def _unit(description: str, exec_start: str) -> tuple[str, int]:
     return (text, 0o644)
 
 
+def fabricmanager_files(version: str, cfg_text: str) -> dict[str, tuple[str | bytes, int]]:
+    """Fabric Manager's daemon, unit, start script and configuration as NVIDIA's package ships them from R570: the unit
+    runs ``nvidia-fabricmanager-start.sh --mode precheck`` (ExecStartPre), then ``--mode start`` (ExecStart), which on
+    NVLink 5 starts NVLSM before Fabric Manager. The stand-in start script enforces the documented start check: on a
+    system whose InfiniBand devices include an NVSwitch management port (VPD with the catalog's ``management_port_vpd``)
+    it refuses to start while ``ib_umad`` is not loaded ("Kernel module "ib_umad" has not been loaded, fabric manager
+    cannot be started", NVIDIA's message quoted in https://github.com/spectrocloud/CanvOS/pull/700) or NVLSM is not
+    installed (NV_WARN_NOTHING_TO_DO, https://github.com/siderolabs/extensions/pull/717). ``CLUSTERFORGE_STANDIN_SYSFS``
+    names the sysfs tree it reads (a test's boot simulation; ``/sys`` otherwise)."""
+    sw = bare_metal()["nvidia_driver"]["nvswitch"]
+    nvl5, cfg = sw["nvlink5_fabricmanager"], sw["fabricmanager_config"]
+    vpd, lsm, lsm_cfg, start = (nvl5["management_port_vpd"], nvl5["nvlsm_binary"], nvl5["nvlsm_config"],
+                                nvl5["start_script"])
+    script = (f'SYSFS="${{CLUSTERFORGE_STANDIN_SYSFS:-/sys}}"\nmode=precheck\n'
+              'while [ $# -gt 0 ]; do case "$1" in --mode) mode=$2; shift;; esac; shift; done\n'
+              f'nvl5=; for v in "$SYSFS"/class/infiniband/*/device/vpd; do grep -qs "{vpd}" "$v" && nvl5=1; done\n'
+              'if [ -n "$nvl5" ]; then\n  echo "Detected NVL5+ system"\n'
+              '  [ -d "$SYSFS/module/ib_umad" ] || { echo \'Kernel module "ib_umad" has not been loaded, fabric manager cannot '
+              'be started\' >&2; exit 1; }\n'
+              f'  [ -x "{lsm}" ] || {{ echo "NVLSM is not installed: NV_WARN_NOTHING_TO_DO" >&2; exit 1; }}\n'
+              f'  [ "$mode" = start ] && "{lsm}" --config "{lsm_cfg}"\nfi\n'
+              f'[ "$mode" = start ] && exec /usr/bin/nv-fabricmanager -c {cfg}\nexit 0\n')
+    unit = (f"[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=forking\n"
+            f"ExecStartPre={start} --mode precheck\nExecStart={start} --mode start\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    return {"/usr/bin/nv-fabricmanager": _script(f"echo 'clusterforge stand-in for nv-fabricmanager {version}'\n"),
+            start: _script(script),
+            f"/usr/lib/systemd/system/{sw['services']['fabricmanager']}.service": (unit, 0o644),
+            cfg: (cfg_text, 0o644)}
+
+
 def build_deb(pkg: Deb, out: Path) -> Path:
     """Build ``pkg`` with ``dpkg-deb --build`` into ``out``; returns the ``.deb`` path."""
     root = out / f".build-{pkg.name}-{pkg.version.replace(':', '_')}"
@@ -163,14 +194,11 @@ def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
         name = sw[part] if unversioned else f"{sw[part]}-{branch}"
         files: dict[str, tuple[str | bytes, int]] = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
         if part == "fabricmanager":
-            files["/usr/bin/nv-fabricmanager"] = _script(stand % "nv-fabricmanager")
-            cfg = sw["fabricmanager_config"]
-            files["/usr/lib/systemd/system/nvidia-fabricmanager.service"] = _unit(
-                "NVIDIA fabric manager service", f"/usr/bin/nv-fabricmanager -c {cfg}")
             # the package's default configuration (keys of NVIDIA's fabricmanager.cfg; bare-metal mode)
-            files[cfg] = (("LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nLOG_APPEND_TO_LOG=1\n"
-                          "DAEMONIZE=1\nBIND_INTERFACE_IP=127.0.0.1\nSTARTING_TCP_PORT=16000\n"
-                          "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\nSTATE_FILE_NAME=/var/tmp/fabricmanager.state\n"), 0o644)
+            files.update(fabricmanager_files(version, (
+                "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nLOG_APPEND_TO_LOG=1\n"
+                "DAEMONIZE=1\nBIND_INTERFACE_IP=127.0.0.1\nSTARTING_TCP_PORT=16000\n"
+                "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\nSTATE_FILE_NAME=/var/tmp/fabricmanager.state\n")))
         pkgs.append(Deb(name, v, files=files))
     dc = nd["dcgm"]
     dver = f"{dc['epoch']}:{dc['version']}-{dc['debian_revision']}"
@@ -208,7 +236,7 @@ def ubuntu_driver_packages(os_name: str, branch: str, driver: str, fabricmanager
     and (``hwe_kernel``) the HWE kernel, with the kernel image meta-packages that select each flavour. Names come
     from the catalog (``ubuntu_signed_precompiled``), open and proprietary flavours."""
     nd = bare_metal()["nvidia_driver"]
-    signed, sw = nd["ubuntu_signed_precompiled"], nd["nvswitch"]
+    signed = nd["ubuntu_signed_precompiled"]
     up = driver.rsplit("-", 1)[0]
     common = f"nvidia-kernel-common-{branch}-server"
     virtual = f"{common}-{up}"
@@ -243,12 +271,8 @@ def ubuntu_driver_packages(os_name: str, branch: str, driver: str, fabricmanager
             out.append(Deb(signed["modules"].format(branch=branch, open=o, flavour=flavour), kv,
                            depends=[f"{per_abi} (= {kv})", f"{common} (>= {up})"]))
     fm_name = signed["fabricmanager"].format(branch=branch)
-    cfg = sw["fabricmanager_config"]
-    out.append(Deb(fm_name, fabricmanager, depends=[virtual], files={
-        "/usr/bin/nv-fabricmanager": _script(f"echo 'clusterforge stand-in for nv-fabricmanager {up}'\n"),
-        f"/usr/lib/systemd/system/{sw['services']['fabricmanager']}.service": _unit(
-            "NVIDIA fabric manager service", f"/usr/bin/nv-fabricmanager -c {cfg}"),
-        cfg: ("FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\n", 0o644)}))
+    out.append(Deb(fm_name, fabricmanager, depends=[virtual],
+                   files=fabricmanager_files(up, "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\n")))
     out.append(Deb(signed["nscq"].format(branch=branch), nscq, depends=[virtual]))
     return out
 
@@ -296,12 +320,14 @@ install would visibly take it."""
 
 
 def nvlsm_packages() -> list[Deb]:
-    """NVLSM at every catalogued release and at :data:`NVLSM_NEWER` (its unit is the catalog's service name)."""
+    """NVLSM at every catalogued release and at :data:`NVLSM_NEWER`: the binary and its configuration where NVIDIA's
+    redistributable puts them (``/opt/nvidia/nvlsm/sbin/nvlsm``, ``/usr/share/nvidia/nvlsm/nvlsm.conf``) and no unit of
+    its own (Fabric Manager's unit starts it)."""
     sw = bare_metal()["nvidia_driver"]["nvswitch"]
-    unit = sw["services"]["nvlsm"]
+    nvl5 = sw["nvlink5_fabricmanager"]
     return [Deb(sw["nvlsm"], v, files={
-        "/usr/sbin/nvlsm": _script(f"echo 'clusterforge stand-in for nvlsm {v}'\n"),
-        f"/usr/lib/systemd/system/{unit}.service": _unit("NVLink Subnet Manager", "/usr/sbin/nvlsm")})
+        nvl5["nvlsm_binary"]: _script(f"echo 'clusterforge stand-in for nvlsm {v}'\n"),
+        nvl5["nvlsm_config"]: ("log_file /var/log/nvlsm.log\n", 0o644)})
         for v in sorted({*map(str, sw["nvlsm_versions"].values()), NVLSM_NEWER})]
 
 
