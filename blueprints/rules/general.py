@@ -330,12 +330,17 @@ def ssh_key_material(ctx: RuleContext) -> Iterator[Hit]:
                   "`target.ssh.private_key_file` holds key material; it would be copied into inventories and logs")
 
 
+# Slack documents token prefixes (xoxb- bot, xoxp- user, ...) and "token strings up to 255 characters", no minimum
+# (https://api.slack.com/authentication/token-types); the pattern below takes 10 characters after the prefix.
 _SECRETS = [
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"), "a private key"),
     (re.compile(r"(?<![A-Z0-9])(AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"), "an AWS access key id"),
     (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}"), "a GitHub token"),
     (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
 ]
+_SHORTEST_SECRET = 15
+"""The shortest string a pattern of ``_SECRETS`` matches ("xoxb-" + 10); shorter strings are not scanned. It was 16,
+which skipped every 15-character value the Slack pattern reports."""
 
 
 def _strings(node: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
@@ -362,7 +367,7 @@ def _strings(node: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...]
 def secret_in_blueprint(ctx: RuleContext) -> Iterator[Hit]:
     skip = ("target", "ssh", "private_key_file")  # reported by ssh-key-material
     for path, text in _strings(ctx.loaded.data, ()):
-        if path == skip or len(text) < 16:
+        if path == skip or len(text) < _SHORTEST_SECRET:
             continue
         for pattern, what in _SECRETS:
             if pattern.search(text):

@@ -1,7 +1,8 @@
 """The secret scan (rule ``secret-in-blueprint``) at its shortest secrets (issue 35).
 
-The scan skips strings too short to hold a secret; the shortest it recognises are an AWS access key id (exactly 20
-characters) and a GitHub classic token (``ghp_`` + 36 = 40). Each is tested as a whole value at its published length
+The scan skips strings too short to hold a secret; the shortest it recognises are a Slack token (the prefix and 10
+characters: 15), an AWS access key id (exactly 20 characters) and a GitHub classic token (``ghp_`` + 36 = 40). Each
+is tested as a whole value at its published length
 (must be found) and one character shorter (must not: it is not that kind of secret), so a longer skip length or a
 looser pattern fails here. Figures are the vendors' own documented examples, typed here.
 """
@@ -22,6 +23,13 @@ from .test_rules import EXAMPLES
 AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
 # https://docs.github.com/en/rest/authentication/authenticating-to-the-rest-api: example token, ghp_ + 36 characters
 GITHUB_TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+# https://api.slack.com/authentication/token-types: a bot token starts with xoxb- (user tokens xoxp-); Slack states no
+# minimum length ("up to 255 characters"). Issued bot tokens have the shape xoxb-<digits>-<digits>-<24 alphanumerics>
+# (the published examples in gitleaks' slack-bot-token rule, cmd/generate/config/rules/slack.go); built from parts so
+# the file itself holds no token. The scan's own shortest Slack match is the prefix and 10 characters: 15 in all.
+_SLACK_PARTS = ("xoxb", "7812365427", "2364535789652", "GkwFDQoHqzXDVsC6GzqYUypD")
+SLACK_BOT_TOKEN = "-".join(_SLACK_PARTS)
+SLACK_SHORTEST = "xoxb-" + "A1b2C3d4E5"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +45,7 @@ def _hits(doc: dict[str, Any], value: str) -> list[str]:
 
 
 def test_the_documented_examples_have_their_published_lengths():
-    assert len(AWS_KEY_ID) == 20 and len(GITHUB_TOKEN) == 40
+    assert len(AWS_KEY_ID) == 20 and len(GITHUB_TOKEN) == 40 and len(SLACK_SHORTEST) == 15
 
 
 @pytest.mark.parametrize(("value", "found"), [
@@ -46,6 +54,11 @@ def test_the_documented_examples_have_their_published_lengths():
     ("ASIA" + AWS_KEY_ID[4:], True),    # temporary (STS) key ids start with ASIA
     (GITHUB_TOKEN, True),               # 40 characters
     (GITHUB_TOKEN[:-1], False),         # 39
+    (SLACK_BOT_TOKEN, True),            # an issued bot token's shape
+    ("xoxp-" + SLACK_BOT_TOKEN[5:], True),  # user token prefix
+    (SLACK_SHORTEST, True),             # 15: the shortest value the Slack pattern matches is scanned (the scan
+                                        # skipped values below 16 characters, so this one went unreported)
+    (SLACK_SHORTEST[:-1], False),       # 14: prefix and 9 characters is not a token
 ])
 def test_shortest_secrets_as_whole_values(p5, value, found):
     hits = _hits(p5, value)
