@@ -968,7 +968,13 @@ class KubernetesOrchestrator(StrictModel):
 
     kind: Annotated[Literal["kubernetes"], Field(description="Orchestrator tag.")]
     version: Annotated[str, Field(description="Kubernetes minor version (EKS: one in standard support).", pattern=r"^1\.\d+$")] = "1.35"
-    gpu_operator_version: Annotated[Annotated[str, VK["version"]], Field(description="NVIDIA GPU Operator chart version.")] = "v24.9.0"
+    gpu_operator_version: Annotated[
+        Annotated[str, VK["version"]] | None,
+        Field(description="NVIDIA GPU Operator chart version (`v26.7.0`). Unset: the newest patch of the newest "
+                          "release NVIDIA's platform-support matrix lists for `version` on Amazon EKS, supported "
+                          "releases before deprecated ones (catalog `kubernetes_addons.gpu_operator`); `check` "
+                          "refuses a release the matrix does not list for `version`."),
+    ] = None
     efa_device_plugin_version: Annotated[Annotated[str, VK["version"]], Field(description="AWS EFA device plugin chart version.")] = "v0.5.6"
     mpi_operator_version: Annotated[Annotated[str, VK["version"]], Field(description="Kubeflow MPI operator version.")] = "v0.6.0"
     api_access_cidrs: Annotated[
@@ -987,6 +993,20 @@ class KubernetesOrchestrator(StrictModel):
                           "(`kubectl label node NODE clusterforge.io/node-group=GROUP`) or name labels they have, "
                           "e.g. `{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}`."),
     ] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_operator_for_version(cls, data: Any) -> Any:
+        """An unset ``gpu_operator_version`` becomes the catalog's release for ``version``
+        (:func:`blueprints.vendor.gpu_operator_for_kubernetes`); left unset when no listed release covers it (the
+        rule ``gpu-operator-kubernetes`` then refuses the blueprint)."""
+        if isinstance(data, dict) and data.get("gpu_operator_version") is None:
+            from .vendor import gpu_operator_for_kubernetes
+
+            chosen = gpu_operator_for_kubernetes(str(data.get("version") or cls.model_fields["version"].default))
+            if chosen is not None:
+                data = {**data, "gpu_operator_version": chosen}
+        return data
 
 
 class SlurmPartition(StrictModel):

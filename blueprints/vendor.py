@@ -35,6 +35,11 @@ __all__ = [
     "doca_repository",
     "driver_packages",
     "efa_installer_pins",
+    "fsx_csi_chart",
+    "gpu_operator_for_kubernetes",
+    "gpu_operator_release",
+    "gpu_operator_rows",
+    "gpu_operator_supports",
     "gvisor_sha512",
     "kata_sha256",
     "kata_tarball",
@@ -402,6 +407,57 @@ def mpi_operator_manifest_ref(version: str) -> tuple[str, str]:
         raise KeyError(f"MPI operator {version}: no pinned commit in the catalog; add {MPI_OPERATOR_KEY}.{version} "
                        "(commit and sha256 of deploy/v2beta1/mpi-operator.yaml) to blueprints/data/catalog-extras.yaml")
     return str(mo["manifest_url"]).format(commit=rel["commit"]), str(rel["sha256"])
+
+
+GPU_OPERATOR_KEY = "kubernetes_addons.gpu_operator.releases"
+"""Catalog key (``blueprints/data/catalog-extras.yaml``) of the NVIDIA GPU Operator platform-support matrix."""
+
+_MINOR = (0, 0)
+
+
+def _minor(text: str | None) -> tuple[int, ...]:
+    return (parse_version(text) or _MINOR)[:2]
+
+
+def gpu_operator_rows(releases: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The GPU Operator platform-support rows (``releases``, else the catalog's ``kubernetes_addons.gpu_operator``)."""
+    return releases if releases is not None else catalog().extras["kubernetes_addons"]["gpu_operator"]["releases"]
+
+
+def gpu_operator_release(chart_version: str, releases: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]] | None:
+    """``(major, row)`` of the GPU Operator release a chart version belongs to (``"v25.10.1"`` -> ``"25.10"`` and its
+    row ``{latest, status, eks_kubernetes: [lowest, highest]}``, from ``releases`` or the catalog's
+    ``kubernetes_addons.gpu_operator``, NVIDIA's platform-support page), or ``None`` when there is no row for that
+    major release."""
+    want = _minor(chart_version)
+    for major, row in gpu_operator_rows(releases).items():
+        if _minor(str(major)) == want:
+            return str(major), dict(row)
+    return None
+
+
+def gpu_operator_supports(row: dict[str, Any], kubernetes: str) -> bool:
+    """Whether a GPU Operator release row lists Kubernetes minor ``kubernetes`` (``"1.35"``) on Amazon EKS."""
+    lo, hi = (_minor(str(v)) for v in row["eks_kubernetes"])
+    return lo <= _minor(kubernetes) <= hi
+
+
+def gpu_operator_for_kubernetes(kubernetes: str, releases: dict[str, Any] | None = None) -> str | None:
+    """The chart version the EKS stack installs for Kubernetes ``kubernetes`` when the blueprint pins none: the newest
+    patch (``latest``) of the newest release NVIDIA lists for that version on Amazon EKS, among the ``supported`` ones,
+    else the ``deprecated`` ones (critical fixes only); ``None`` when no such release covers it (an end-of-support
+    release is never chosen). Rows from ``releases`` or the catalog's ``kubernetes_addons.gpu_operator``."""
+    rows = gpu_operator_rows(releases)
+    for status in ("supported", "deprecated"):
+        fits = [r for r in rows.values() if r["status"] == status and gpu_operator_supports(r, kubernetes)]
+        if fits:
+            return str(max(fits, key=lambda r: parse_version(str(r["latest"])) or ())["latest"])
+    return None
+
+
+def fsx_csi_chart() -> str:
+    """The aws-fsx-csi-driver Helm chart version the EKS stack installs (catalog ``kubernetes_addons.fsx_csi_driver``)."""
+    return str(catalog().extras["kubernetes_addons"]["fsx_csi_driver"]["chart_version"])
 
 
 # APT signing keys: the primary key fingerprints a downloaded key file must have before a role installs it into the

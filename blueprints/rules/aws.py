@@ -6,6 +6,7 @@ import datetime
 import difflib
 import ipaddress
 from collections.abc import Iterator
+from typing import Any
 
 from ..aws import accelerator_family, instance_arch, kvm_source, reserved_groups
 from ..catalog import ec2_instance_type_names
@@ -19,6 +20,7 @@ from ..models import (
     ReservationCapacity,
     SpotCapacity,
 )
+from ..vendor import gpu_operator_for_kubernetes, gpu_operator_release, gpu_operator_supports
 from ._facts import compute_groups, fld, instance_spec, mounts, version, vstr
 from .registry import Hit, RuleContext, rule
 
@@ -866,30 +868,148 @@ def _today() -> datetime.date:
     return datetime.date.today()
 
 
+EKS_VERSIONS = "https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html"
+
+
+def _eks_version_dates(ctx: RuleContext) -> tuple[str, datetime.date | None, datetime.date | None, list[str]] | None:
+    """``(version, end of standard support, end of extended support, versions in standard support today)`` of an EKS
+    blueprint (catalog ``eks_versions``), or ``None`` for other blueprints."""
+    orch = ctx.bp.orchestrator
+    if _aws(ctx) is None or not isinstance(orch, KubernetesOrchestrator):
+        return None
+    ev = ctx.catalog.aws["eks_versions"]
+    today = _today()
+    current = sorted((v for v, d in ev["end_of_standard_support"].items() if d >= today), key=lambda v: version(v) or ())
+    return (orch.version, ev["end_of_standard_support"].get(orch.version),
+            ev.get("end_of_extended_support", {}).get(orch.version), current)
+
+
+def _newest_fix(current: list[str]) -> str | None:
+    return f'set `orchestrator.version: "{current[-1]}"`' if current else None
+
+
 @rule(
     id="eks-version-support",
     severity="warning",
     summary="The EKS Kubernetes version is past its end of standard support (catalog `eks_versions`): the cluster "
             "runs on extended support, billed extra per cluster hour, and is upgraded automatically after it.",
     fix="set `orchestrator.version` to a version in standard support",
-    source="https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html",
+    source=EKS_VERSIONS,
 )
 def eks_version_support(ctx: RuleContext) -> Iterator[Hit]:
-    orch = ctx.bp.orchestrator
-    if _aws(ctx) is None or not isinstance(orch, KubernetesOrchestrator):
+    found = _eks_version_dates(ctx)
+    if found is None:
         return
-    ends = ctx.catalog.aws["eks_versions"]["end_of_standard_support"]
-    end = ends.get(orch.version)
+    ver, end, extended_end, current = found
     today = _today()
-    current = sorted((v for v, d in ends.items() if d >= today), key=lambda v: version(v) or ())
     if end is None:
-        if (version(orch.version) or ()) < (version(min(ends, key=lambda v: version(v) or ())) or ()):
-            yield Hit(("orchestrator", "version"), f"`orchestrator.version` {orch.version} is older than every EKS version in the catalog",
-                      f"set `orchestrator.version: \"{current[-1]}\"`" if current else None)
+        ends = ctx.catalog.aws["eks_versions"]["end_of_standard_support"]
+        if (version(ver) or ()) < (version(min(ends, key=lambda v: version(v) or ())) or ()):
+            yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver} is older than every EKS version in the catalog",
+                      _newest_fix(current))
         return
-    if end < today:
-        yield Hit(("orchestrator", "version"), f"`orchestrator.version` {orch.version}: EKS standard support ended on {end.isoformat()}",
-                  f"set `orchestrator.version: \"{current[-1]}\"`" if current else None)
+    if end < today and (extended_end is None or extended_end >= today):
+        until = f" until {extended_end.isoformat()}" if extended_end is not None else ""
+        yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver}: EKS standard support ended on "
+                  f"{end.isoformat()}; the cluster runs on extended support{until}, billed extra per cluster hour",
+                  _newest_fix(current))
+
+
+@rule(
+    id="eks-version-ended",
+    severity="error",
+    summary="The EKS Kubernetes version is past its end of extended support (catalog `eks_versions`): EKS creates no "
+            "new cluster on it, and upgrades existing control planes automatically.",
+    fix="set `orchestrator.version` to a version in standard support",
+    source=EKS_VERSIONS,
+)
+def eks_version_ended(ctx: RuleContext) -> Iterator[Hit]:
+    found = _eks_version_dates(ctx)
+    if found is None:
+        return
+    ver, _, extended_end, current = found
+    if extended_end is not None and extended_end < _today():
+        yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver}: EKS extended support ended on "
+                  f"{extended_end.isoformat()}; EKS no longer creates clusters on it", _newest_fix(current))
+
+
+GPU_OPERATOR_SUPPORT = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/platform-support.html"
+
+
+def _gpu_operator(ctx: RuleContext) -> tuple[KubernetesOrchestrator, dict[str, Any]] | None:
+    """The orchestrator and the catalog's GPU Operator rows of an EKS blueprint that installs the operator (some node
+    group has GPUs), else ``None``."""
+    orch = ctx.bp.orchestrator
+    if _aws(ctx) is None or not isinstance(orch, KubernetesOrchestrator) or not any(r.has_gpus for r in ctx.cluster.groups):
+        return None
+    return orch, ctx.catalog.extras["kubernetes_addons"]["gpu_operator"]["releases"]
+
+
+@rule(
+    id="gpu-operator-kubernetes",
+    severity="error",
+    summary="The NVIDIA GPU Operator release must be one NVIDIA's platform-support matrix lists for the cluster's "
+            "Kubernetes version on Amazon EKS (catalog `kubernetes_addons.gpu_operator`); an unlisted pairing is "
+            "untested, and an old operator on a newer Kubernetes can use APIs that Kubernetes has removed.",
+    fix="unset `orchestrator.gpu_operator_version` (the newest release listed for the version is chosen)",
+    source=GPU_OPERATOR_SUPPORT,
+)
+def gpu_operator_kubernetes(ctx: RuleContext) -> Iterator[Hit]:
+    found = _gpu_operator(ctx)
+    if found is None:
+        return
+    orch, rows = found
+    ver = orch.version
+    chosen = gpu_operator_for_kubernetes(ver, rows)
+    fix = (f"set `orchestrator.gpu_operator_version: {chosen}` or unset it" if chosen
+           else f"set `orchestrator.version` to one a GPU Operator release lists ({_listed_versions(rows)})")
+    if orch.gpu_operator_version is None:
+        yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver}: no GPU Operator release in the catalog "
+                  f"lists Kubernetes {ver} on Amazon EKS", fix)
+        return
+    release = gpu_operator_release(orch.gpu_operator_version, rows)
+    if release is None:
+        yield Hit(("orchestrator", "gpu_operator_version"), f"`orchestrator.gpu_operator_version` "
+                  f"{orch.gpu_operator_version}: the catalog has no platform-support row for its release "
+                  f"(listed: {', '.join(sorted(rows, key=lambda m: version(m) or ()))})", fix)
+        return
+    major, row = release
+    if not gpu_operator_supports(row, ver):
+        lo, hi = row["eks_kubernetes"]
+        yield Hit(("orchestrator", "gpu_operator_version"), f"`orchestrator.gpu_operator_version` "
+                  f"{orch.gpu_operator_version}: NVIDIA lists GPU Operator {major} for Kubernetes {lo}–{hi} on Amazon "
+                  f"EKS, not {ver} (`orchestrator.version`)", fix)
+
+
+def _listed_versions(rows: dict[str, Any]) -> str:
+    """The Kubernetes span the supported and deprecated GPU Operator releases list on EKS (``1.32–1.36``)."""
+    spans = [r["eks_kubernetes"] for r in rows.values() if r["status"] != "end-of-support"]
+    if not spans:
+        return "none"
+    return f"{min((s[0] for s in spans), key=lambda v: version(v) or ())}–{max((s[1] for s in spans), key=lambda v: version(v) or ())}"
+
+
+@rule(
+    id="gpu-operator-support",
+    severity="warning",
+    summary="The pinned NVIDIA GPU Operator release is past NVIDIA's end of support (catalog "
+            "`kubernetes_addons.gpu_operator`): it gets no bug or CVE fixes, and neither do the device plugin and DCGM "
+            "exporter it deploys.",
+    fix="raise `orchestrator.gpu_operator_version` to a supported release (NVIDIA supports upgrades to the next major "
+        "release only)",
+    source="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/platform-support.html#operator-life-cycle-policy",
+)
+def gpu_operator_support(ctx: RuleContext) -> Iterator[Hit]:
+    found = _gpu_operator(ctx)
+    if found is None or found[0].gpu_operator_version is None:
+        return
+    orch, rows = found
+    release = gpu_operator_release(str(orch.gpu_operator_version), rows)
+    if release is not None and release[1]["status"] == "end-of-support":
+        chosen = gpu_operator_for_kubernetes(orch.version, rows)
+        yield Hit(("orchestrator", "gpu_operator_version"), f"`orchestrator.gpu_operator_version` "
+                  f"{orch.gpu_operator_version}: GPU Operator {release[0]} is past NVIDIA's end of support",
+                  f"set `orchestrator.gpu_operator_version: {chosen}`" if chosen else None)
 
 
 EKS_LAUNCH_TEMPLATES = "https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html"

@@ -1,6 +1,8 @@
 """``clusterforge:k8s:Addons``: what an EKS GPU cluster needs inside Kubernetes.
 
-* **NVIDIA GPU Operator** (Helm, https://helm.ngc.nvidia.com/nvidia): the EKS AL2023 NVIDIA AMI
+* **NVIDIA GPU Operator** (Helm, https://helm.ngc.nvidia.com/nvidia) at the blueprint's version, by default the
+  release NVIDIA's platform-support matrix lists for the cluster's Kubernetes version on Amazon EKS (catalog
+  ``kubernetes_addons.gpu_operator``, :func:`blueprints.vendor.gpu_operator_for_kubernetes`): the EKS AL2023 NVIDIA AMI
   already ships the driver and container toolkit, so the operator runs with ``driver`` and
   ``toolkit`` off (device plugin, GPU feature discovery, DCGM exporter on); sandbox workloads
   (Kata / VM passthrough) are enabled when a node group declares them
@@ -29,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.naming import LABEL_EFA, LABEL_SANDBOX, Naming
+from blueprints.vendor import fsx_csi_chart
 
 __all__ = [
     "EFA_PLUGIN_REPO",
@@ -46,8 +49,8 @@ __all__ = [
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 EFA_PLUGIN_REPO = "https://aws.github.io/eks-charts"
 FSX_CSI_REPO = "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
-FSX_CSI_CHART_VERSION = "1.10.0"
-"""aws-fsx-csi-driver chart version (https://github.com/kubernetes-sigs/aws-fsx-csi-driver/releases)."""
+FSX_CSI_CHART_VERSION = fsx_csi_chart()
+"""aws-fsx-csi-driver chart version (catalog ``kubernetes_addons.fsx_csi_driver``, with its Kubernetes minimum)."""
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 STATIC_STORAGE_CLASS = ""
 """Storage class of the static FSx volumes: the empty class, so no provisioner acts on the claims."""
@@ -90,7 +93,8 @@ class AddonsArgs:
     """Inputs of :class:`KubernetesAddons`.
 
     ``namespace``: validation namespace; ``gpu_operator_version`` / ``efa_device_plugin_version`` /
-    ``mpi_operator_version``: pinned versions from the blueprint; ``gpu``: any GPU node group;
+    ``mpi_operator_version``: pinned versions from the blueprint (``gpu_operator_version`` ``None``: no release is
+    listed for the cluster's Kubernetes version, refused with ``gpu`` set); ``gpu``: any GPU node group;
     ``efa_instance_types``: instance types of the node groups with EFA attached (empty: no plugin);
     ``sandbox_workloads``: some node group passes GPUs into Kata / VMs; ``sandboxes``: RuntimeClasses;
     ``fsx``: file systems for PV/PVCs.
@@ -98,7 +102,7 @@ class AddonsArgs:
 
     naming: Naming
     namespace: str
-    gpu_operator_version: str
+    gpu_operator_version: str | None
     efa_device_plugin_version: str
     mpi_operator_version: str
     gpu: bool
@@ -110,7 +114,8 @@ class AddonsArgs:
 
 
 class KubernetesAddons(pulumi.ComponentResource):
-    """The add-ons. Pass the EKS cluster's Kubernetes provider in ``opts.providers``."""
+    """The add-ons. Pass the EKS cluster's Kubernetes provider in ``opts.providers``. Raises
+    :class:`pulumi.RunError` when GPU nodes need the operator and ``args.gpu_operator_version`` is unset."""
 
     def __init__(self, name: str, args: AddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterforge:k8s:Addons", name, None, opts)
@@ -122,6 +127,9 @@ class KubernetesAddons(pulumi.ComponentResource):
         ns = k8s.core.v1.Namespace(f"{name}-namespace",
                                    metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=labels), opts=child)
         if args.gpu:
+            if not args.gpu_operator_version:  # check's gpu-operator-kubernetes refuses such a blueprint first
+                raise pulumi.RunError("no NVIDIA GPU Operator release is listed for this Kubernetes version on EKS "
+                                      "(catalog kubernetes_addons.gpu_operator): set `orchestrator.gpu_operator_version`")
             k8s.helm.v3.Release(
                 f"{name}-gpu-operator", name="gpu-operator", chart="gpu-operator", version=args.gpu_operator_version,
                 namespace="gpu-operator", create_namespace=True,

@@ -44,6 +44,65 @@ def test_eks_default_version_is_the_newest_catalogued_one() -> None:
     assert default == newest, f"default {default}, newest in the catalog {newest}"
     assert load_blueprint(EXAMPLES / "aws-eks-p4d.yaml").blueprint.orchestrator.version == newest  # type: ignore[union-attr]
 
+EOES = catalog().aws["eks_versions"]["end_of_extended_support"]
+
+
+@pytest.mark.parametrize("ver", sorted(EOES))
+def test_eks_version_is_refused_exactly_after_its_end_of_extended_support(ver: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS's calendar: 12 months of extended support after the end of standard support, then EKS creates no new
+    cluster on the version. Through that day: the extended-support warning; the day after: the error alone."""
+    end = EOES[ver]
+    assert end.year == EOSS[ver].year + 1 and (end.month, end.day) == (EOSS[ver].month, EOSS[ver].day), ver
+    for today, ended in ((end, False), (end + datetime.timedelta(days=1), True)):
+        monkeypatch.setattr(aws_rules, "_today", lambda t=today: t)
+        ids = _ids({"orchestrator": {"version": ver}}, tmp_path)
+        assert (("eks-version-ended", "error") in ids) == ended, f"EKS {ver} on {today}"
+        assert (("eks-version-support", "warning") in ids) == (not ended), f"EKS {ver} on {today}"
+
+
+def test_eks_calendar_matches_aws_for_the_versions_it_lists() -> None:
+    """Pinned to AWS's release calendar (kubernetes-versions.adoc at the commit the catalog cites): 1.29 and 1.34."""
+    assert EOSS["1.29"] == datetime.date(2025, 3, 23) and EOES["1.29"] == datetime.date(2026, 3, 23)
+    assert EOSS["1.34"] == datetime.date(2026, 12, 2) and EOES["1.34"] == datetime.date(2027, 12, 2)
+
+
+@pytest.mark.parametrize(("k8s", "operator"), [("1.35", "v26.7.0"), ("1.33", "v26.7.0"), ("1.32", "v26.3.3")])
+def test_default_gpu_operator_follows_the_kubernetes_version(k8s: str, operator: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVIDIA's platform-support page: 26.7 (supported) lists Amazon EKS 1.33-1.36, 26.3 (deprecated) 1.32-1.36, so
+    an unpinned operator is 26.7's newest patch where it fits, else 26.3's; the pairing passes check."""
+    monkeypatch.setattr(aws_rules, "_today", lambda: datetime.date(2026, 1, 2))  # 1.32 still in standard support
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-eks-p4d", {"orchestrator": {"version": k8s}}))
+    loaded = load_blueprint(path)
+    assert loaded.blueprint.orchestrator.gpu_operator_version == operator  # type: ignore[union-attr]
+    assert not [f.format() for f in check(loaded) if f.rule_id.startswith(("gpu-operator", "eks-version"))]
+
+
+def test_check_refuses_an_unlisted_gpu_operator_pairing_from_the_cli(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The audit's pairing (GPU Operator v24.9.0 on Kubernetes 1.35): exit 1 naming the rule, NVIDIA's EKS range for
+    24.9 (1.25-1.28) and the release to use."""
+    from clusterforge.cli import main
+
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-eks-p4d", {"orchestrator": {"gpu_operator_version": "v24.9.0"}}))
+    assert main(["check", str(path)]) == 1
+    cap = capsys.readouterr()
+    out = cap.out + cap.err
+    assert "gpu-operator-kubernetes" in out and "1.25–1.28" in out and "v26.7.0" in out, out
+    assert "warning: gpu-operator-support" in out, out
+
+
+def test_eks_without_gpus_needs_no_gpu_operator_release(tmp_path: Path) -> None:
+    """No GPU group: the operator is not installed, so a Kubernetes version no release lists is not refused for it."""
+    path = tmp_path / "bp.yaml"
+    path.write_text(variant_yaml("aws-eks-p4d", {"orchestrator": {"version": "1.31"}, "node_groups": [
+        {"name": "system", "role": "controller", "count": 2, "instance_type": "m6i.xlarge"}]}))
+    ids = {r for r, _ in [(f.rule_id, f.severity) for f in check(load_blueprint(path))]}
+    assert "gpu-operator-kubernetes" not in ids
+
 
 def test_every_ec2_type_is_accepted_for_a_login_group(tmp_path: Path) -> None:
     """A sample of the ~1,400 names pulumi_aws ships (seeded): each is accepted for a login group

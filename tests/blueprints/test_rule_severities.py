@@ -7,7 +7,8 @@ printed and only fails with ``--strict`` (README, "CLI summary"). The second tes
 each rule's firing case from ``test_rules.CASES`` and checks the finding carries the severity
 of this table, not the registry's own value.
 
-Reviewed 2026-12-02 against blueprints/rules/*.py at HEAD (189 rules: 139 errors, 50 warnings; roce-ecn-needs-ofed raised to an error in issue 28, nccl-release-known added).
+Reviewed 2026-12-02 against blueprints/rules/*.py at HEAD (192 rules: 141 errors, 51 warnings; roce-ecn-needs-ofed raised to an error in issue 28, nccl-release-known added;
+eks-version-ended, gpu-operator-kubernetes (errors) and gpu-operator-support (warning) added in issue 27).
 A new rule needs a row here with the severity its author and reviewer agreed on.
 """
 
@@ -48,10 +49,13 @@ SEVERITIES: dict[str, str] = {
     "eks-ami-id": ERROR,
     "eks-api-open": WARNING,
     "eks-control-plane-subnets": ERROR,
+    "eks-version-ended": ERROR,
     "eks-system-node-group": WARNING,
     "eks-version-support": WARNING,
     "fsx-backup-s3": ERROR,
     "fsx-efa-client": ERROR,
+    "gpu-operator-kubernetes": ERROR,
+    "gpu-operator-support": WARNING,
     "gpudirect-rdma-unavailable": ERROR,
     "instance-type-accelerator-not-nvidia": ERROR,
     "instance-type-exists": ERROR,
@@ -231,9 +235,9 @@ SEVERITIES: dict[str, str] = {
 
 def test_table_is_the_reviewed_size() -> None:
     # counted by hand in the review above; a row added or dropped without the docstring's count moving is a slip
-    assert len(SEVERITIES) == 189
-    assert sum(1 for s in SEVERITIES.values() if s == ERROR) == 139
-    assert sum(1 for s in SEVERITIES.values() if s == WARNING) == 50
+    assert len(SEVERITIES) == 192
+    assert sum(1 for s in SEVERITIES.values() if s == ERROR) == 141
+    assert sum(1 for s in SEVERITIES.values() if s == WARNING) == 51
 
 
 def test_registry_has_exactly_these_rules_and_severities() -> None:

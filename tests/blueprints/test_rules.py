@@ -9,6 +9,7 @@ exact fix text; a passing case (usually a near miss) asserts the rule stays sile
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import re
 from collections.abc import Callable
@@ -135,6 +136,21 @@ def _catalog_with_plugin_api(release: str, api: list[int]) -> Callable[[], Catal
     return make
 
 
+def _in_extended_support() -> str:
+    """The newest catalogued EKS version in extended support today (past its end of standard support, not past its
+    end of extended support); the newest catalogued one when none is (the case then fails, saying so)."""
+    ev = catalog().aws["eks_versions"]
+    today = datetime.date.today()
+    vers = sorted(ev["end_of_standard_support"], key=lambda v: tuple(map(int, v.split("."))))
+    inside = [v for v in vers if ev["end_of_standard_support"][v] < today <= ev["end_of_extended_support"][v]]
+    return (inside or vers)[-1]
+
+
+def _newest_eks_fix(c: Catalog) -> str:
+    newest = max(c.aws["eks_versions"]["end_of_standard_support"], key=lambda v: tuple(map(int, v.split("."))))
+    return f'set `orchestrator.version: "{newest}"`'
+
+
 @dataclass
 class Case:
     """``bad`` ops on ``base`` trip ``rule`` at the key ``at`` with fix ``fix``; ``good`` ops
@@ -182,9 +198,19 @@ CASES: list[Case] = [
     Case("ami-architecture", "eks", [D("orchestrator"), S("target.ami_id", "ami-0123456789abcdef0"),
                                      S("node_groups.0.instance_type", "m7g.xlarge")], "target.ami_id",
          good=[D("orchestrator"), S("target.ami_id", "ami-0123456789abcdef0"), S("node_groups.0.instance_type", "m7i.xlarge")]),
-    Case("eks-version-support", "eks", [S("orchestrator.version", "1.29")], "orchestrator.version",
-         lambda c: f'set `orchestrator.version: "{max(c.aws["eks_versions"]["end_of_standard_support"], key=lambda v: tuple(map(int, v.split("."))))}"`',
-         good=[S("orchestrator.version", "1.35")]),
+    Case("eks-version-support", "eks", [S("orchestrator.version", _in_extended_support())], "orchestrator.version",
+         _newest_eks_fix, good=[S("orchestrator.version", "1.35")]),
+    Case("eks-version-ended", "eks", [S("orchestrator.version", "1.29")], "orchestrator.version",
+         _newest_eks_fix, good=[S("orchestrator.version", _in_extended_support())]),
+    # NVIDIA's platform-support page: GPU Operator 24.9 lists Amazon EKS 1.25-1.28, 26.3 lists 1.32-1.36 and 26.7
+    # (newest patch v26.7.0, the supported release) 1.33-1.36; the example runs Kubernetes 1.35
+    Case("gpu-operator-kubernetes", "eks", [S("orchestrator.gpu_operator_version", "v24.9.0")],
+         "orchestrator.gpu_operator_version", "set `orchestrator.gpu_operator_version: v26.7.0` or unset it",
+         good=[S("orchestrator.gpu_operator_version", "v26.3.3")]),
+    # 25.10 lists EKS 1.30-1.35 but is past NVIDIA's end of support; 26.3 is deprecated (critical fixes only)
+    Case("gpu-operator-support", "eks", [S("orchestrator.gpu_operator_version", "v25.10.1")],
+         "orchestrator.gpu_operator_version", "set `orchestrator.gpu_operator_version: v26.7.0`",
+         good=[S("orchestrator.gpu_operator_version", "v26.3.3")]),
     Case("fsx-backup-s3", "p5", [S(f"{FSX}.s3", {"data_repository_path": "s3://bucket/data"}),
                                  S(f"{FSX}.automatic_backup_retention_days", 7)], f"{FSX}.automatic_backup_retention_days",
          good=[S(f"{FSX}.automatic_backup_retention_days", 7)]),

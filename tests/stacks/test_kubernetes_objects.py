@@ -70,7 +70,9 @@ def test_helm_releases_are_pinned_official_charts() -> None:
     for chart, rel in releases.items():
         assert rel.inputs["repositoryOpts"]["repo"] == repos[chart], rel.urn
         assert rel.inputs["version"], f"{rel.urn}: unpinned chart"
-    assert releases["gpu-operator"].inputs["version"] == "v24.9.0"
+    # the example pins no operator: Kubernetes 1.35 gets GPU Operator 26.7 (its newest patch v26.7.0), the supported
+    # release NVIDIA's platform-support page lists for Amazon EKS 1.33-1.36 (24.9, the old default, lists 1.25-1.28)
+    assert releases["gpu-operator"].inputs["version"] == "v26.7.0"
     gpu_values = releases["gpu-operator"].inputs["values"]
     assert gpu_values["driver"]["enabled"] is False and gpu_values["toolkit"]["enabled"] is False, (
         "the EKS AL2023 NVIDIA AMI ships driver and toolkit; the operator must not install them again")
