@@ -6,9 +6,9 @@ that area's tests run against every mutant: a failing test run kills it, a passi
 
 The run happens in a throw-away copy of the committed tree (``git archive HEAD``), never in the checkout,
 because cosmic-ray writes each mutant into the file on disk. Sessions (SQLite) live under ``.clusterforge/mutate/``,
-one per module content, test list and sample: a rerun continues where the last one stopped, and after a commit
-that changed the tests (not the module) the survivors are judged again against the new tests while the mutants
-already killed stay killed (``--fresh`` judges everything again).
+one per module content and sample: a rerun continues where the last one stopped, and after a commit that changed
+the tests or a run with another test list (the module unchanged) the survivors are judged again with the new tests
+while the mutants already killed stay killed (tests are only ever added; ``--fresh`` judges everything again).
 
 Mutants that cannot change behaviour by construction are not run and are counted apart: a change inside a type
 annotation (every module here has ``from __future__ import annotations``, so annotations are never evaluated;
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                   "(commit them, or fix AREAS in tools/mutate.py)", file=sys.stderr)
             return 2
         source = (work / module).read_text()
-        key = hashlib.sha256(json.dumps([source, tests, args.sample, args.seed]).encode()).hexdigest()[:12]
+        key = hashlib.sha256(json.dumps([source, args.sample, args.seed]).encode()).hexdigest()[:12]
         session = STATE / f"{module.replace('/', '+')}-{key}.sqlite"
         judged_with = session.with_suffix(".tests")
         cover: Path | None = None
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{made.stdout[-1500:]}{made.stderr[-1500:]}", file=sys.stderr)
                     return 2
         cfg = _config(work, module, tests, args.timeout, cover)
-        judged_key = f"{tests_tree} {args.select}"
+        judged_key = json.dumps([tests_tree, args.select, tests])
         if args.fresh and session.exists():
             session.unlink()
         if not session.exists():
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             _prepare(session, source, args.sample, args.seed)
             judged_with.write_text(judged_key)
-        elif judged_with.exists() and judged_with.read_text() != judged_key:
+        elif not judged_with.exists() or judged_with.read_text() != judged_key:
             n = _rejudge_survivors(session)
             judged_with.write_text(judged_key)
             print(f"{module}: the tests or the selection changed since the last run: {n} survivor(s) judged again")

@@ -65,6 +65,28 @@ def test_a_row_reads_both_placements_and_its_busbw_is_the_max(base):
     assert _run(swapped).peak() == (235.30, 8589934592, "in-place")
 
 
+def test_rows_keep_their_line_number_in_the_log(base):
+    run = _run(base)
+    assert run.rows[-1].line == base.splitlines().index(LAST) + 1  # 1-based, as an editor shows it
+
+
+def test_a_row_cut_after_its_first_field_is_not_read(base):
+    # the log of a job killed while printing: the last row stops after the redop column
+    cut = LAST[: LAST.index("sum") + 3]
+    run = _run(base.replace(LAST, cut))
+    assert len(run.rows) == len(_run(base).rows) - 1 and run.rows[-1].size_bytes == 4294967296
+
+
+def test_a_torch_benchmark_banner_on_another_stream_does_not_change_the_tool(base):
+    # srun --label: rank 0 printed the nccl-tests table, rank 1 only the torch benchmark's version banner; only an
+    # rccl-tests banner makes a table rccl-tests (AMD expectations), never another tool's line
+    text = "\n".join("0: " + ln for ln in base.splitlines())
+    text += ("\n1: # clusterforge torch.distributed collective benchmark version 1 (nccl-tests table format) "
+             "torch 2.7.0 backend nccl\n")
+    (run,) = [r for r in parse_nccl(text) if r.rows]
+    assert run.tool == "nccl-tests"
+
+
 def test_wrong_counts_na_is_unchecked_zero_passes(base):
     run = _run(base)
     assert run.checked is False and run.wrong_total is None and run.rows[-1].wrong is None

@@ -263,6 +263,12 @@ def test_nccl_json():
     assert run.fmt == "json" and run.collective == "all_reduce" and run.collective_from == "json args"
     assert run.ranks == 16 and run.nodes == 2 and run.device_name == "NVIDIA H100 80GB HBM3"
     assert run.rows[0].root == -1 and run.rows[2].in_place.busbw_gbps is None  # "nan"
+    # the config block, under nccl-tests' text names (nThread ... as the text header prints them)
+    assert run.config == {"nThread": 1, "nGpus": 1, "minBytes": 1048576, "maxBytes": 17179869184, "step_factor": 64,
+                          "warmup_iters": 1, "iters": 20, "agg_iters": 1, "validation": 1, "graph": 0}
+    # out-of-place checked (0 wrong), in-place not (null): the unchecked placement adds nothing to the total
+    assert run.checked is True and run.wrong_total == 0 and run.rows[0].wrong == 0
+    assert [r.line for r in run.rows] == [0, 0, 0]  # JSON rows come from no text line
     assert run.peak()[0] == pytest.approx(255.6 * 1.875)
     assert run.out_of_bounds == 0 and run.out_of_bounds_ok is True and run.avg_busbw_check is None
     assert run.concluded and not run.errors
@@ -509,6 +515,30 @@ def test_rank_count_is_not_guessed_when_the_precision_does_not_allow_it():
     rows = "   1048576  262144  float  sum  -1  20000.0  0.05  0.09  0  20000.0  0.05  0.09  0\n"
     (run,) = parse_nccl_text(rows)
     assert run.inferred_ranks() is None
+
+
+def _nccl05_rows(fixtures_dir, max_size: int | None = None, dtype: str = "float") -> str:
+    """nccl-05.txt's table rows alone (no header: the ranks must come from the table), up to ``max_size`` bytes."""
+    rows = [ln for ln in _nccl(fixtures_dir, "nccl-05.txt").splitlines() if re.match(r"^\s*\d+\s+\d+\s+float\s", ln)]
+    rows = [ln for ln in rows if max_size is None or int(ln.split()[0]) <= max_size]
+    return "\n".join(ln.replace(" float ", f" {dtype} ") for ln in rows) + "\n"
+
+
+def test_all_gather_ranks_follow_from_the_sizes_when_bandwidths_are_too_small(fixtures_dir):
+    # a small-message sweep (-e 1K): algbw at most 0.03 GB/s, too coarse for busbw / algbw, but nccl-tests prints an
+    # all_gather's size as count x 4 B x ranks (src/all_gather.cc): 32 B for 1 float on 8 GPUs
+    (run,) = parse_nccl_text(_nccl05_rows(fixtures_dir, max_size=1024))
+    assert max(r.algbw_gbps or 0 for r in run.rows) < 0.05
+    (run,) = parse_nccl_text("# Collective test starting: all_gather_perf\n" + _nccl05_rows(fixtures_dir, 1024))
+    assert run.collective == "all_gather" and run.inferred_ranks() == 8
+
+
+def test_all_gather_ranks_follow_from_busbw_when_the_type_size_is_unknown(fixtures_dir):
+    # no element size for the type: the (n-1)/n bus factor of all_gather (nccl-tests doc/PERFORMANCE.md) is left
+    (run,) = parse_nccl_text("# Collective test starting: all_gather_perf\n"
+                             + _nccl05_rows(fixtures_dir, dtype="mystery8"))
+    assert run.collective == "all_gather" and run.rows[-1].dtype == "mystery8"
+    assert run.inferred_ranks() == 8
 
 
 def test_fio_defaults_and_buffered(fixtures_dir):

@@ -28,6 +28,9 @@ def test_nccl_version_codes_decode_as_nccl_h_defines_them():
     assert nccl_version_from_code(22606) == "2.26.6"
     assert nccl_version_from_code(22809) == "2.28.9"
     assert nccl_version_from_code(2804) == "2.8.4"
+    assert nccl_version_from_code(2708) == "2.7.8"  # the minor digit of a 4-digit code: 27 % 10, not 27 & 10 = 10
+    assert nccl_version_from_code(2408) == "2.4.8"
+    assert nccl_version_from_code(20906) == "2.9.6"  # the first release of the 5-digit codes
 
 
 def test_the_nccl_tests_version_line_gives_the_library_that_ran():
