@@ -252,6 +252,7 @@ class Catalog:
                 self._gpu_aliases[name.lower()] = key
         for k in self._gpus:
             self._gpu_aliases[k.lower()] = k
+        self._vendor_words = {w.lower() for ws in aliases.get("vendor_words", {}).values() for w in ws}
         # a short name stands for every key that starts with it and a dash (`h100` -> h100-pcie, h100-sxm)
         self._gpu_parts: dict[str, list[str]] = {
             short.lower(): sorted(k for k in self._gpus if k.startswith(f"{short.lower()}-"))
@@ -308,12 +309,15 @@ class Catalog:
     def resolve_gpu_key(self, name: str) -> str | None:
         """Map a key, short name (``h100``) or ``nvidia-smi`` name to a catalog key, or ``None``.
 
-        A vendor prefix in front of a key or short name is ignored (``NVIDIA h100-sxm``).
+        The vendor words in front of a key or short name are ignored (``NVIDIA h100-sxm``; ``AMD Instinct MI325X``,
+        the name rocm-smi and rccl-tests print, is ``mi325x``): the words of catalog ``gpu_aliases.vendor_words``.
         """
         low = _gpu_name(name)
         key = self._gpu_aliases.get(low)
-        if key is None and low.startswith("nvidia "):
-            key = self._gpu_aliases.get(low[len("nvidia "):])
+        words = low.split(" ")
+        while key is None and len(words) > 1 and words[0] in self._vendor_words:
+            words = words[1:]
+            key = self._gpu_aliases.get(" ".join(words))
         return key
 
     def generic_gpu_name(self, name: str) -> bool:

@@ -140,3 +140,66 @@ def test_every_gpu_the_judge_may_see_has_an_intra_node_expectation():
     for key in catalog().gpu_keys:
         got = intra_node_gbytes_s(key, 8)
         assert (got is None) is (key in no_figure), (key, got)
+
+
+# AMD's figures (hardware catalog, with their sources): MI325X "seven ... Infinity Fabric links" at "up to 32Gbps" x 16
+# lanes = 64 GB/s per link and direction (CDNA 3 white paper); MI355X 7 x 153.6 GB/s bidirectional = 76.8 per direction.
+MI325X_LINK_GBPS, MI355X_LINK_GBPS = 32 * 16 / 8, 153.6 / 2
+
+
+def test_single_node_mi325x_is_judged_against_its_xgmi_mesh(fixtures_dir, capsys):
+    # hisohara/ai-scripts (AAC11, MI325X): the three largest rows of an 8-GPU all_reduce as the author grepped them;
+    # no header, so the kind is given and the GPU is declared
+    rc, doc = _cli(capsys, "judge", fixtures_dir / "rccl-tests" / "rccl-03-mi325x-1node.txt", "--kind", "nccl",
+                   "--gpu", "AMD Instinct MI325X", "--nodes", "1", "--gpus-per-node", "8")
+    (r,) = doc["results"]
+    assert rc == 0 and r["verdict"] == "pass", r
+    assert (r["metrics"]["gpu_model"], r["metrics"]["ranks"], r["metrics"]["peak_busbw_gbps"]) == ("mi325x", 8, 319.21)
+    e = r["expected"]
+    assert e["basis"] == "xgmi" and e["upper_gbps"] == pytest.approx(7 * MI325X_LINK_GBPS)
+    assert e["busbw_gbps"] == pytest.approx(ACHIEVABLE * 7 * MI325X_LINK_GBPS)
+    assert "amd-cdna-3-white-paper" in e["source"]
+
+
+def test_two_mi355x_nodes_are_bound_by_their_xgmi_mesh(fixtures_dir, capsys):
+    # hisohara/ai-scripts (AAC14, MI355X, 8 Pollara 400 NICs a node): rccl-tests prints no device names there, so the
+    # part is declared; at 8 x 400 Gbit/s the two-node tree is faster than the board, the board is the bound
+    path = fixtures_dir / "rccl-tests" / "rccl-04-mi355x-2node.txt"
+    rc, doc = _cli(capsys, "judge", path, "--gpu", "mi355x", "--fabric", "roce", "--nic-gbps", "400",
+                   "--nics-per-node", "8")
+    (r,) = doc["results"]
+    assert rc == 0 and r["verdict"] == "pass", r
+    assert (r["metrics"]["tool"], r["metrics"]["ranks"], r["metrics"]["nodes"]) == ("rccl-tests", 16, 2)
+    assert r["metrics"]["peak_busbw_gbps"] == 369.08
+    assert r["expected"]["basis"] == "xgmi"
+    assert r["expected"]["busbw_gbps"] == pytest.approx(ACHIEVABLE * 7 * MI355X_LINK_GBPS)
+    assert "NVLS" not in " ".join(r["notes"])
+    # an NVIDIA declaration for the same AMD output is another vendor's hardware
+    rc, doc = _cli(capsys, "judge", path, "--gpu", "b200")
+    assert rc == 3 and "rccl-tests output (AMD GPUs)" in doc["results"][0]["reasons"][0]
+
+
+@pytest.mark.parametrize(("gpu", "key"), [("mi325x", "mi325x"), ("AMD Instinct MI325X", "mi325x"),
+                                          ("mi355x", "mi355x"), ("AMD Instinct MI355X", "mi355x")])
+def test_new_instinct_parts_are_declared_and_meshed(gpu, key):
+    ctx = context_from_flags(gpu=gpu, nodes=1, gpus_per_node=2)
+    assert ctx.gpu_model == key
+    link = MI325X_LINK_GBPS if key == "mi325x" else MI355X_LINK_GBPS
+    exp = expected_busbw(ctx, collective="all_reduce", ranks=2, nodes=1, gpu_key=key)
+    assert exp is not None and exp.basis == "xgmi" and exp.upper_gbps == pytest.approx(link)
+
+
+def test_v100_log_is_placed_and_judged_against_nvlink2(fixtures_dir, capsys):
+    # konnase/konnase.github.io (NCCL.md): 8 x Tesla V100-SXM2-16GB of one node (NV1/NV2 hybrid cube mesh),
+    # pre-2.13 table, peak 129.14 GB/s at 128 MiB: 108% of 0.8 x 150 GB/s (NVLink 2)
+    rc, doc = _cli(capsys, "judge", fixtures_dir / "nccl-tests" / "nccl-19-v100-sxm2-8gpu.txt")
+    (r,) = doc["results"]
+    assert rc == 0 and r["verdict"] == "pass", r
+    assert (r["metrics"]["gpu_model"], r["metrics"]["ranks"], r["metrics"]["nodes"]) == ("v100-sxm", 8, 1)
+    assert r["metrics"]["peak_busbw_gbps"] == 129.14
+    assert r["expected"]["basis"] == "nvlink"
+    assert r["expected"]["busbw_gbps"] == pytest.approx(ACHIEVABLE * V100_NVLINK_GBPS)
+    assert r["expected"]["upper_gbps"] == pytest.approx(V100_NVLINK_GBPS)
+    # declared as a part with NVLink 4 (H100), the same log is far below: the declaration decides
+    rc, doc = _cli(capsys, "judge", fixtures_dir / "nccl-tests" / "nccl-19-v100-sxm2-8gpu.txt", "--gpu", "h100-sxm")
+    assert doc["results"][0]["verdict"] == "invalid" and "not this hardware" in doc["results"][0]["reasons"][0]
