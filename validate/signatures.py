@@ -34,6 +34,12 @@ NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/doc
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 FABRIC_MANAGER = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
 CUDA_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
+MIG_INSTANCES = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/usage/communicators.html#using-mig-instances"
+"""NVIDIA's NCCL guide, "Using MIG instances" (experimental since NCCL 2.31; NVIDIA/nccl issue #1716: MIG has no CUDA
+peer-to-peer over PCIe or NVLink, hence no NVLS or MNNVL; instances talk over shared memory, GPUs over the NICs)."""
+NCCL_IB_CONNECT = "https://github.com/NVIDIA/nccl/blob/5067397c2676d5aed50042fc39e5c8ee96eb0027/src/transport/net_ib/connect.cc"
+"""NCCL's IB transport: ``initAttr->pkeyIndex = ncclParamIbPkey()``, i.e. NCCL_IB_PKEY is an index into the port's
+P_Key table, parsed with ``strtoll(.., 0)`` (hex accepted)."""
 
 
 @dataclass(frozen=True)
@@ -174,13 +180,41 @@ SIGNATURES: tuple[Signature, ...] = (
         CUDA_ERRORS,
         "Test CUDA failure common.cu:892 'CUDA-capable device(s) is/are busy or unavailable'"),
     Signature(
+        "mig-multi-rank-gpu", "Several ranks on one physical GPU (MIG instances)",
+        r"Multiple Ranks are using the same GPU/Partition",
+        "local",
+        "several ranks sit on one physical GPU: MIG instances of the same GPU (NCCL identifies a rank's device by the "
+        "parent GPU's NVML index and bus id, so instances of one GPU look like one device) or ranks sharing a GPU; "
+        "NCCL 2.30 and later refuses that unless multi-rank GPUs are enabled",
+        "for ranks on MIG instances (one MIG UUID per rank in CUDA_VISIBLE_DEVICES) use NCCL 2.31 or later and set "
+        "NCCL_MULTI_RANK_GPU_ENABLE=1, as the message says; MIG has no CUDA peer-to-peer, NVLink or NVLink SHARP between "
+        "instances of different GPUs, so such a run measures host shared memory or the NICs, never NVLink. Otherwise give "
+        "each rank its own GPU",
+        MIG_INSTANCES,
+        "init.cc:1141 (initTransportsRank) NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+        "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration."),
+    Signature(
+        "nvls-forced-shared-gpu", "NVLink SHARP demanded on a shared GPU",
+        r"NCCL_NVLS_ENABLE has been set to \"1\" and communicator has multiple ranks",
+        "local",
+        "the environment demands NVLink SHARP (NCCL_NVLS_ENABLE=1 makes it mandatory) while several ranks share one GPU "
+        "(MIG instances): NVLink SHARP cannot work there, so NCCL refuses to start. Cluster images and pod specs often "
+        "export this variable",
+        "unset NCCL_NVLS_ENABLE in the job's environment (its default, 2, uses NVLink SHARP only where it can), then "
+        "rerun; find where it is exported (`env | grep NCCL_`, the image's environment, the pod spec)",
+        MIG_INSTANCES,
+        "transport/nvls.cc:255 (ncclNvlsInit) NCCL WARN NCCL_NVLS_ENABLE has been set to \"1\" and communicator has "
+        "multiple ranks using the same NVML device. This is not compatible with NCCL_NVLS_ENABLE=1."),
+    Signature(
         "duplicate-gpu", "Two ranks on one GPU",
         r"Duplicate GPU detected",
         "local",
-        "two ranks were given the same GPU: the launcher's process-to-GPU mapping is wrong",
+        "two ranks were given the same GPU: the launcher's process-to-GPU mapping is wrong, or the ranks run on MIG "
+        "instances of one GPU with an NCCL older than 2.31 (which sees every instance as its parent GPU)",
         "launch one process per GPU (`--ntasks-per-node` = GPUs per node, each rank choosing its GPU by local rank) "
         "and do not restrict CUDA_VISIBLE_DEVICES to one device for every rank; a per-task GPU binding "
-        "(`--gpus-per-task`, `--gpu-bind=per_task:1`) hides the GPUs from each other instead",
+        "(`--gpus-per-task`, `--gpu-bind=per_task:1`) hides the GPUs from each other instead. Ranks on MIG instances "
+        "need NCCL 2.31 or later with NCCL_MULTI_RANK_GPU_ENABLE=1",
         f"{NCCL_TROUBLESHOOTING}#errors",
         "init.cc:745 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"),
     Signature(
@@ -278,17 +312,19 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "ib-transport-errors", "InfiniBand/RoCE transport errors",
         r"ibv_modify_qp failed|transport retry counter exceeded|local_ack_timeout"
-        r"|Got completion from peer(?:(?!Got completion from peer).)*(?:error|status=\d|vendor err)"
+        r"|Got completion from peer(?:(?!Got completion from peer).)*(?:error|status=(?:\d|IBV_WC_)|vendor[ _]err)"
         r"|IBV_WC_RETRY_EXC_ERR",
         "network",
         "queue-pair connections time out, retry or complete with an error status (NCCL prints `status=12 ... vendor "
         "err 129`, a transport retry counter exceeded): on RoCE usually a wrong GID index or a fabric that drops "
         "packets (no PFC/ECN); on InfiniBand a port down or flapping, no route between the two LIDs, or a partition "
-        "the ports are not members of (NCCL uses partition-key index 0 unless NCCL_IB_PKEY names another)",
+        "the ports are not full members of (NCCL uses partition-key index 0 unless NCCL_IB_PKEY names another, and two "
+        "limited members of a partition cannot talk: the same retry-exceeded status 12)",
         "set NCCL_IB_GID_INDEX to the RoCEv2 GID (`show_gids`), enable PFC/ECN on the RoCE priority, check "
-        "`ibstat`/`ibdiagnet` for ports that are down or erroring and `ib_write_bw` between the two nodes; where the "
-        "fabric uses a non-default partition, set NCCL_IB_PKEY to its index in "
-        "/sys/class/infiniband/<dev>/ports/<port>/pkeys (NVIDIA/nccl issue #1323)",
+        "`ibstat`/`ibdiagnet` for ports that are down or erroring and `ib_write_bw` between the two nodes; on "
+        "InfiniBand read /sys/class/infiniband/<dev>/ports/<port>/pkeys/0: a key without the full-member bit (0x8000, "
+        "e.g. 0x7fff) needs NCCL_IB_PKEY set to the index of a full-member key in that table (the index, not the key; "
+        "NVIDIA/nccl issue #1323), or the subnet manager's default partition made full",
         f"{NCCL_TROUBLESHOOTING}#infiniband",
         "NET/IB : Got completion from peer 10.0.0.12<52384> with error 12, opcode 0, len 0, vendor err 129",
         fabrics=IB_VERBS_FABRICS),
@@ -368,6 +404,26 @@ SIGNATURES: tuple[Signature, ...] = (
         "give the job's tasks all the node's GPUs (`--gpus-per-node` with `--gpu-bind=none`, or "
         "`--tres-bind=gres/gpu:none`) and let each rank pick its GPU by its local rank, as nccl-tests does",
         "https://github.com/NVIDIA/nccl/issues/1066"),
+    Signature(
+        "mig-instances", "Ranks on MIG instances",
+        None, "local",
+        "the ranks ran on MIG instances (the device lines name a MIG profile, or CUDA_VISIBLE_DEVICES lists MIG UUIDs): "
+        "CUDA has no peer-to-peer between MIG instances over PCIe or NVLink, so NCCL uses neither NVLink nor NVLink SHARP; "
+        "instances of one GPU exchange data inside that GPU's memory, instances of different GPUs through host shared "
+        "memory ('via SHM') or the NICs, and busbw then collapses to host-memory speed",
+        "judge NVLink and the fabric on whole GPUs (MIG disabled); for MIG development or CI keep every rank on instances "
+        "of one GPU and expect the instances' memory share, not the NVLink rate",
+        MIG_INSTANCES),
+    Signature(
+        "ib-pkey-value-not-index", "NCCL_IB_PKEY set to a partition key instead of its index",
+        None, "network",
+        "NCCL_IB_PKEY is an index into the port's P_Key table (NCCL passes it as the queue pair's pkey_index), but the "
+        "job set it to a partition key value (the full-member bit 0x8000 is set): no port has a table that long, so "
+        "creating the queue pair fails (`ibv_modify_qp failed with 22`)",
+        "list the port's keys (`grep . /sys/class/infiniband/<dev>/ports/<port>/pkeys/*`) and set NCCL_IB_PKEY to the "
+        "index of the full-member key you need (e.g. 1 where pkeys/1 holds 0xf0dc), or unset it when index 0 is already "
+        "a full-member key",
+        NCCL_IB_CONNECT, fabrics=IB_VERBS_FABRICS),
     Signature(
         "nics-unused", "Not every declared NIC carries traffic",
         None, "network",

@@ -52,6 +52,7 @@ from .bounds import loads as _bounded_loads
 
 __all__ = [
     "COLLECTIVES",
+    "FATAL_NCCL_WARN",
     "Device",
     "NcclRun",
     "NetUsage",
@@ -563,6 +564,17 @@ _FATAL = re.compile(
     r"|Timed out|timed out after|\bkilled\b(?:(?!\bkilled\b).)*\bsignal\b|^Killed$",
     re.IGNORECASE,
 )
+FATAL_NCCL_WARN = re.compile(
+    r"Duplicate GPU detected|Multiple Ranks are using the same GPU|has been set to \"1\" and communicator has multiple ranks"
+    r"|ibv_modify_qp failed with -?\d"
+)
+"""NCCL WARN messages NCCL follows with an error return, so a log that holds one failed whatever else it printed: at
+communicator init ``Duplicate GPU detected`` (since 2.5), ``Multiple Ranks are using the same GPU/Partition`` and
+``NCCL_NVLS_ENABLE has been set to "1" ...`` (``ncclInvalidUsage``; src/init.cc, src/transport/nvls.cc of 2.31), and
+``Call to ibv_modify_qp failed with <errno>`` once its retries are spent (``ncclSystemError``; src/misc/ibvwrap.cc: the
+retries themselves are INFO lines). Read as errors as well as warnings, so a log of these lines alone is a crash with its
+cause; outside NCCL's own prefixed lines (an excerpt quoting the message) they count as error lines too."""
+
 MAX_LOG_LINES = 20000
 """At most this many non-table lines are kept per run (a full NCCL_DEBUG=INFO log of a large job is
 longer; the signatures and channel lines come early, at communicator setup). The launcher streams after
@@ -841,8 +853,8 @@ class _StreamParser:
         h = s.lstrip("#").strip()
         if not h:
             return
-        if "_" in h and ("=" in h or " set by environment " in h):
-            self._settings(h)
+        if "_" in h and ("=" in h or " set by environment " in h) and "NCCL WARN" not in h:
+            self._settings(h)  # a WARN line quotes settings (`Set NCCL_MULTI_RANK_GPU_ENABLE=1 to ...`), never sets one
         if _RCCL.match(h):
             self.pending_tool = "rccl-tests"
             if self.cur is not None:
@@ -936,7 +948,7 @@ class _StreamParser:
             self.cur.concluded = True
             self.cur.stage = max(self.cur.stage, 6)
             return
-        if _FATAL.search(s):
+        if _FATAL.search(s) or FATAL_NCCL_WARN.search(s):
             msg = s.lstrip("#").strip()
             self._log(msg)
             target = self.cur.errors if self.cur is not None else self.orphan_errors
@@ -1001,11 +1013,15 @@ class _StreamParser:
             target = cur.warnings if cur is not None else self.orphan_warnings
             if wm.group(1) not in target:
                 target.append(wm.group(1))
+            if FATAL_NCCL_WARN.search(wm.group(1)):
+                errors = cur.errors if cur is not None else self.orphan_errors
+                if wm.group(1) not in errors:
+                    errors.append(wm.group(1))
 
     def finish(self) -> list[NcclRun]:
         runs = self.runs
         if (self.orphan_errors or self.orphan_warnings or self.orphan_networks) and not runs:
-            runs.append(NcclRun(first_line=self.first_line))
+            runs.append(NcclRun(first_line=self.first_line, settings=dict(self.settings)))
         if runs:
             first = runs[0]
             first.log_lines[:0] = self.orphan_log[: max(MAX_LOG_LINES - len(first.log_lines), 0)]

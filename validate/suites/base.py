@@ -508,9 +508,24 @@ def part_label(base: str | None, name: str, part: str | None, many: bool) -> str
     return f"{head}: {part}" if part and (many or base is None) else head
 
 
+_MIG_NAME = re.compile(r"^(?P<parent>.*\S)\s+MIG\s+(?P<profile>\d+(?:c\.\d+)?g\.\d+gb\S*)$", re.IGNORECASE)
+
+
+def mig_profile(name: str | None) -> tuple[str, str] | None:
+    """``(parent GPU name, MIG profile)`` of the name CUDA gives a MIG instance (``NVIDIA A100-SXM4-40GB MIG 1g.5gb`` ->
+    ``("NVIDIA A100-SXM4-40GB", "1g.5gb")``: the parent's name, ``MIG`` and the profile, as ``cudaGetDeviceProperties``,
+    nvidia-smi and nccl-tests' device lines print it), else ``None``."""
+    m = _MIG_NAME.match(name.strip()) if name else None
+    return (m.group("parent"), m.group("profile")) if m else None
+
+
 def resolve_gpu(name: str | None) -> str | None:
-    """Catalog key of a GPU name as a log prints it (``NVIDIA H100 80GB HBM3`` -> ``h100-sxm``), ``None`` if unknown."""
-    return catalog().resolve_gpu_key(name) if name else None
+    """Catalog key of a GPU name as a log prints it (``NVIDIA H100 80GB HBM3`` -> ``h100-sxm``; a MIG instance's name,
+    ``NVIDIA H200 MIG 1g.35gb``, by its parent GPU), ``None`` if unknown."""
+    if not name:
+        return None
+    mig = mig_profile(name)
+    return catalog().resolve_gpu_key(mig[0] if mig else name)
 
 
 def gpu_mismatch(name: str, log_key: str | None, declared: str, *, log_vendor: str | None = None) -> bool:

@@ -52,12 +52,31 @@ from ..expectations import (
     JudgeContext,
 )
 from ..parsers.detect import RawText
-from ..parsers.nccl import NcclRun, NetUsage, iter_curve, iter_values, net_usage, parse_nccl, parse_nccl_lines
+from ..parsers.nccl import (
+    FATAL_NCCL_WARN,
+    NcclRun,
+    NetUsage,
+    iter_curve,
+    iter_values,
+    net_usage,
+    parse_nccl,
+    parse_nccl_lines,
+)
 from ..plan import PlannedTest, TestParams
 from ..results import Curve, Expected, JudgeResult, Metrics, Series, Verdict, fmt_bytes, pct
 from ..signatures import by_id, diagnose, doc_ref
 from ..stack import StackExpectations, compare_versions, declared_python, declared_stack
-from .base import GroupPlan, HtmlSection, RanksSuite, gpu_mismatch, nothing, part_label, png, resolve_gpu
+from .base import (
+    GroupPlan,
+    HtmlSection,
+    RanksSuite,
+    gpu_mismatch,
+    mig_profile,
+    nothing,
+    part_label,
+    png,
+    resolve_gpu,
+)
 
 __all__ = [
     "BUSBW_BOUND_MARGIN",
@@ -239,11 +258,13 @@ class NcclSuite(RanksSuite):
         (re.compile(r"Collective test (?:starting|concluded)"), 5),
         (re.compile(r"nccl-tests version"), 5),
         (re.compile(r"Test (?:CUDA |NCCL )?failure \S+\.cu:\d+"), 5),
+        (FATAL_NCCL_WARN, 4),
         (re.compile(r"(?m)^(?:\S*\s)?\s*\d+\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64)"
                     r"\s+(?:\w+\s+)?(?:-?\d+(?:\[\d+\])?\s+)?[\d.eE+-]+\s+[\d.eE+-]+\s+[\d.eE+-]+\s+(?:\d\S*|N/A)"), 4),
         (re.compile(r"\b(?:all_reduce|all_gather|alltoall|reduce_scatter|sendrecv|broadcast)_perf\b"), 2),
     )
-    """nccl-tests header, rank, table and footer lines (the torch benchmark prints the same table)."""
+    """nccl-tests header, rank, table and footer lines (the torch benchmark prints the same table), and the NCCL WARN
+    messages NCCL follows with an error return (:data:`~validate.parsers.nccl.FATAL_NCCL_WARN`)."""
     name_hints = ("nccl", "_perf", "collective")
 
     # -- recognising its outputs ------------------------------------------------------------------
@@ -861,7 +882,10 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
                                    "so no bandwidth verdict. Fix: pass the run's own --nodes and --gpus-per-node (or "
                                    "none), and keep the whole output")
         mismatch = True  # the correctness and crash checks still run; the bandwidth ones do not
-    hidden = _gpus_hidden_per_task(run)
+    mig = _mig_instances(run)
+    # under MIG every rank sees its one instance as CUDA device 0: that is no per-task binding
+    hidden = None if mig else _gpus_hidden_per_task(run)
+    failing_setting = _failing_setting(run, ctx.fabric)
     if not run.rows:
         if run.errors:
             errs = _first_errors(run.errors)
@@ -874,6 +898,8 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
             cause = _diagnosis(run, multi, ctx.fabric)
             if hidden:  # read in the log's own device lines: named before any signature guess
                 cause = f"{hidden}. " + by_id("gpus-hidden-per-task").text() + (f". Also: {cause}" if cause else "")
+            if failing_setting:  # a setting the log shows that makes NCCL fail: named before any signature guess
+                cause = failing_setting + (f". Also: {cause}" if cause else "")
             r.degrade(Verdict.FAIL, msg + (f". {cause}" if cause else ". Rerun with NCCL_DEBUG=INFO to see why"))
         else:
             cause = _diagnosis(run, multi, ctx.fabric)
@@ -916,6 +942,8 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         errs = _first_errors(run.errors)
         hosts = _hosts_in(run.errors)
         cause = _diagnosis(run, multi, ctx.fabric)
+        if failing_setting:
+            cause = failing_setting + (f". Also: {cause}" if cause else "")
         text = f"the run reported {errs[0]!r}" + (f" on {', '.join(hosts)}" if hosts else "")
         if r.verdict == "fail":
             r.note(text + " (nccl-tests exits non-zero after wrong results)")
@@ -941,6 +969,15 @@ def judge_nccl_run(run: NcclRun, ctx: JudgeContext, *, source: str, label: str |
         r.note(f"CPU measurement ({run.backend or 'gloo'} over shared memory / TCP sockets): no GPU or fabric "
                f"expectation applies; peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded")
         _curve(run, r, peak_bw, _thresholds(ctx), cpu=True)
+        return r
+    if mig:
+        shm = usage.transports.get("SHM", 0)
+        via = (f"; {shm} channel(s) went 'via SHM' (host memory) between instances of different GPUs" if shm else "")
+        r.degrade(Verdict.WARN, f"no bandwidth verdict: {mig}{via}. MIG has no CUDA peer-to-peer, NVLink or NVLink SHARP "
+                                "between instances, so the run measured neither NVLink nor the declared intra-node figure "
+                                f"(peak busbw {peak_bw:.4g} GB/s at {fmt_bytes(peak_size)} recorded). "
+                                + by_id("mig-instances").hint())
+        _curve(run, r, peak_bw, _thresholds(ctx))
         return r
     if hidden:
         r.degrade(Verdict.WARN, f"{hidden}: the busbw did not go over NVLink or PCIe peer-to-peer. "
@@ -1128,6 +1165,45 @@ def _flag_contradiction(ctx: JudgeContext, ranks: int, said_by: str) -> str | No
         if flagged != ranks:
             return f"--nodes {ctx.nodes} x --gpus-per-node {ctx.gpus_per_node} = {flagged} ranks, but {said_by} {ranks}"
     return None
+
+
+def _mig_instances(run: NcclRun) -> str | None:
+    """What the log says when its ranks ran on MIG instances, else ``None``: device lines naming a MIG profile
+    (``NVIDIA H200 MIG 1g.35gb``, the name CUDA gives an instance) or a ``CUDA_VISIBLE_DEVICES`` of MIG UUIDs. MIG has
+    no CUDA peer-to-peer, NVLink or NVLink SHARP between instances (:data:`~validate.signatures.MIG_INSTANCES`)."""
+    profiles = sorted({p[1] for p in (mig_profile(d.name) for d in run.devices) if p})
+    if profiles:
+        parent = mig_profile(run.device_name) or mig_profile(next(d.name for d in run.devices if mig_profile(d.name)))
+        return (f"the ranks ran on MIG instances ({', '.join(profiles)} of {parent[0] if parent else 'a GPU'}, "
+                "named in the device lines)")
+    visible = run.settings.get("CUDA_VISIBLE_DEVICES", "")
+    if visible.strip().upper().startswith("MIG-"):
+        return "the ranks ran on MIG instances (CUDA_VISIBLE_DEVICES lists MIG UUIDs)"
+    return None
+
+
+PKEY_FULL_MEMBER_BIT = 0x8000
+"""Bit 15 of an InfiniBand partition key: set for a full member (``0xffff``, ``0xf0dc``), clear for a limited one
+(``0x7fff``). No port's P_Key table is that long, so an NCCL_IB_PKEY with it set is a key, not an index
+(amd-agi/maxtext-slurm docs/ib-pkey-fix-report-en.md at f8645ca: ``pkeys/1 -> 0xf0dc (bit 15 = 1 -> full member)``,
+and ``NCCL_IB_PKEY=0xf0dc`` made ``ibv_modify_qp`` fail)."""
+
+
+def _failing_setting(run: NcclRun, fabric: str | None) -> str | None:
+    """A setting the log shows that makes NCCL fail rather than slow down, named with its cause and fix, else ``None``:
+    NCCL_IB_PKEY given a partition key (full-member bit :data:`PKEY_FULL_MEMBER_BIT` set) where NCCL takes an index into
+    the port's P_Key table (signature ``ib-pkey-value-not-index``). Only where the fabric is InfiniBand/RoCE or
+    unknown (NCCL_IB_PKEY means nothing to EFA)."""
+    value = run.settings.get("NCCL_IB_PKEY")
+    if value is None or (fabric is not None and fabric not in IB_VERBS_FABRICS):
+        return None
+    try:
+        number = int(value, 0)  # NCCL parses it with strtoll(.., 0): 0x-prefixed hex is accepted
+    except ValueError:
+        return None
+    if number < PKEY_FULL_MEMBER_BIT:
+        return None
+    return f"the log sets NCCL_IB_PKEY={value}. " + by_id("ib-pkey-value-not-index").text()
 
 
 def _gpus_hidden_per_task(run: NcclRun) -> str | None:
