@@ -16,7 +16,7 @@ from typing import Any
 from .models import Blueprint
 from .settings import NodeSettings
 from .values import AnsibleExpression
-from .vendor import kata_tarball, kernel_spec, vendor_units
+from .vendor import kata_tarball, kernel_spec, nvswitch_management_vpd, vendor_units
 
 __all__ = ["ROLE_ORDER", "node_role_vars", "roles_for"]
 
@@ -161,6 +161,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
         }
         if s.opensm_priority is not None:
             v["rdma_opensm_priority"] = s.opensm_priority
+        if s.opensm:  # never a second subnet manager on an NVSwitch management port (NVLSM's)
+            v["rdma_opensm_exclude_vpd"] = [nvswitch_management_vpd()]
         if s.ipoib and s.ipoib_mode:
             v["rdma_ipoib_mode"] = s.ipoib_mode
         if s.roce is not None:

@@ -45,6 +45,7 @@ __all__ = [
     "kata_tarball",
     "mpi_operator_manifest_ref",
     "nvlsm_version",
+    "nvswitch_management_vpd",
     "pins_word",
     "vendor_units",
 ]
@@ -74,6 +75,13 @@ def vendor_units() -> dict[str, str]:
     checks take every vendor unit name from here, so each is spelled once, in the catalog."""
     bm = bare_metal()
     return {**nvidia_services(), **bm["lustre_client"]["services"], **bm["doca_ofed"]["services"]}
+
+
+def nvswitch_management_vpd() -> str:
+    """The VPD marker of an NVSwitch management port (``SW_MNG``: the CX7 bridge's limited PFs on NVLink 5 baseboards,
+    which Fabric Manager and the NVLSM it starts own; catalog ``nvswitch.nvlink5_fabricmanager.management_port_vpd``,
+    from NVIDIA's Fabric Manager user guide). No other subnet manager may run on such a port."""
+    return str(bare_metal()["nvidia_driver"]["nvswitch"]["nvlink5_fabricmanager"]["management_port_vpd"])
 
 
 def container_engine_units() -> dict[str, str]:
