@@ -274,7 +274,8 @@ def _run_mutant(module: str, cover_map: Path, tests: list[str]) -> int:
     cover = json.loads(cover_map.read_text())
     chosen = select(cover, changed_lines(cover["source"], Path(module).read_text()))
     if chosen is not None:
-        rc = pytest.main([*PYTEST_ARGS, *tests], plugins=[Only(chosen)])
+        files = [t for t in tests if any(n.split("::")[0] == t for n in chosen)]  # collect only those files
+        rc = pytest.main([*PYTEST_ARGS, *files], plugins=[Only(chosen)])
         if rc != pytest.ExitCode.NO_TESTS_COLLECTED:
             return int(rc)
     return int(pytest.main([*PYTEST_ARGS, *tests]))
@@ -296,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=None, help="judge only this many mutants per module (fixed sample)")
     ap.add_argument("--seed", type=int, default=35, help="the sample's seed")
     ap.add_argument("--fresh", action="store_true", help="judge every mutant again, killed ones included")
+    ap.add_argument("--module-at", metavar="COMMIT", help="mutate the modules as they were at COMMIT (the tests are "
+                    "HEAD's): keeps a session while others change the module; the tests must pass against it")
     ap.add_argument("--select", choices=("covering", "all"), default="covering",
                     help="run only the tests that execute the mutated lines (default), or every test of the list")
     args = ap.parse_args(argv)
@@ -339,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutate: the tests of {module} are not in commit {commit[:12]}: {', '.join(missing)} "
                   "(commit them, or fix AREAS in tools/mutate.py)", file=sys.stderr)
             return 2
+        module_commit = args.module_at or commit
+        _restore(work, module, module_commit)
         source = (work / module).read_text()
         key = hashlib.sha256(json.dumps([source, args.sample, args.seed]).encode()).hexdigest()[:12]
         session = STATE / f"{module.replace('/', '+')}-{key}.sqlite"
@@ -380,14 +385,15 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         if t0 < deadline:
             _exec_until(cfg, session, work, deadline)
-            _restore(work, module, commit)  # a run stopped mid-mutant leaves the mutant on disk
+            _restore(work, module, module_commit)  # a run stopped mid-mutant leaves the mutant on disk
         counts, survivors = _summary(session, work)
         for k, v in counts.items():
             total[k] += v
         all_survivors += survivors
         judged = counts["killed"] + counts["timeout"] + counts["survived"]
         score = f"{(counts['killed'] + counts['timeout']) / judged:.1%}" if judged else "-"
-        print(f"{module}: killed {counts['killed']}, timeout {counts['timeout']}, survived {counts['survived']}, "
+        at = f" (the module at {module_commit[:12]})" if args.module_at else ""
+        print(f"{module}{at}: killed {counts['killed']}, timeout {counts['timeout']}, survived {counts['survived']}, "
               f"incompetent {counts['incompetent']}, pending {counts['pending']}, in annotations (not run) "
               f"{counts['annotation']}, not sampled {counts['not sampled']}; score {score} "
               f"({time.monotonic() - t0:.0f} s; tests: {' '.join(tests)})")

@@ -87,6 +87,16 @@ def test_a_torch_benchmark_banner_on_another_stream_does_not_change_the_tool(bas
     assert run.tool == "nccl-tests"
 
 
+def test_log_lines_before_the_first_run_stay_within_the_cap(base):
+    # MAX_LOG_LINES (20000) other lines are kept per run; lines printed before the first header go to the first run
+    # and share its cap
+    from validate.parsers.nccl import MAX_LOG_LINES
+
+    info = "".join(f"node-1:1:1 [0] NCCL INFO NET/IB : note {i}\n" for i in range(MAX_LOG_LINES + 10))
+    run = _run(info + base)
+    assert len(run.log_lines) == MAX_LOG_LINES and run.log_lines[0] == "node-1:1:1 [0] NCCL INFO NET/IB : note 0"
+
+
 def test_wrong_counts_na_is_unchecked_zero_passes(base):
     run = _run(base)
     assert run.checked is False and run.wrong_total is None and run.rows[-1].wrong is None

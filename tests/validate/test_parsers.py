@@ -65,7 +65,9 @@ def test_old_format_columns_and_quirks(fixtures_dir):
     a2a = parse_nccl(_nccl(fixtures_dir, "nccl-07.txt"))[0]
     assert all(r.redop == "" for r in a2a.rows), "old alltoall prints a blank redop field"
     assert any("blank redop" in n for n in a2a.format_notes)
+    assert "no redop column (pre-2.13 table)" in ag.format_notes and not any("blank redop" in n for n in ag.format_notes)
     ar = parse_nccl(_nccl(fixtures_dir, "nccl-04.txt"))[0]
+    assert not any("redop" in n for n in ar.format_notes)
     assert ar.rows[0].size_bytes == 0 and ar.rows[0].out_of_place.wrong is None  # N/A = unchecked
     assert ar.avg_busbw_gbps == pytest.approx(68.4048) and ar.out_of_bounds == 0 and ar.out_of_bounds_ok
     assert ar.config["validation"] == 0 and ar.config["nGpus"] == 8
@@ -204,6 +206,9 @@ def test_torch_benchmark_output_reads_as_a_cpu_run():
     run = parse_nccl(text)[0]
     assert run.tool == "torch" and run.backend == "gloo" and run.is_cpu
     assert run.collective == "all_gather" and run.ranks == 3 and run.nodes == 1 and run.concluded
+    # a banner without "backend gloo": the devices named "cpu (gloo)" give the backend
+    run = parse_nccl(text.replace(" backend gloo", ""))[0]
+    assert run.backend == "gloo" and run.is_cpu
 
 
 def test_non_mpi_build_duplicates_rank0_per_launcher_stream(fixtures_dir):
@@ -272,6 +277,34 @@ def test_nccl_json():
     assert run.peak()[0] == pytest.approx(255.6 * 1.875)
     assert run.out_of_bounds == 0 and run.out_of_bounds_ok is True and run.avg_busbw_check is None
     assert run.concluded and not run.errors
+
+
+def test_nccl_json_in_place_checked_alone_adds_nothing_for_out_of_place():
+    doc = _json_doc()
+    for res in doc["results"]:
+        res["out_of_place"]["nwrong"], res["in_place"]["nwrong"] = None, 0.0
+    run = parse_nccl(json.dumps(doc))[0]
+    assert run.checked is True and run.wrong_total == 0
+
+
+def test_nccl_json_of_a_long_sweep_cut_short_is_repaired():
+    # a linear sweep of 2000 sizes (-i): some 500 KB of JSON, cut by a crash after the last result's placements
+    doc = _json_doc()
+    doc["results"] = [dict(doc["results"][0], size=1024 * (k + 1), count=256 * (k + 1)) for k in range(2000)]
+    text = json.dumps(doc)
+    assert len(text) > 400_000
+    cut = text[: text.index('"out_of_bounds"') - 40]
+    run = parse_nccl_json(cut)[0]
+    assert run.truncated and len(run.rows) == 2000 and run.rows[-1].size_bytes == 1024 * 2000
+
+
+def test_nccl_json_repair_is_not_misled_by_brackets_inside_strings():
+    # JSON strings hold any character: an environment value with an unbalanced bracket must not count as nesting
+    doc = _json_doc()
+    doc["env"] = ["PS1=[\\u@\\h \\W", "NCCL_IB_HCA=mlx5_0,mlx5_1"]
+    text = json.dumps(doc)
+    run = parse_nccl_json(text[: text.index('"out_of_bounds"') - 40])[0]
+    assert run.truncated and len(run.rows) == 3 and run.collective == "all_reduce"
 
 
 def test_nccl_json_cut_short_by_a_crash_is_repaired():
@@ -515,6 +548,42 @@ def test_rank_count_is_not_guessed_when_the_precision_does_not_allow_it():
     rows = "   1048576  262144  float  sum  -1  20000.0  0.05  0.09  0  20000.0  0.05  0.09  0\n"
     (run,) = parse_nccl_text(rows)
     assert run.inferred_ranks() is None
+
+
+# nccl-tests' data types and their element sizes in bytes (src/common.cu test_typenames, nccl.h ncclDataType_t: int8/char,
+# uint8 1; int32/int, uint32 4; int64, uint64 8; half/float16 2; float/float32 4; double/float64 8; bfloat16 2; f8e4m3,
+# f8e5m2 1), and the short names the torch benchmark and users print (fp16, bf16, fp8_e4m3, fp8_e5m2)
+TYPE_SIZES = {"int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
+              "half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float": 4, "float32": 4, "double": 8,
+              "float64": 8, "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+@pytest.mark.parametrize(("dtype", "size"), sorted(TYPE_SIZES.items()))
+def test_all_gather_sizes_give_the_ranks_for_every_data_type(dtype, size):
+    # an all_gather row's size is count x element size x ranks (nccl-tests src/all_gather.cc); the bandwidths are
+    # too small for busbw / algbw, so only the element size can give the 4 ranks
+    rows = "".join(f"{count * size * 4:10d} {count:8d} {dtype:>9} none -1  30.0  0.01  0.01  0  30.0  0.01  0.01  0\n"
+                   for count in (8, 16, 32))
+    (run,) = parse_nccl_text("# Collective test starting: all_gather_perf\n" + rows)
+    assert run.inferred_ranks() == 4
+
+
+def test_sendrecv_and_reduce_are_not_told_apart_without_a_root_column():
+    # busbw = algbw and no root printed (a pre-2.13 table without header): read as sendrecv, reduce left as the other
+    # candidate (a root >= 0 would make it reduce)
+    rows = "".join(f"{n * 4:10d} {n:8d} float sum  {t:.1f}  {n * 4 / t / 1e3:.2f}  {n * 4 / t / 1e3:.2f}  0  "
+                   f"{t:.1f}  {n * 4 / t / 1e3:.2f}  {n * 4 / t / 1e3:.2f}  0\n"
+                   for n, t in ((262144, 40.0), (1048576, 90.0), (4194304, 260.0)))
+    (run,) = parse_nccl_text(rows)
+    assert run.collective == "sendrecv" and run.candidates == ["sendrecv", "reduce"]
+
+
+def test_a_tie_of_busbw_names_the_out_of_place_placement_printed_first(fixtures_dir):
+    last = "  8589934592    2147483648   float     sum    63896  134.44  235.26    N/A    63959  134.30  235.03    N/A"
+    text = _nccl(fixtures_dir, "nccl-04.txt")
+    assert last in text
+    (run,) = parse_nccl(text.replace(last, last.replace("235.03", "235.26")))
+    assert run.peak() == (235.26, 8589934592, "out-of-place")
 
 
 def _nccl05_rows(fixtures_dir, max_size: int | None = None, dtype: str = "float") -> str:
