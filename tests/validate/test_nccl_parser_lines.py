@@ -87,6 +87,14 @@ def test_a_torch_benchmark_banner_on_another_stream_does_not_change_the_tool(bas
     assert run.tool == "nccl-tests"
 
 
+def test_an_error_from_another_rank_after_every_run_finished_goes_to_the_last_run(base):
+    # srun --label: rank 0 printed two complete runs (each with its footer); rank 1 then printed a failure
+    text = "\n".join("0: " + ln for ln in (base + base).splitlines())
+    text += "\n1: node-2: Test NCCL failure common.cu:1019 'unhandled system error'\n"
+    first, second = [r for r in parse_nccl(text) if r.rows]
+    assert first.errors == [] and any("unhandled system error" in e for e in second.errors)
+
+
 def test_log_lines_before_the_first_run_stay_within_the_cap(base):
     # MAX_LOG_LINES (20000) other lines are kept per run; lines printed before the first header go to the first run
     # and share its cap

@@ -266,6 +266,7 @@ def _json_doc() -> dict:
 def test_nccl_json():
     run = parse_nccl(json.dumps(_json_doc()))[0]
     assert run.fmt == "json" and run.collective == "all_reduce" and run.collective_from == "json args"
+    assert run.nccl_version == "2.27.3"  # NCCL_VERSION_CODE 22703
     assert run.ranks == 16 and run.nodes == 2 and run.device_name == "NVIDIA H100 80GB HBM3"
     assert run.rows[0].root == -1 and run.rows[2].in_place.busbw_gbps is None  # "nan"
     # the config block, under nccl-tests' text names (nThread ... as the text header prints them)
@@ -277,6 +278,12 @@ def test_nccl_json():
     assert run.peak()[0] == pytest.approx(255.6 * 1.875)
     assert run.out_of_bounds == 0 and run.out_of_bounds_ok is True and run.avg_busbw_check is None
     assert run.concluded and not run.errors
+
+
+def test_nccl_json_version_string_with_its_cuda_build():
+    doc = dict(_json_doc(), nccl_version="2.27.3+cuda12.9")
+    run = parse_nccl(json.dumps(doc))[0]
+    assert (run.nccl_version, run.nccl_cuda) == ("2.27.3", "12.9")
 
 
 def test_nccl_json_in_place_checked_alone_adds_nothing_for_out_of_place():
@@ -576,6 +583,40 @@ def test_sendrecv_and_reduce_are_not_told_apart_without_a_root_column():
                    for n, t in ((262144, 40.0), (1048576, 90.0), (4194304, 260.0)))
     (run,) = parse_nccl_text(rows)
     assert run.collective == "sendrecv" and run.candidates == ["sendrecv", "reduce"]
+
+
+def _headerless(rows: list[tuple[int, int, str, float, float]]) -> str:
+    """Table rows (size, count, redop, algbw, busbw) with both placements equal and no header: the collective must
+    come from the table itself."""
+    return "".join(f"{size:12d} {count:12d}  float  {op}  -1  100.0  {alg:.2f}  {bus:.2f}  0  100.0  {alg:.2f}  {bus:.2f}  0\n"
+                   for size, count, op, alg, bus in rows)
+
+
+def test_a_large_all_gather_is_not_taken_for_sendrecv():
+    # all_gather on 64 ranks: busbw / algbw = 63/64 = 0.984, within 2 % of sendrecv's 1, but each row's size is
+    # count x 4 B x 64 (the per-rank relation), so it is an all_gather or alltoall
+    rows = [(c * 4 * 64, c, "none", alg, alg * 63 / 64) for c, alg in ((4096, 20.0), (65536, 120.0), (1048576, 180.0))]
+    (run,) = parse_nccl_text(_headerless(rows))
+    assert run.collective is None and run.candidates == ["all_gather", "alltoall"]
+    assert run.inferred_ranks() == 64
+
+
+def test_a_reduce_scatter_follows_from_its_reduction_and_ratio():
+    # reduce_scatter on 8 ranks: busbw / algbw = 7/8 with a reduction op (sum)
+    rows = [(c * 4 * 8, c, "sum", alg, alg * 7 / 8) for c, alg in ((4096, 20.0), (65536, 120.0), (1048576, 180.0))]
+    (run,) = parse_nccl_text(_headerless(rows))
+    assert run.collective == "reduce_scatter" and run.collective_from == "columns"
+
+
+def test_rank_count_at_1000_gbps_allows_the_one_decimal_printed_there():
+    # nccl-tests prints 6 characters (getFloatStr): 2 decimals below 1000 GB/s, 1 decimal from 1000 on. An all_reduce
+    # on 8 ranks (busbw = 1.75 x algbw) whose top row printed algbw 1000.0 and busbw 1750.1 (true 1000.04, 1750.07)
+    # is 8 ranks within that precision
+    rows = [(2 ** 24, 2 ** 22, "sum", 400.0, 700.0), (2 ** 26, 2 ** 24, "sum", 800.0, 1400.0)]
+    text = _headerless(rows) + (f"{2 ** 28:12d} {2 ** 26:12d}  float  sum  -1  100.0  1000.0  1750.1  0  "
+                                "100.0  1000.0  1750.1  0\n")
+    (run,) = parse_nccl_text(text)
+    assert run.collective == "all_reduce" and run.inferred_ranks() == 8
 
 
 def test_a_tie_of_busbw_names_the_out_of_place_placement_printed_first(fixtures_dir):
