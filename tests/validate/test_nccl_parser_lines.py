@@ -95,6 +95,14 @@ def test_an_error_from_another_rank_after_every_run_finished_goes_to_the_last_ru
     assert first.errors == [] and any("unhandled system error" in e for e in second.errors)
 
 
+def test_the_network_another_rank_names_belongs_to_the_runs(base):
+    # srun --label: rank 0 printed the table; rank 8 on the second node printed NCCL's "Using network IB" line
+    text = "\n".join("0: " + ln for ln in base.splitlines())
+    text += "\n8: node-2:7:7 [0] NCCL INFO Using network IB\n"
+    (run,) = [r for r in parse_nccl(text) if r.rows]
+    assert "IB" in run.networks
+
+
 def test_log_lines_before_the_first_run_stay_within_the_cap(base):
     # MAX_LOG_LINES (20000) other lines are kept per run; lines printed before the first header go to the first run
     # and share its cap

@@ -504,6 +504,11 @@ def test_net_usage_reads_transport_nic_and_gdr_per_channel():
     assert u.nics_listed == 3 and u.nic_names == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2"} and u.nics_found == 32
     assert u.net_transports[0] == "NET/IB"
     assert net_usage(["no nccl here", "# Avg bus bandwidth : 1"]).channel_lines == 0
+    # NCCL lists the socket interfaces too (its bootstrap and the Socket transport); the IB list names the NICs
+    sock = "node-1:11:11 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
+    for lines in ([INFO.splitlines()[0], sock], [sock, INFO.splitlines()[0]]):
+        u = net_usage(lines)
+        assert u.nics_listed == 3 and u.nic_names == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2"}, lines
 
 
 def test_every_non_table_line_is_kept_for_the_judge(fixtures_dir):
@@ -617,6 +622,17 @@ def test_rank_count_at_1000_gbps_allows_the_one_decimal_printed_there():
                                 "100.0  1000.0  1750.1  0\n")
     (run,) = parse_nccl_text(text)
     assert run.collective == "all_reduce" and run.inferred_ranks() == 8
+
+
+def test_a_row_too_large_for_64_bits_keeps_each_placement(fixtures_dir):
+    # a size of 2**64 bytes (a corrupted or hostile log) is kept apart from the 64-bit columns, placements intact
+    rows = _headerless([(2 ** 20, 2 ** 18, "sum", 10.0, 17.5)])
+    rows += f"{2 ** 64:12d} {2 ** 62:12d}  float  sum  -1  100.0  20.00  35.00  0  100.0  21.00  36.75  0\n"
+    (run,) = parse_nccl_text(rows)
+    assert run.rows[-1].size_bytes == 2 ** 64
+    assert run.rows.values("busbw_gbps", "out-of-place") == [17.5, 35.0]
+    assert run.rows.values("busbw_gbps", "in-place") == [17.5, 36.75]
+    assert run.peak() == (36.75, 2 ** 64, "in-place")
 
 
 def test_a_tie_of_busbw_names_the_out_of_place_placement_printed_first(fixtures_dir):
