@@ -518,6 +518,8 @@ def test_every_non_table_line_is_kept_for_the_judge(fixtures_dir):
     (run,) = parse_nccl(text)
     assert any("failed to extend /dev/shm" in ln for ln in run.log_lines)
     assert "some launcher message" in run.log_lines and len(run.rows) == 31
+    # the table's heading lines (placements, units) are the table, not log output
+    assert not any(ln.split()[0] in ("(B)", "out-of-place") for ln in run.log_lines if ln.split())
 
 
 @pytest.mark.parametrize("tag", ["[1,{r}]<stdout>:", "{r}: ", "[{r}] "])
