@@ -11,8 +11,9 @@ with the one given now, field by field (list entries that have a ``name`` are ma
 * ``delete`` — resources go away with their data;
 * ``refused`` — ``up`` stops (``down`` then ``up``, or a new ``name:``).
 
-:func:`show` prints them; :func:`confirm` asks before anything is replaced or deleted (``--yes``
-for scripts) and refuses a refused change. ``plan`` prints the same list offline.
+:func:`show` prints them and :func:`report` gives the same as data (``plan --json``); :func:`confirm` asks
+before anything is replaced or deleted (``--yes`` for scripts) and refuses a refused change. ``plan`` prints the
+same list offline.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any, Literal, TextIO
 
 from blueprints.errors import UsageError
 
-__all__ = ["POLICIES", "Change", "UpdateRefused", "ask", "changes", "classify", "confirm", "policy_table", "show",
-           "stdin_is_terminal"]
+__all__ = ["POLICIES", "Change", "UpdateRefused", "ask", "changes", "classify", "confirm", "policy_table", "report",
+           "show", "stdin_is_terminal"]
 
 Policy = Literal["in-place", "replace-nodes", "delete", "refused"]
 POLICIES: tuple[Policy, ...] = ("in-place", "replace-nodes", "delete", "refused")
@@ -59,6 +60,27 @@ class Change:
         """The node group the change is about (``node_groups.<name>…`` or ``images.<name>``), else ``None``."""
         parts = self.path.split(".")
         return parts[1] if parts[0] in ("node_groups", "images") and len(parts) > 1 else None
+
+    @property
+    def resource(self) -> tuple[str, str]:
+        """``(resource, type)``: the deployed thing the change is about and its kind. A named entry is
+        ``node_groups.<name>`` / ``storage.<name>`` (types ``node-group``, ``file-system``), a group's image
+        ``images.<group>`` (``image``); any other field belongs to its top-level section (``target``, ``network``,
+        ``orchestrator``, ``software`` …, the type being the section's name)."""
+        parts = self.path.split(".")
+        kinds = {"node_groups": "node-group", "storage": "file-system", "images": "image"}
+        if parts[0] in kinds and len(parts) > 1:
+            return f"{parts[0]}.{parts[1]}", kinds[parts[0]]
+        return parts[0], parts[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """The change as ``plan --json`` gives it: ``field`` (dotted path), ``resource`` and ``type``
+        (:attr:`resource`), ``action`` (``changed`` / ``added`` / ``removed`` / ``decreased``), ``old`` / ``new``
+        (JSON values; ``null`` for an added / removed entry's missing side), ``policy`` (``in-place``,
+        ``replace-nodes``, ``delete``, ``refused``), ``why`` and ``source`` (URL or ``""``) from the policy table."""
+        resource, kind = self.resource
+        return {"field": self.path, "resource": resource, "type": kind, "action": self.kind, "old": self.old,
+                "new": self.new, "policy": self.policy, "why": self.why, "source": self.source}
 
 
 ENTRY_KEYS = frozenset({"path", "policy", "decreased", "added", "removed", "why", "source"})
@@ -178,6 +200,27 @@ def show(found: list[Change], *, stack: str, deployed_from: str, deployed_at: st
     for c in found:
         if c.policy == "delete":
             print(f"  deleted: {c.path} ({c.why})", file=out)
+
+
+def report(found: list[Change], *, stack: str, deployed_from: str, deployed_at: str,
+           group_counts: Mapping[str, int], reserved: Iterable[str] = ()) -> dict[str, Any]:
+    """What :func:`show` prints, as data (``plan --json``'s ``changes``): ``stack``, ``deployed_from``,
+    ``deployed_at``, ``changes`` (each :meth:`Change.to_json`), ``replaced`` (per node group whose instances are
+    replaced: ``group``, ``nodes`` and ``stopped_first``, true in a Capacity Block or reservation), ``deleted``
+    (the fields whose change deletes resources) and ``up``: what ``up`` does with them (``nothing`` to change,
+    ``proceeds`` with in-place changes only, ``asks`` before replacing or deleting, ``refuses``)."""
+    held = set(reserved)
+    policies = {c.policy for c in found}
+    up = ("refuses" if "refused" in policies else "asks" if policies & {"replace-nodes", "delete"}
+          else "proceeds" if found else "nothing")
+    return {
+        "stack": stack, "deployed_from": deployed_from, "deployed_at": deployed_at,
+        "changes": [c.to_json() for c in found],
+        "replaced": [{"group": g, "nodes": int(group_counts.get(g, 0)), "stopped_first": g in held}
+                     for g in _replaced_groups(found, group_counts)],
+        "deleted": [c.path for c in found if c.policy == "delete"],
+        "up": up,
+    }
 
 
 def _replaced_groups(found: list[Change], group_counts: Mapping[str, int]) -> list[str]:

@@ -4,7 +4,9 @@ The blueprint's target (:mod:`clusterforge.targets`, looked up by ``target.provi
 plan. AWS: the Pulumi program runs in-process against a mock engine (:mod:`clusterforge.plan`) — no
 credentials, no network, no Pulumi CLI; the tree shows every resource under its component with
 counts; ``--json`` prints ``{"resources": [{"type", "name", "parent", "inputs"}]}`` with engine
-(camelCase) property names; for a blueprint that does not pass ``check`` it prints ``check --json``'s
+(camelCase) property names, and ``"changes"`` when the stack is deployed: each changed field with its ``resource``,
+``type``, ``action``, update ``policy`` and ``why`` (:func:`clusterforge.updates.report`); for a blueprint that does
+not pass ``check`` it prints ``check --json``'s
 ``{"file", "ok": false, "findings"}`` (exit 1, or 2 when the path names no readable file). On-prem: every host, role and variable of the Ansible run; the hosts of
 a node group that differ only in some values (address ...) are shown once with those values per
 host, and lines longer than the terminal are cut with a marker (``--all``: every host in full,
@@ -48,13 +50,15 @@ def register(app: typer.Typer) -> None:
                 print(json.dumps(findings_document(blueprint, False, e.findings), indent=2))
             raise
         result = plan(loaded)
-        report = target_for(loaded.blueprint.target.provider).changes_report(loaded, state_dir)
+        target = target_for(loaded.blueprint.target.provider)
         if as_json:
             doc = result.to_json()
-            if report:
-                doc["changes"] = report
+            changes = target.changes_json(loaded, state_dir)
+            if changes is not None:
+                doc["changes"] = changes
             print(json.dumps(doc, indent=2))
             return
+        report = target.changes_report(loaded, state_dir)
         result.show(console, show_all=show_all)
         from .cost import compute
 

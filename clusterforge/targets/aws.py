@@ -350,17 +350,44 @@ class AwsTarget(Target):
         nothing is deployed (the plan itself is then what ``up`` creates)."""
         import io
 
+        found = self._deployed_changes(loaded, state_dir)
+        if found is None:  # not deployed: the plan above is what `up` creates
+            return []
+        name, rec, changes = found
+        if changes is None:
+            return [_owner_refusal(name, rec)]
+        buf = io.StringIO()
+        _show_changes(loaded, rec, changes, out=buf)
+        return buf.getvalue().splitlines()
+
+    def changes_json(self, loaded: LoadedBlueprint, state_dir: Path | None) -> dict[str, Any] | None:
+        """:meth:`changes_report` as data (``plan --json``'s ``changes``): :func:`clusterforge.updates.report`
+        of the changes against the record; ``{"stack", "owner", "refused"}`` when another file owns the stack;
+        ``None`` when nothing is deployed."""
+        from ..updates import report
+
+        found = self._deployed_changes(loaded, state_dir)
+        if found is None:
+            return None
+        name, rec, changes = found
+        if changes is None:
+            return {"stack": name, "owner": rec.blueprint_file, "refused": _owner_refusal(name, rec)}
+        counts, reserved = _group_counts_and_reserved(rec)
+        return report(changes, stack=rec.stack, deployed_from=rec.blueprint_file, deployed_at=rec.deployed_at,
+                      group_counts=counts, reserved=reserved)
+
+    def _deployed_changes(self, loaded: LoadedBlueprint,
+                          state_dir: Path | None) -> tuple[str, Deployment, list[Any] | None] | None:
+        """``(stack, record, classified changes)`` of ``loaded``'s deployed stack; the changes are ``None`` when
+        the record belongs to another file; ``None`` when nothing is recorded."""
         state = StateDir.of(state_dir)
         name = stack_name(loaded.blueprint.name, str(getattr(loaded.blueprint.target, "region", "")))
         rec = state.load(name)
-        if rec is None:  # not deployed: the plan above is what `up` creates
-            return []
+        if rec is None:
+            return None
         if rec.blueprint_file != str(Path(loaded.file).resolve()):
-            return [(f"{name}: belongs to {rec.blueprint_file}: `up` of this file is refused (rename `name:` or "
-                     "`up --adopt`)")]
-        buf = io.StringIO()
-        _show_changes(loaded, rec, self.update_changes(loaded, rec), out=buf)
-        return buf.getvalue().splitlines()
+            return name, rec, None
+        return name, rec, self.update_changes(loaded, rec)
 
     def update_changes(self, loaded: LoadedBlueprint, rec: Deployment, *, refresh_ami: bool = False) -> list[Any]:
         """The classified changes from the deployment ``rec`` to ``loaded`` (:func:`clusterforge.updates.changes`)."""
@@ -429,13 +456,25 @@ def _reserved_groups(data: dict[str, Any], kinds: tuple[str, ...] = ("capacity-b
     return [g.name for g in bp.node_groups if getattr(capacity_for(bp, g), "type", "") in kinds]
 
 
+def _owner_refusal(name: str, rec: Deployment) -> str:
+    return (f"{name}: belongs to {rec.blueprint_file}: `up` of this file is refused (rename `name:` or "
+            "`up --adopt`)")
+
+
+def _group_counts_and_reserved(rec: Deployment) -> tuple[dict[str, int], list[str]]:
+    """The recorded node groups' counts, and the groups whose nodes a replacement stops first (in a Capacity Block or
+    reservation; none on EKS, which cannot replace delete-first)."""
+    counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
+    eks = (rec.blueprint.get("orchestrator") or {}).get("kind") == "kubernetes"
+    return counts, [] if eks else _reserved_groups(rec.blueprint)
+
+
 def _show_changes(loaded: LoadedBlueprint, rec: Deployment, found: list[Any], out: Any = None) -> None:
     from ..updates import show
 
-    counts = {str(g["name"]): int(g.get("count") or 0) for g in rec.blueprint.get("node_groups", [])}
-    eks = (rec.blueprint.get("orchestrator") or {}).get("kind") == "kubernetes"  # EKS cannot replace delete-first
+    counts, reserved = _group_counts_and_reserved(rec)
     show(found, stack=rec.stack, deployed_from=rec.blueprint_file, deployed_at=rec.deployed_at,
-         group_counts=counts, reserved=[] if eks else _reserved_groups(rec.blueprint), out=out)
+         group_counts=counts, reserved=reserved, out=out)
 
 
 def _show_teardown(rec: Deployment, state: StateDir) -> None:

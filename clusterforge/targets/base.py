@@ -102,6 +102,12 @@ class Target(ABC):
         (the cloud target reads its record). Default: none."""
         return []
 
+    def changes_json(self, loaded: LoadedBlueprint, state_dir: Path | None) -> dict[str, Any] | None:
+        """:meth:`changes_report` as data, ``plan --json``'s ``changes`` (the cloud target:
+        :func:`clusterforge.updates.report`, or ``{stack, owner, refused}`` when another file owns the stack).
+        Default: ``None``, nothing deployed to compare with."""
+        return None
+
     def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
              prices: dict[str, Any] | None = None) -> CostReport | None:
         """What ``plan`` (this target's plan of ``loaded``) costs: :class:`~clusterforge.cost.CostReport`, every

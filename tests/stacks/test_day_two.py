@@ -258,8 +258,45 @@ def test_plan_shows_the_changes_offline(cli, tmp_path: Path) -> None:
     res = cli("plan", str(bp), "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert any("in-place      target.ssh_ingress_cidrs" in line for line in doc["changes"])
+    assert doc["changes"]["changes"] == [{
+        "field": "target.ssh_ingress_cidrs", "resource": "target", "type": "target", "action": "changed",
+        "old": [], "new": ["203.0.113.0/24"], "policy": "in-place", "why": "security-group rules change beside the nodes",
+        "source": "https://docs.aws.amazon.com/vpc/latest/userguide/security-group-rules.html"}]
+    assert doc["changes"]["up"] == "proceeds" and doc["changes"]["replaced"] == [] and doc["changes"]["stack"] == STACK
+    text = cli("plan", str(bp))
+    assert any(line.startswith("  in-place      target.ssh_ingress_cidrs") for line in text.stdout.splitlines()), \
+        "the text output keeps its lines"
     assert cli.verbs() == [], "plan is offline"
+
+
+def test_plan_json_gives_each_change_its_resource_action_and_policy(cli, tmp_path: Path) -> None:
+    """A change of every class against one deployment, read as data: the gpu group's instance type replaces its 2
+    nodes (policy table: the group's launch template changes), a removed file system is deleted, a new availability
+    zone is refused; the record's owner file conflict is its own shape."""
+    bp = blueprint(tmp_path)
+    assert cli("up", str(bp), "--yes").returncode == 0
+    bp.write_text(variant_yaml("aws-p5-efa-lustre", {"target": {"availability_zone": "us-east-1b"},
+                                                     "node_groups": [{"name": "gpu", "count": 2,
+                                                                      "instance_type": "p5e.48xlarge"}],
+                                                     "storage": []}))
+    doc = json.loads(cli("plan", str(bp), "--json").stdout)["changes"]
+    by_field = {c["field"]: c for c in doc["changes"]}
+    gpu = by_field["node_groups.gpu.instance_type"]
+    assert (gpu["resource"], gpu["type"], gpu["action"], gpu["policy"]) == \
+        ("node_groups.gpu", "node-group", "changed", "replace-nodes")
+    assert (gpu["old"], gpu["new"]) == ("p5.48xlarge", "p5e.48xlarge")
+    fs = next(c for c in doc["changes"] if c["type"] == "file-system")
+    assert (fs["resource"], fs["action"], fs["policy"], fs["new"]) == ("storage.shared", "removed", "delete", None)
+    az = by_field["target.availability_zone"]
+    assert (az["resource"], az["type"], az["policy"]) == ("target", "target", "refused") and az["why"]
+    assert doc["replaced"] == [{"group": "gpu", "nodes": 2, "stopped_first": False}]
+    assert doc["deleted"] == ["storage.shared"] and doc["up"] == "refuses"
+    other = tmp_path / "other" / "p5.yaml"
+    other.parent.mkdir()
+    other.write_text(bp.read_text())
+    owned = json.loads(cli("plan", str(other), "--json").stdout)["changes"]
+    assert owned == {"stack": STACK, "owner": str(bp.resolve()), "refused": owned["refused"]}
+    assert "belongs to" in owned["refused"]
 
 
 def test_stack_record_uses_the_recorded_image_in_the_program() -> None:
