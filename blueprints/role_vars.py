@@ -148,6 +148,11 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_fabricmanager_config": p.fabricmanager_config or "",
                 "nvidia_driver_fabricmanager_settings": {p.fabric_mode[0]: p.fabric_mode[1]} if p.fabric_mode else {},
                 "nvidia_driver_fabricmanager_modules": list(p.fabricmanager_modules),
+                "nvidia_driver_imex_service": p.imex_service or "",
+                "nvidia_driver_imex_config": p.imex_config or "",
+                "nvidia_driver_imex_node_config_key": p.imex_node_config_key or "",
+                "nvidia_driver_imex_nodes_config": p.imex_nodes_config or "",
+                "nvidia_driver_imex_nodes": list(s.imex_nodes),
             })
         return v
     if role == "rdma":

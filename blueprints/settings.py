@@ -378,6 +378,10 @@ class NodeSettings(_Frozen):
     """Install NVIDIA's open GPU kernel modules (``-open`` packages; required for DMA-BUF GPUDirect RDMA)."""
     gpu_packages: DriverPackages | None
     """On-prem GPU hosts with a driver install: the pinned NVIDIA packages (see :mod:`blueprints.vendor`)."""
+    imex_nodes: list[str] = []
+    """Multi-node NVLink groups (GB200 NVL72 trays, catalog ``nccl_env_fast_paths.mnnvl_gpus``) with a driver install:
+    the addresses of the group's hosts, one NVLink domain, in the order declared: IMEX's node list on every one of them
+    (NVIDIA IMEX guide, "NVLink Domain Wide" deployment). Empty elsewhere."""
     fabric_manager: bool
     """Install and run NVIDIA Fabric Manager (NVSwitch hosts that keep their NVSwitches)."""
     fabric_manager_mode: Literal["default", "shared-nvswitch"] | None
@@ -653,7 +657,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             os=node_os, branch=sw.driver_branch.split(".")[0], version=driver_version,
             open_modules=sw.driver_open_kernel_modules, nvlink_gen=hw.gpu.nvlink_gen if hw.gpu else None,
             fabric_manager=fabric_manager, dcgm=not passthrough, cuda=stack.cuda,
-            fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default")
+            fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default",
+            mnnvl=gpu_model in cat.mnnvl_gpus)
     opensm = (isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
               and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts))
     return NodeSettings(
@@ -693,6 +698,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
                                if sw.kernel_updates == "hold" and roles_install else []),
         driver_open_kernel_modules=sw.driver_open_kernel_modules,
         gpu_packages=gpu_packages,
+        # one node group is one NVLink domain (the imex-domain rule keeps it within the domain's size)
+        imex_nodes=[h.address for h in g.hosts] if gpu_packages is not None and gpu_packages.imex_service else [],
         fabric_manager=fabric_manager,
         fabric_manager_mode=(None if not nvswitch else "default" if not passthrough
                              else "shared-nvswitch" if plan == "shared-nvswitch" else None),

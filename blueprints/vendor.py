@@ -146,6 +146,14 @@ class DriverPackages(BaseModel):
     """``(key, value)`` of Fabric Manager's operating mode in that file: ``("FABRIC_MODE", 0)`` bare metal,
     ``1`` Shared NVSwitch multitenancy (guests get GPU partitions)."""
     fabricmanager_modules: list[str] = []
+    imex_service: str | None = None
+    """IMEX's unit on multi-node NVLink nodes (``nvidia-imex``; ``None`` elsewhere)."""
+    imex_config: str | None = None
+    """IMEX's configuration file (``/etc/nvidia-imex/config.cfg``) on multi-node NVLink nodes."""
+    imex_node_config_key: str | None = None
+    """The key of that file naming the node list (``IMEX_NODE_CONFIG_FILE``)."""
+    imex_nodes_config: str | None = None
+    """The node list file (``/etc/nvidia-imex/nodes_config.cfg``: one IP address per line)."""
     """Kernel modules Fabric Manager's start check needs loaded (NVLink 5: ``["mlx5_core", "ib_umad"]``, whatever the
     data fabric; catalog ``nvswitch.nvlink5_fabricmanager.modules``); empty elsewhere."""
 
@@ -165,13 +173,15 @@ def _upstream(debian_version: str) -> str:
 
 def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, nvlink_gen: int | None,
                     fabric_manager: bool, dcgm: bool, cuda: str,
-                    fabric_manager_mode: str = "default") -> DriverPackages:
+                    fabric_manager_mode: str = "default", mnnvl: bool = False) -> DriverPackages:
     """The pinned NVIDIA packages for one node group.
 
     ``os`` is the blueprint's on-prem OS (``debian-12``, ``ubuntu-22.04`` ...); ``nvlink_gen`` the GPU's
     NVLink generation from the hardware catalog (``None`` without NVLink); ``fabric_manager`` whether the
     group has NVSwitches; ``cuda`` the CUDA version (DCGM 4 ships one package per CUDA major);
-    ``fabric_manager_mode`` ``default`` or ``shared-nvswitch`` (catalog ``nvswitch.fabric_modes``).
+    ``fabric_manager_mode`` ``default`` or ``shared-nvswitch`` (catalog ``nvswitch.fabric_modes``); ``mnnvl`` whether
+    the GPUs join a multi-node NVLink domain (GB200 NVL72 trays: IMEX at the driver version, its service enabled,
+    catalog ``nvswitch.imex``/``imex_service``).
     Raises ``KeyError`` for an OS without a CUDA repository in the catalog.
     """
     nd = bare_metal()["nvidia_driver"]
@@ -187,7 +197,7 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
     unversioned = int(branch.split(".")[0]) >= int(sw["unversioned_names_from_branch"])
     nvswitch = fabric_manager and bool(nvlink_gen)
     parts: list[str] = (list(sw["by_nvlink_gen"].get(nvlink_gen, sw["by_nvlink_gen"][max(sw["by_nvlink_gen"])]))
-                        if nvswitch else [])
+                        if nvswitch else []) + (["imex"] if mnnvl else [])
     lsm = nvlsm_version(branch) if "nvlsm" in parts else None
     pins = [AptPin(packages=list(nd["apt_pin_packages"]), version=f"{version}-*")]
     for part in parts:
@@ -224,7 +234,16 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
         fabricmanager_service=sw["services"]["fabricmanager"] if nvswitch else None,
         fabricmanager_config=sw["fabricmanager_config"] if nvswitch else None,
         fabric_mode=(sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode])) if nvswitch else None,
-        fabricmanager_modules=list(nvl5.get("modules", [])), **sb)
+        fabricmanager_modules=list(nvl5.get("modules", [])), **_imex_fields(sw, mnnvl), **sb)
+
+
+def _imex_fields(sw: dict[str, Any], mnnvl: bool) -> dict[str, Any]:
+    """The IMEX fields of :class:`DriverPackages` (catalog ``nvswitch.imex_service``); empty without multi-node NVLink."""
+    if not mnnvl:
+        return {}
+    im = sw["imex_service"]
+    return {"imex_service": sw["services"]["imex"], "imex_config": im["config"],
+            "imex_node_config_key": im["node_config_key"], "imex_nodes_config": im["nodes_config"]}
 
 
 def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[str], nvlsm: str | None,
@@ -257,15 +276,17 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
                     "(Fabric Manager and NSCQ must match the driver exactly)")}
             packages.append(f"{name}={v}")
             hold.append(name)
-        elif part == "nvsdm":
+        elif part in ("nvsdm", "imex"):
             from .catalog import catalog
 
-            name = sw["nvsdm"] if int(branch) >= int(sw["unversioned_names_from_branch"]) else f"{sw['nvsdm']}-{branch}"
+            name = sw[part] if int(branch) >= int(sw["unversioned_names_from_branch"]) else f"{sw[part]}-{branch}"
             if upstream not in catalog().driver_releases(branch):
                 return {**empty, "secure_boot_unavailable": (
-                    f"NVSDM ({name}) is not in the Ubuntu archive and NVIDIA's CUDA repository carries it per driver "
-                    f"release, but the catalog lists no CUDA-repository release {upstream} to match the archive's "
-                    f"driver {driver_v}; NVLink 5 hosts cannot take the Secure Boot path on branch {branch}")}
+                    f"{'NVSDM' if part == 'nvsdm' else 'IMEX'} ({name}) is not in the Ubuntu archive and NVIDIA's CUDA "
+                    f"repository carries it per driver release, but the catalog lists no CUDA-repository release "
+                    f"{upstream} to match the archive's driver {driver_v}; "
+                    f"{'NVLink 5' if part == 'nvsdm' else 'multi-node NVLink'} hosts cannot take the Secure Boot path "
+                    f"on branch {branch}")}
             packages.append(f"{name}={upstream}-{nd['packages']['debian_revision']}")
             hold.append(name)
         elif part == "nvlsm":

@@ -323,6 +323,39 @@ def sandbox_runtime_floating(ctx: RuleContext) -> Iterator[Hit]:
 
 
 @rule(
+    id="imex-domain",
+    severity="error",
+    summary="Multi-node NVLink nodes (GB200 NVL72 compute trays) run IMEX, whose node list names the IP address of "
+            "every node of the NVLink domain, the same list on each; clusterforge takes one node group as one domain, so "
+            "the group must fit in one domain (72 GPUs on GB200 NVL72) and give each host by IP address (IMEX's node "
+            "list takes addresses, not names: a name would leave the domain unformed).",
+    fix="split the group into one group per NVLink domain (rack), and give each host its IP address",
+    source="https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/deployment.html",
+)
+def imex_domain(ctx: RuleContext) -> Iterator[Hit]:
+    import ipaddress
+
+    fast = ctx.catalog.extras["nccl_env_fast_paths"]
+    for i, g in enumerate(ctx.bp.node_groups):
+        s = ctx.cluster.settings(g)
+        if not s.imex_nodes:
+            continue
+        limit = fast.get("mnnvl_domain_gpus", {}).get(s.gpu_model)
+        if limit and s.gpu_count * len(g.hosts) > int(limit):
+            yield Hit(("node_groups", i, "hosts"),
+                      f"node group `{g.name}` is one NVLink domain for IMEX but holds {len(g.hosts)} hosts x "
+                      f"{s.gpu_count} {s.gpu_model} = {s.gpu_count * len(g.hosts)} GPUs; one domain holds {limit}",
+                      f"split `{g.name}` into groups of at most {int(limit) // max(s.gpu_count, 1)} hosts, one per rack")
+        for j, h in enumerate(g.hosts):
+            try:
+                ipaddress.ip_address(h.address)
+            except ValueError:
+                yield Hit(("node_groups", i, "hosts", j, "address"),
+                          f"host `{h.name}` of multi-node NVLink group `{g.name}` is given by name (`{h.address}`); "
+                          "IMEX's node list takes IP addresses", f"set `address` to `{h.name}`'s IP address")
+
+
+@rule(
     id="nvlsm-release",
     severity="error",
     summary="NVLink 5 NVSwitch systems (HGX B200, GB200) need the NVLink Subnet Manager (nvlsm), which carries a "

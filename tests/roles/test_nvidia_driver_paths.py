@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from blueprints.resolved import resolve
 from blueprints.vendor import DriverPackages, bare_metal
@@ -53,10 +54,19 @@ def _use_ubuntu_archive(root: Path, mirror: VendorMirror, os_name: str, tree: st
 
 def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[str, Any] | None = None,
          archive: str | None = None, rerun: bool = False, kernel: str | None = None,
-         files: dict[str, str] | None = None) -> dict[str, Any]:
+         files: dict[str, str] | None = None, hardware: dict[str, Any] | None = None) -> dict[str, Any]:
     """``kernel``: a kernel image meta-package installed from the stand-in archive first (the host's kernel);
-    ``files``: files already on the host before the run (path in the root -> text)."""
-    loaded = load_checked(dgx_variant(tmp, f"dgx-{gpu.split(':')[0]}-{os_name}", os_name, gpu=gpu))  # the variant passes check
+    ``files``: files already on the host before the run (path in the root -> text); ``hardware``: keys of the ``dgx``
+    group's ``hardware`` to set (``None`` removes one)."""
+    path = dgx_variant(tmp, f"dgx-{gpu.split(':')[0]}-{os_name}", os_name, gpu=gpu)
+    if hardware:
+        doc = yaml.safe_load(path.read_text())
+        hw = next(g for g in doc["node_groups"] if g["name"] == "dgx")["hardware"]
+        hw.update(hardware)
+        doc["node_groups"] = [{**g, "hardware": {k: v for k, v in g["hardware"].items() if v is not None}}
+                              if g["name"] == "dgx" else g for g in doc["node_groups"]]
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    loaded = load_checked(path)  # the variant passes check
     root = copy_rootfs(tmp / "root")
     shape_as(root, os_name)
     for rel, text in (files or {}).items():
@@ -80,7 +90,8 @@ def _run(tmp: Path, os_name: str, gpu: str, *, tags: list[str], extravars: dict[
             second = load_summary(out)
     finally:
         mirror.stop()
-    return {"root": root, "rc": rc, "first": first, "rerun": second, "packages": _packages(loaded), "out": out}
+    return {"root": root, "rc": rc, "first": first, "rerun": second, "packages": _packages(loaded), "out": out,
+            "loaded": loaded}
 
 
 # --- NVLink 5 (HGX B200): NVLSM pinned to its own release, NVSDM to the driver's, both held -----------------
@@ -192,6 +203,54 @@ def test_b200_rerun_changes_nothing(b200):
     assert b200["rc"] == 0 and b200["rerun"] is not None
     changed = [r["task"] for r in b200["rerun"]["results"] if r["status"] == "changed"]
     assert changed == [] and not b200["rerun"]["failures"], changed
+
+
+# --- Multi-node NVLink (GB200 NVL72 trays): IMEX installed, its node list the NVLink domain's nodes -----------
+
+@pytest.fixture(scope="module")
+def gb200(tmp_path_factory):
+    # a GB200 NVL72 compute tray: two Grace CPUs (72 Arm cores each), not the example's DGX H100 system
+    return _run(tmp_path_factory.mktemp("gb200"), "ubuntu-24.04", "gb200:4", tags=["nvidia_driver"], rerun=True,
+                hardware={"system": None, "cpu_vendor": "arm", "memory_gib": 960,
+                          "cpu": {"sockets": 2, "cores_per_socket": 72, "threads_per_core": 1}})
+
+
+def _imex_start(root: Path, local_ips: str) -> subprocess.CompletedProcess[str]:
+    """Start IMEX the way its unit does (the installed unit's ExecStart) on a node whose addresses are ``local_ips``."""
+    sw = bare_metal()["nvidia_driver"]["nvswitch"]
+    unit = (root / f"usr/lib/systemd/system/{sw['services']['imex']}.service").read_text()
+    start = next(ln.split("=", 1)[1] for ln in unit.splitlines() if ln.startswith("ExecStart="))
+    return subprocess.run(["chroot", str(root), "env", f"CLUSTERFORGE_STANDIN_IPS={local_ips}", *start.split()],
+                          check=False, capture_output=True, text=True)
+
+
+def test_gb200_trays_get_imex_with_the_nvlink_domain_as_its_node_list(gb200):
+    """A GB200 NVL72 group (4 GPUs per compute tray, no NVSwitch on the tray, so no Fabric Manager): IMEX at the driver
+    release, held, its service enabled, and the node list the group's hosts' addresses (one NVLink domain), which
+    IMEX's configuration points at; IMEX then starts on any of those hosts and refuses a host that is not listed."""
+    assert gb200["rc"] == 0, gb200["first"]["failures"]
+    root, p = gb200["root"], gb200["packages"]
+    sw = bare_metal()["nvidia_driver"]["nvswitch"]
+    im = sw["imex_service"]
+    hosts = [h.address for h in gb200["loaded"].blueprint.group("dgx").hosts]
+    dpkg = installed_packages(root)
+    version, selection = dpkg[sw["imex"]]
+    assert version.startswith(f"{p.version}-") and selection == "hold"
+    assert sw["fabricmanager"] not in dpkg  # a compute tray has no NVSwitch of its own
+    listed = [ln for ln in (root / im["nodes_config"].lstrip("/")).read_text().splitlines() if not ln.startswith("#")]
+    assert listed == hosts and len(hosts) == 4
+    assert f"{im['node_config_key']}={im['nodes_config']}" in (root / im["config"].lstrip("/")).read_text().splitlines()
+    wants = {q.name for q in (root / "etc/systemd/system").glob("*.wants/*")}
+    assert f"{sw['services']['imex']}.service" in wants
+    ok = _imex_start(root, f"127.0.0.1 {hosts[2]}")
+    assert ok.returncode == 0 and f"bound to {hosts[2]}" in ok.stdout, ok.stderr
+    assert _imex_start(root, "127.0.0.1 10.9.9.9").returncode != 0  # a node outside the domain is refused
+
+
+def test_gb200_rerun_changes_nothing(gb200):
+    assert gb200["rc"] == 0 and gb200["rerun"] is not None
+    changed = [r["task"] for r in gb200["rerun"]["results"] if r["status"] == "changed"]
+    assert changed == [] and not gb200["rerun"]["failures"], changed
 
 
 # --- Ubuntu under Secure Boot: everything from the Ubuntu archive at its own build ---------------------------

@@ -102,6 +102,33 @@ def fabricmanager_files(version: str, cfg_text: str) -> dict[str, tuple[str | by
             cfg: (cfg_text, 0o644)}
 
 
+def imex_files(version: str) -> dict[str, tuple[str | bytes, int]]:
+    """IMEX as NVIDIA's package installs it (IMEX guide: the systemd service ``nvidia-imex``, ``nvidia-imex-ctl``; the
+    configuration file whose IMEX_NODE_CONFIG_FILE names the node list, defaults from the guide's config options). The
+    stand-in daemon does what the real one checks when it starts: it reads its configuration and the node list and
+    refuses to start when the list is missing, empty, holds a line that is not an IP address, or does not hold an
+    address of this node (with BIND_INTERFACE_IP empty it binds the listed address found on a local interface).
+    ``CLUSTERFORGE_STANDIN_IPS`` names this node's addresses (a test's boot simulation; ``hostname -I`` otherwise)."""
+    sw = bare_metal()["nvidia_driver"]["nvswitch"]
+    im = sw["imex_service"]
+    cfg, key, nodes = im["config"], im["node_config_key"], im["nodes_config"]
+    daemon = ('cfg=/dev/null; while [ $# -gt 0 ]; do case "$1" in -c) cfg=$2; shift;; esac; shift; done\n'
+              f'list=$(sed -n "s/^{key}=//p" "$cfg"); list=${{list:-{nodes}}}\n'
+              '[ -s "$list" ] || { echo "IMEX: node configuration file $list is missing or empty" >&2; exit 1; }\n'
+              'ips="${CLUSTERFORGE_STANDIN_IPS:-$(hostname -I 2>/dev/null)}"; mine=\n'
+              'while read -r ip; do case "$ip" in ""|\\#*) continue;; esac\n'
+              '  echo "$ip" | grep -Eq "^[0-9]+([.][0-9]+){3}$|:" || { echo "IMEX: $list: not an IP address: $ip" >&2; exit 1; }\n'
+              '  for l in $ips; do [ "$l" = "$ip" ] && mine=$ip; done\ndone < "$list"\n'
+              '[ -n "$mine" ] || { echo "IMEX: no address of this node in $list" >&2; exit 1; }\n'
+              f'echo "clusterforge stand-in for nvidia-imex {version}: bound to $mine"\n')
+    unit = ("[Unit]\nDescription=NVIDIA IMEX service\nAfter=network-online.target\nRequires=network-online.target\n\n"
+            f"[Service]\nType=forking\nExecStart=/usr/bin/nvidia-imex -c {cfg}\n\n[Install]\nWantedBy=multi-user.target\n")
+    return {"/usr/bin/nvidia-imex": _script(daemon),
+            "/usr/bin/nvidia-imex-ctl": _script(f"echo 'clusterforge stand-in for nvidia-imex-ctl {version}'\n"),
+            f"/usr/lib/systemd/system/{sw['services']['imex']}.service": (unit, 0o644),
+            cfg: (f"DAEMONIZE=1\nBIND_INTERFACE_IP=\nSERVER_PORT=50000\n{key}={nodes}\n", 0o644)}
+
+
 def build_deb(pkg: Deb, out: Path) -> Path:
     """Build ``pkg`` with ``dpkg-deb --build`` into ``out``; returns the ``.deb`` path."""
     root = out / f".build-{pkg.name}-{pkg.version.replace(':', '_')}"
@@ -190,9 +217,11 @@ def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
         Deb(nd["packages"]["proprietary"], v, depends=[f"nvidia-driver-cuda (= {v})", f"nvidia-kernel-dkms (= {v})"]),
     ]
     unversioned = int(branch) >= int(sw["unversioned_names_from_branch"])
-    for part in ("fabricmanager", "nscq", "nvsdm"):
+    for part in ("fabricmanager", "nscq", "nvsdm", "imex"):
         name = sw[part] if unversioned else f"{sw[part]}-{branch}"
         files: dict[str, tuple[str | bytes, int]] = {f"/usr/share/doc/{name}/VERSION": (version + "\n", 0o644)}
+        if part == "imex":
+            files.update(imex_files(version))
         if part == "fabricmanager":
             # the package's default configuration (keys of NVIDIA's fabricmanager.cfg; bare-metal mode)
             files.update(fabricmanager_files(version, (
