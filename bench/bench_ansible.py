@@ -62,7 +62,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ruamel.yaml import YAML
+from big_blueprints import dgx_blueprint
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -75,24 +75,9 @@ from tests.roles.conftest import CONVERGES
 EXAMPLES = REPO / "blueprints" / "examples"
 
 
-def big_blueprint(hosts: int, directory: Path) -> Path:
-    """The DGX example with ``hosts`` DGX hosts (10.x addresses, /16 IPoIB subnet), written to ``directory``."""
-    yaml = YAML()
-    data = yaml.load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
-    dgx = next(g for g in data["node_groups"] if g["name"] == "dgx")
-    dgx["hosts"] = [{"name": f"dgx-{i:04d}", "address": f"10.{1 + i // 65000}.{(i // 250) % 250}.{1 + i % 250}"}
-                    for i in range(hosts)]
-    data["network"]["infiniband"]["ipoib"]["cidr"] = "192.168.0.0/16"
-    buf = io.StringIO()
-    yaml.dump(data, buf)
-    path = directory / f"dgx-{hosts}.yaml"
-    path.write_text(buf.getvalue())
-    return path
-
-
 def bench_render(hosts: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = big_blueprint(hosts, Path(tmp))
+        path = dgx_blueprint(hosts, Path(tmp))
         t0 = time.perf_counter()
         loaded = load_checked(path, show_warnings=False)
         t_load = time.perf_counter() - t0

@@ -1,90 +1,59 @@
-"""Benchmark: ``clusterforge cost`` of big blueprints (target: pricing a 4,096-instance blueprint under 1 s).
+"""Benchmark: ``clusterforge cost`` of big blueprints (target: a 4,096-instance blueprint under 1 s).
 
-The cloud cost prices the resources of the offline plan (:func:`clusterforge.cost.price_plan` over the
-:class:`~clusterforge.plan.PlanResult` that ``plan`` makes), so ``clusterforge cost`` of an AWS blueprint is
-the plan (``bench/bench_plan.py``: about 15 s at 4,096 instances, the Pulumi SDK's own cost) plus the pricing.
-This script times the parts apart, per size:
+The cloud cost prices the stack's inventory (:func:`stacks.inventory.inventory`: every resource the Pulumi
+program registers, derived from the resolved cluster; ``tests/stacks/test_inventory.py`` holds it equal to the
+offline plan), so ``cost`` runs no Pulumi program. Per size this script times, in this process:
 
-* ``plan s``: the offline plan (load + check + Pulumi program under the mock engine), once;
-* ``price ms``: pricing that plan's resources from the catalog, best of 5 (what ``cost`` adds to ``plan``,
-  and what ``plan``'s cost line adds);
-* ``json ms``: the ``cost --json`` document made and serialised;
-* on-prem: the DGX example with its GPU group grown to N hosts, loaded and checked once (``load s``), then
-  priced (:func:`clusterforge.cost.price_onprem`, best of 5, ``price ms``).
+* ``load s``: loading and checking the blueprint (:func:`clusterforge.blueprint_io.load_checked`);
+* ``preflight s``: the AWS target's preflight (each node group's user data rendered and sized), which ``cost``
+  runs as ``plan`` does;
+* ``inventory ms``: the stack's inventory, best of 5;
+* ``price ms``: pricing it from the catalog (:func:`clusterforge.cost.price_plan`), best of 5;
+* ``cost s``: the sum, what ``clusterforge cost`` does after its imports;
+* with ``--cli``: ``clusterforge cost FILE --json`` in a fresh interpreter, wall seconds (imports and interpreter
+  start included: about 0.7 s of any verb on the development machine);
+* with ``--plan``: the offline plan under Pulumi's mock engine (:func:`clusterforge.plan.plan_aws`), what ``cost``
+  priced before the inventory, for comparison (about 25 s at 4,096 instances).
 
-With ``--cli`` it also runs ``clusterforge cost FILE --json`` in a fresh interpreter and prints its wall time.
-Figures are printed, never asserted.
+On-prem: the DGX example grown to N hosts, loaded and checked (``load s``), then priced with the on-prem plan
+(:meth:`clusterforge.targets.onprem.OnpremTarget.cost`, best of 5, ``price ms``). Figures are printed, never
+asserted.
 
-Measured on the 2-core development machine while other sessions ran (load average 9), 2026-12-02:
+Measured on the 2-core development machine (load 0.5-2, other sessions running), 2026-12-03:
 
-| instances | resources | plan s | price ms | json ms | | DGX hosts | load s | price ms | break-even |
-|---|---|---|---|---|---|---|---|---|---|
-| 2 | 43 | 0.59 | 0.0 | 0.0 | | 2 | 0.04 | 0.0 | 23.0 % |
-| 512 | 553 | 6.54 | 6.3 | 0.1 | | 512 | 0.19 | 0.0 | 23.0 % |
-| 4,096 | 4,137 | 71.7 | 60.3 | 0.0 | | 4,096 | 2.11 | 0.0 | 23.0 % |
+| instances | resources | load s | preflight s | inventory ms | price ms | cost s | cli s | plan s (before) |
+|---|---|---|---|---|---|---|---|---|
+| 2 | 43 | | | | | | | 0.22 |
+| 512 | 553 | | | | | | | 3.04 |
+| 4,096 | 4,137 | | | | | | | 22.8 (cli 42.5 s) |
 
-The 1 s target holds for what ``cost`` does itself: pricing 4,137 planned resources takes 60 ms under that load
-(identical instances become one line, so the JSON stays a few lines long), and on-prem pricing is per node group.
-It does **not** hold end to end for an AWS blueprint: ``clusterforge cost`` runs the plan first (the cost must
-price exactly what the plan creates), and the plan of 4,096 instances takes 13.5-21 s on a quiet machine
-(``bench/bench_plan.py``) and 72 s at load 9. On-prem cost needs no Pulumi run.
-
-Run: ``.venv/bin/python bench/bench_cost.py [--cli] [SIZES...]`` (default 2 512 4096).
+Run: ``.venv/bin/python bench/bench_cost.py [--cli] [--plan] [SIZES...]`` (default 2 512 4096).
 """
 
 from __future__ import annotations
 
-import io
-import ipaddress
 import json
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-from ruamel.yaml import YAML
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from blueprints import load_blueprint
-from clusterforge.cost import load_prices, price_onprem, price_plan
-from clusterforge.plan import plan_aws
+from big_blueprints import aws_blueprint, dgx_blueprint
 
-EXAMPLE = REPO / "blueprints" / "examples" / "aws-p5-efa-lustre.yaml"
-ONPREM = REPO / "blueprints" / "examples" / "onprem-dgx-h100-ib.yaml"
-
-
-def aws_blueprint(count: int, directory: Path) -> Path:
-    """The p5 example with ``count`` GPU nodes (a /19 compute subnet above 4,000, as bench_plan.py does)."""
-    yaml = YAML()
-    data = yaml.load(EXAMPLE.read_text())
-    data["node_groups"][0]["count"] = count
-    if count > 4000:
-        data["target"]["vpc"] = {"subnet_cidr_block": "10.0.32.0/19"}
-    buf = io.StringIO()
-    yaml.dump(data, buf)
-    path = directory / f"p5-{count}.yaml"
-    path.write_text(buf.getvalue())
-    return path
+from clusterforge.blueprint_io import load_checked
+from clusterforge.cost import load_prices, price_plan
+from clusterforge.targets import checked_target, target_for
+from stacks.inventory import inventory
 
 
-def onprem_blueprint(count: int, directory: Path) -> Path:
-    """The DGX example with ``count`` DGX hosts (addresses from 10.1.0.0/16, IPoIB in a /15 for 8 NICs a host)."""
-    yaml = YAML()
-    data = yaml.load(ONPREM.read_text())
-    hosts = ipaddress.ip_network("10.1.0.0/16").hosts()
-    dgx = next(g for g in data["node_groups"] if g["name"] == "dgx")
-    dgx["hosts"] = [{"name": f"dgx-{i:05d}", "address": str(next(hosts))} for i in range(count)]
-    data["network"]["infiniband"]["ipoib"]["cidr"] = "172.16.0.0/12"
-    buf = io.StringIO()
-    yaml.dump(data, buf)
-    path = directory / f"dgx-{count}.yaml"
-    path.write_text(buf.getvalue())
-    return path
-
-
-def best(fn, runs: int = 5) -> tuple[float, object]:
+def best(fn: Callable[[], Any], runs: int = 5) -> tuple[float, Any]:
+    """(fastest wall seconds of ``runs`` calls of ``fn``, its last result)."""
     out = None
     times = []
     for _ in range(runs):
@@ -94,44 +63,68 @@ def best(fn, runs: int = 5) -> tuple[float, object]:
     return min(times), out
 
 
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(wall seconds of one call of ``fn``, its result)."""
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def cli_seconds(path: Path) -> float:
+    """Wall seconds of ``clusterforge cost PATH --json`` in a fresh interpreter."""
+    exe = Path(sys.executable).with_name("clusterforge")
+    t0 = time.perf_counter()
+    subprocess.run([str(exe), "cost", str(path), "--json"], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def aws_row(n: int, tmp: Path, prices: dict[str, Any], cli: bool, with_plan: bool) -> str:
+    """One line of the AWS table for ``n`` instances."""
+    path = aws_blueprint(n, tmp)
+    load_s, loaded = timed(lambda: load_checked(path, show_warnings=False))
+    pre_s, _ = timed(lambda: checked_target(loaded))
+    inv_s, inv = best(lambda: inventory(loaded.blueprint, loaded.cluster))
+    price_s, report = best(lambda: price_plan(inv.resources, loaded, prices))
+    json.dumps(report.to_json())
+    total = load_s + pre_s + inv_s + price_s
+    cli_s = f"{cli_seconds(path):.2f}" if cli else ""
+    plan_s = ""
+    if with_plan:
+        from clusterforge.plan import plan_aws
+
+        plan_s = f"{timed(lambda: plan_aws(loaded))[0]:.2f}"
+    return (f"{n:>9} {len(inv.resources):>9} {load_s:>6.2f} {pre_s:>11.2f} {inv_s * 1000:>12.1f} "
+            f"{price_s * 1000:>8.1f} {total:>6.2f} {cli_s:>6} {plan_s:>7} {report.per_hour_usd:>12,.2f}")
+
+
+def onprem_row(n: int, tmp: Path, prices: dict[str, Any]) -> str:
+    """One line of the on-prem table for ``n`` DGX hosts."""
+    path = dgx_blueprint(n, tmp)
+    load_s, loaded = timed(lambda: load_checked(path, show_warnings=False))
+    target = target_for("onprem")
+    plan_s, plan = timed(lambda: target.plan(loaded))
+    price_s, report = best(lambda: target.cost(loaded, plan, prices=prices))
+    be = report.onprem.breakeven_utilization
+    return (f"{n:>9} {load_s:>6.2f} {plan_s:>6.2f} {price_s * 1000:>8.1f} {report.per_hour_usd:>10,.0f} "
+            f"{'' if be is None else f'{be:.1%}':>10}")
+
+
 def main(argv: list[str]) -> int:
-    cli = "--cli" in argv
+    """Print the AWS and on-prem tables for the sizes in ``argv`` (default 2, 512, 4096)."""
+    cli, with_plan = "--cli" in argv, "--plan" in argv
     sizes = [int(a) for a in argv if a.isdigit()] or [2, 512, 4096]
     prices = load_prices()
-    plan_aws(load_blueprint(EXAMPLE))  # warm imports
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
-        print(f"{'instances':>9} {'resources':>9} {'plan s':>7} {'price ms':>9} {'json ms':>8} {'$/h':>12} {'cli s':>6}")
+        aws_row(2, tmpd, prices, False, False)  # warm imports and caches
+        print(f"{'instances':>9} {'resources':>9} {'load s':>6} {'preflight s':>11} {'inventory ms':>12} "
+              f"{'price ms':>8} {'cost s':>6} {'cli s':>6} {'plan s':>7} {'$/h':>12}")
         for n in sizes:
-            path = aws_blueprint(n, tmpd)
-            t0 = time.perf_counter()
-            loaded = load_blueprint(path)
-            result = plan_aws(loaded)
-            plan_s = time.perf_counter() - t0
-            price_s, report = best(lambda r=result, lb=loaded: price_plan(r, lb, prices))
-            json_s, _ = best(lambda rep=report: json.dumps(rep.to_json()))  # type: ignore[attr-defined]
-            cli_s = ""
-            if cli:
-                import subprocess
-
-                exe = Path(sys.executable).with_name("clusterforge")
-                t1 = time.perf_counter()
-                subprocess.run([str(exe), "cost", str(path), "--json"], check=True, capture_output=True)
-                cli_s = f"{time.perf_counter() - t1:.2f}"
-            print(f"{n:>9} {len(result.resources):>9} {plan_s:>7.2f} {price_s * 1000:>9.1f} {json_s * 1000:>8.1f} "
-                  f"{report.per_hour_usd:>12,.2f} {cli_s:>6}", flush=True)  # type: ignore[attr-defined]
+            print(aws_row(n, tmpd, prices, cli, with_plan), flush=True)
         print()
-        print(f"{'dgx hosts':>9} {'load s':>7} {'price ms':>9} {'$/h':>10} {'break-even':>10}")
+        print(f"{'dgx hosts':>9} {'load s':>6} {'plan s':>6} {'price ms':>8} {'$/h':>10} {'break-even':>10}")
         for n in sizes:
-            path = onprem_blueprint(n, tmpd)
-            t0 = time.perf_counter()
-            loaded = load_blueprint(path)
-            _ = loaded.cluster
-            load_s = time.perf_counter() - t0
-            price_s, report = best(lambda lb=loaded: price_onprem(lb, prices))
-            be = report.onprem.breakeven_utilization  # type: ignore[attr-defined]
-            print(f"{n:>9} {load_s:>7.2f} {price_s * 1000:>9.1f} {report.per_hour_usd:>10,.0f} "  # type: ignore[attr-defined]
-                  f"{'' if be is None else f'{be:.1%}':>10}", flush=True)
+            print(onprem_row(n, tmpd, prices), flush=True)
     return 0
 
 

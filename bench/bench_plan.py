@@ -41,36 +41,20 @@ Run: ``.venv/bin/python bench/bench_plan.py [--cli | --floor [--runs R]] [SIZES.
 
 from __future__ import annotations
 
-import io
 import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from big_blueprints import AWS_EXAMPLE as EXAMPLE
+from big_blueprints import aws_blueprint
+
 from blueprints import load_blueprint
 from clusterforge.plan import plan_aws
-
-EXAMPLE = REPO / "blueprints" / "examples" / "aws-p5-efa-lustre.yaml"
-
-
-def blueprint_with(count: int, directory: Path) -> Path:
-    """The example with ``count`` GPU nodes, written to ``directory``."""
-    yaml = YAML()
-    data = yaml.load(EXAMPLE.read_text())
-    data["node_groups"][0]["count"] = count
-    if count > 4000:
-        data["target"]["vpc"] = {"subnet_cidr_block": "10.0.32.0/19"}
-    buf = io.StringIO()
-    yaml.dump(data, buf)
-    path = directory / f"p5-{count}.yaml"
-    path.write_text(buf.getvalue())
-    return path
 
 
 def _in_process(sizes: list[int], tmp: Path) -> None:
@@ -79,7 +63,7 @@ def _in_process(sizes: list[int], tmp: Path) -> None:
     plan_aws(load_blueprint(EXAMPLE))  # warm imports (pulumi_aws is large)
     print(f"{'instances':>9} {'resources':>9} {'wall s':>8} {'ms/resource':>11} {'gc s':>6} {'peak RSS MiB':>12}")
     for n in sizes:
-        path = blueprint_with(n, tmp)
+        path = aws_blueprint(n, tmp)
         gc.collect()
         t0 = time.perf_counter()
         result = plan_aws(load_blueprint(path))
@@ -98,7 +82,7 @@ def _cli(sizes: list[int], tmp: Path) -> None:
     exe = Path(sys.executable).with_name("clusterforge")
     print(f"{'instances':>9} {'resources':>9} {'wall s':>8} {'ms/resource':>11} {'cpu s':>6} {'peak RSS MiB':>12}")
     for n in sizes:
-        path = blueprint_with(n, tmp)
+        path = aws_blueprint(n, tmp)
         wall, cpu, stdout = _timed_child([str(exe), "plan", str(path), "--json"])
         count = len(json.loads(stdout)["resources"])
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
@@ -124,7 +108,7 @@ def _floor(sizes: list[int], tmp: Path, runs: int) -> None:
     floor = Path(__file__).with_name("pulumi_floor.py")
     print(f"{'instances':>9} {'command':<28} {'wall s median':>13} {'min':>6} {'cpu s median':>12} {'x floor':>8}")
     for n in sizes:
-        path = blueprint_with(n, tmp)
+        path = aws_blueprint(n, tmp)
         argvs = {"clusterforge plan --json": [str(exe), "plan", str(path), "--json"],
                  "pulumi_floor.py": [sys.executable, str(floor), str(n)]}
         walls: dict[str, list[float]] = {k: [] for k in argvs}

@@ -557,7 +557,8 @@ def catalog() -> Catalog:
 def prices() -> dict[str, Any]:
     """The price catalog ``blueprints/data/prices.yaml`` as plain data (USD; every number with ``source`` and
     ``as_of``): EC2 instance-hours per capacity type and region, EBS, FSx for Lustre, NAT gateway, public IPv4,
-    EKS, the resource types with no charge of their own, and the on-prem defaults. Read by
+    EKS, monthly charges of one resource (``per_resource``), the usage-based types (``usage_based``), the resource
+    types with no charge of their own (``no_charge``), and the on-prem defaults. Read by
     :mod:`clusterforge.cost`; a user's refreshed prices are laid over it there."""
     return _load_yaml("prices.yaml")
 

@@ -1,19 +1,26 @@
 """What a blueprint's cluster costs: every priced resource of its plan as a line, totals per hour and month.
 
-Cloud (``target.provider: aws``): :func:`price_plan` walks the resources the offline plan registers
-(:class:`clusterforge.plan.PlanResult`, the same list ``clusterforge plan`` prints) and prices each from the
+Cloud (``target.provider: aws``): :func:`price_plan` walks the resources the stack creates — the stack's
+inventory (:func:`stacks.inventory.inventory`, derived from the resolved cluster, the same decisions the Pulumi
+components take; a test requires it to equal the registrations of the offline plan that ``clusterforge plan``
+prints, so pricing it needs no Pulumi run) — and prices each from the
 price catalog (:func:`blueprints.catalog.prices`, every number with ``source`` and ``as_of``): EC2 instances
 and EKS managed node groups by capacity type (on-demand, spot, reservation at the on-demand rate, Capacity
 Block at its own rate), their root volumes, EBS volumes, FSx for Lustre by deployment type, storage type and
-throughput tier, NAT gateways and the data through them, public IPv4 addresses, the EKS control plane. A
-resource type the catalog lists as free (VPC, subnets, security groups, IAM ...) is counted under
-``no_charge``; anything else, and any price the catalog lacks for the region or option, is an **unpriced**
-line: never a silent $0 (the failure mode https://github.com/infracost/infracost/issues/3397 reports).
+throughput tier, NAT gateways and the data through them, public IPv4 addresses, the EKS control plane, and the
+resources with a monthly charge of their own (``per_resource``: Route 53 zones, Secrets Manager secrets, KMS
+keys). A resource type the catalog lists as free with its source (VPC, subnets, security groups, IAM, volume
+attachments, DNS records, S3 buckets ...) is counted under ``no_charge``; a usage-based one (``usage_based``: S3
+objects) is an unpriced line that says so; anything else, and any price the catalog lacks for the region or
+option, is an **unpriced** line: never a silent $0 (the failure mode
+https://github.com/infracost/infracost/issues/3397 reports). A price older than the catalog's
+``stale_after_days`` is flagged stale, cloud and on-prem alike; the blueprint's own figures never are.
 
 On premises (``target.provider: onprem``): :func:`price_onprem` prices the resolved cluster's hosts (the
 hosts the on-prem plan configures): server capital, fabric switch ports and cabling per declared NIC and
 shared-storage capital, written off over ``cost.amortization_years``; power (full-load kW x PUE x $/kWh x
-utilisation), space (colocation $/kW-month), facility and support per hour; and compares the GPU groups with
+utilisation), space (colocation $/kW-month), facility (the catalog's figure only for the data-centre node its
+source models, else only when declared) and support per hour; and compares the GPU groups with
 the cheapest catalogued cloud instance of the same GPU and count: cloud cost at the utilisation and the
 break-even utilisation ``u* = fixed/h / (P - power/h)`` (P: the cloud price per hour of the same nodes, paid
 only when used; https://ai-infrastructure.net/build-vs-rent-gpu-cost-model/).
@@ -31,11 +38,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from blueprints import LoadedBlueprint
     from blueprints.resolved import ResolvedGroup
+    from stacks.inventory import Resource
 
     from .plan import PlannedResource, PlanResult
 
@@ -54,6 +62,9 @@ __all__ = [
 
 HOURS_PER_YEAR = 8760
 """Hours in a (non-leap) year: on-prem capital per hour = price / (years x 8760)."""
+
+BLUEPRINT_SOURCE = "blueprint:"
+"""How the ``source`` of a figure the blueprint's ``cost`` section states begins (``blueprint: cost.pue``)."""
 
 
 def overlay_path() -> Path:
@@ -185,7 +196,8 @@ class CostItem:
 @dataclass
 class CloudEquivalent:
     """The cloud nodes an on-prem GPU group is compared with: ``instance_type`` x ``count`` in ``region``
-    on demand at ``unit_price_usd`` per instance-hour (``source``, ``as_of``); ``group``: the on-prem group."""
+    on demand at ``unit_price_usd`` per instance-hour (``source``, ``as_of``; ``stale``: older than the catalog's
+    ``stale_after_days``); ``group``: the on-prem group."""
 
     group: str
     instance_type: str
@@ -194,6 +206,7 @@ class CloudEquivalent:
     unit_price_usd: float
     source: str
     as_of: str
+    stale: bool = False
 
 
 @dataclass
@@ -201,8 +214,10 @@ class OnpremSummary:
     """The on-prem view: ``capital_usd`` (servers, fabric ports and cabling, storage; priced parts only),
     ``fixed_per_hour_usd`` / ``power_per_hour_usd`` (at full load) of the GPU groups compared with the cloud,
     ``equivalents`` (the cloud nodes), ``cloud_per_hour_usd`` (all of them, full time),
-    ``breakeven_utilization`` (0-1; ``None`` with ``breakeven_note`` when it cannot be computed or owning
-    never pays off) and ``utilization`` the figures are given at."""
+    ``breakeven_utilization`` (0-1; ``None`` when it cannot be computed or owning never pays off) with
+    ``breakeven_note``, the sentence that says against which instances at which price, ``utilization`` the
+    figures are given at, ``facility_not_charged`` (node groups without a facility figure: neither declared nor
+    catalogued for their node) and ``compare_region`` (the cloud comparison's region, ``cost.compare_region``)."""
 
     capital_usd: float
     amortization_years: float
@@ -213,13 +228,15 @@ class OnpremSummary:
     cloud_per_hour_usd: float | None = None
     breakeven_utilization: float | None = None
     breakeven_note: str = ""
+    facility_not_charged: list[str] = field(default_factory=list)
+    compare_region: str = ""
 
     def to_json(self, per_hour_usd: float | None) -> dict[str, Any]:
         """The on-prem keys of ``cost --json``: ``capital_usd``, ``amortization_years``, ``utilization``,
         ``owned_per_used_hour_usd`` (cost per hour of use at the utilisation), ``cloud_equivalent``
-        (``instances``: ``[{group, instance_type, count, region, unit_price_usd, source, as_of}]``,
-        ``per_hour_usd`` full time, ``per_hour_at_utilization_usd``), ``breakeven_utilization``,
-        ``breakeven_note``."""
+        (``instances``: ``[{group, instance_type, count, region, unit_price_usd, source, as_of, stale}]``,
+        ``per_hour_usd`` full time, ``per_hour_at_utilization_usd``; ``null`` without a comparison),
+        ``compare_region``, ``breakeven_utilization``, ``breakeven_note``, ``facility_not_charged``."""
         u = self.utilization
         cloud = None
         if self.equivalents and self.cloud_per_hour_usd is not None:
@@ -228,16 +245,18 @@ class OnpremSummary:
         return {"capital_usd": _r(self.capital_usd), "amortization_years": self.amortization_years,
                 "utilization": u,
                 "owned_per_used_hour_usd": _r(per_hour_usd / u) if per_hour_usd is not None and u > 0 else None,
-                "cloud_equivalent": cloud, "breakeven_utilization": _r(self.breakeven_utilization, 4),
-                "breakeven_note": self.breakeven_note}
+                "cloud_equivalent": cloud, "compare_region": self.compare_region,
+                "breakeven_utilization": _r(self.breakeven_utilization, 4), "breakeven_note": self.breakeven_note,
+                "facility_not_charged": list(self.facility_not_charged)}
 
 
 @dataclass
 class CostReport:
     """The cost of one blueprint: ``items`` (priced and unpriced lines), ``no_charge`` (``{type: (count,
     source)}`` of the planned resources with no charge of their own), totals over the priced lines
-    (``per_hour_usd``, ``per_month_usd`` = per hour x ``hours_per_month``), ``onprem`` (on-prem blueprints),
-    ``workload`` (:func:`workload_estimate`) and ``work`` (cost of measured work, ``--results``)."""
+    (``per_hour_usd``, ``per_month_usd`` = per hour x ``hours_per_month``), ``region`` (the cloud region the
+    lines are priced in; ``""`` on premises, whose cloud comparison names its own), ``onprem`` (on-prem
+    blueprints), ``workload`` (:func:`workload_estimate`) and ``work`` (cost of measured work, ``--results``)."""
 
     blueprint: str
     provider: str
@@ -283,7 +302,7 @@ class CostReport:
         (``[{type, count, source}]``), ``hours_per_month``; with ``hours``: ``hours`` and ``total_usd`` for that
         many hours; on-prem: :meth:`OnpremSummary.to_json`'s keys; ``workload`` and ``work`` when computed."""
         doc: dict[str, Any] = {
-            "blueprint": self.blueprint, "provider": self.provider, "region": self.region,
+            "blueprint": self.blueprint, "provider": self.provider, "region": self.region or None,
             "currency": self.currency, "per_hour_usd": _r(self.per_hour_usd), "per_month_usd": _r(self.per_month_usd),
             "hours_per_month": self.hours_per_month,
             "items": [i.to_json() for i in self.items], "unpriced": len(self.unpriced), "stale": len(self.stale),
@@ -329,9 +348,8 @@ def _is_stale(as_of: str, max_days: int, today: _dt.date | None = None) -> bool:
 class _Pricer:
     """Builds the lines of one report from the price catalog (region, staleness, unpriced lines)."""
 
-    def __init__(self, data: Mapping[str, Any], region: str, today: _dt.date | None = None, *, volatile: bool = True):
+    def __init__(self, data: Mapping[str, Any], region: str, today: _dt.date | None = None):
         self.data = data
-        self.volatile = volatile
         self.region = region
         self.hpm = float(data["meta"]["hours_per_month"])
         self.stale_days = int(data["meta"]["stale_after_days"])
@@ -349,9 +367,14 @@ class _Pricer:
             notes = "; ".join(n for n in (note, price.note) if n)
             item = CostItem(name, typ, count, unit, price.value, count * price.value * per_hour_factor,
                             source=price.source, as_of=price.as_of, note=notes, group=group,
-                            stale=self.volatile and _is_stale(price.as_of, self.stale_days, self.today), spec=spec)
+                            stale=self.stale(price), spec=spec)
         self.items.append(item)
         return item
+
+    def stale(self, price: Price) -> bool:
+        """A catalogued price older than the catalog's ``stale_after_days`` (or without a readable date) — judged
+        alike for cloud prices and on-prem defaults; a figure the blueprint states is the user's own, never stale."""
+        return not price.source.startswith(BLUEPRINT_SOURCE) and _is_stale(price.as_of, self.stale_days, self.today)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,12 +421,13 @@ def _instance_price(p: _Pricer, itype: str, capacity: str) -> tuple[Price | None
 
 
 def _root_volumes(p: _Pricer, lt: Mapping[str, Any], count: int, owner: str, group: str | None) -> None:
-    """Lines for the EBS volumes each instance launched from ``lt`` gets (``blockDeviceMappings``)."""
+    """Lines for the EBS volumes each instance launched from ``lt`` gets (``blockDeviceMappings``: the root volume;
+    its device name depends on the AMI, so the line says ``root``)."""
     for bdm in lt.get("blockDeviceMappings") or []:
         ebs = bdm.get("ebs") or {}
         if not ebs.get("volumeSize"):
             continue
-        _ebs_lines(p, f"{bdm.get('deviceName', 'root')} volumes of {owner}", str(ebs.get("volumeType") or "gp3"),
+        _ebs_lines(p, f"root volumes of {owner}", str(ebs.get("volumeType") or "gp3"),
                    float(ebs["volumeSize"]) * count, ebs.get("throughput"), ebs.get("iops"), count, group)
 
 
@@ -424,7 +448,7 @@ def _ebs_lines(p: _Pricer, name: str, vtype: str, gib: float, throughput: Any, i
               missing=f"no gp3 IOPS price in {p.region}: {_REFRESH_HINT}")
 
 
-def _fsx_lines(p: _Pricer, r: PlannedResource) -> None:
+def _fsx_lines(p: _Pricer, r: PlannedResource | Resource) -> None:
     i = r.inputs
     dep, stype = str(i.get("deploymentType") or "SCRATCH_1"), str(i.get("storageType") or "SSD")
     tier = i.get("perUnitStorageThroughput")
@@ -434,7 +458,8 @@ def _fsx_lines(p: _Pricer, r: PlannedResource) -> None:
     p.add(f"FSx for Lustre {r.name} ({key.replace('/', ' ')} MB/s/TiB, {gb:g} GB)" if tier else
           f"FSx for Lustre {r.name} ({dep} {stype}, {gb:g} GB)", "fsx-lustre", gb, "GB-month",
           _lookup(entry, p.region), per_hour_factor=1 / p.hpm,
-          missing=f"no FSx for Lustre {key} price per GB-month in {p.region}: {_CATALOG_HINT}")
+          missing=f"no FSx for Lustre {key} price per GB-month in {p.region} is catalogued (no dated public source was "
+                  f"found for it): {_CATALOG_HINT}")
     days = int(i.get("automaticBackupRetentionDays") or 0)
     if days > 0:
         p.add(f"FSx for Lustre {r.name} backups ({days} days kept)", "fsx-lustre-backup", 0, "GB-month", None,
@@ -447,29 +472,38 @@ def _fsx_lines(p: _Pricer, r: PlannedResource) -> None:
               missing="user-provisioned metadata IOPS have no catalogued price")
 
 
-def price_plan(result: PlanResult, loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = None, *,
-               today: _dt.date | None = None) -> CostReport:
-    """Price every resource of ``result`` (the AWS plan of ``loaded``) in the blueprint's region.
+def price_plan(result: PlanResult | Iterable[PlannedResource | Resource], loaded: LoadedBlueprint,
+               prices: Mapping[str, Any] | None = None, *, today: _dt.date | None = None) -> CostReport:
+    """Price every resource the AWS stack of ``loaded`` creates, in the blueprint's region: ``result`` is the
+    stack's inventory (:attr:`stacks.inventory.Inventory.resources`, what ``clusterforge cost`` prices) or an
+    offline plan (:class:`~clusterforge.plan.PlanResult`); each resource has ``type``, ``name``, ``custom``,
+    ``id`` and the engine ``inputs`` read here (an instance's ``launchTemplate.id`` is its template's ``id``).
 
     Instances (``aws:ec2/instance:Instance``) and EKS node groups are grouped by launch template and
     capacity type into one line per group of identical instances; their launch templates' block devices give
     the root-volume lines. ``prices`` defaults to :func:`load_prices`. ``today`` (tests) fixes the date
     staleness is judged against. Never raises for a resource it does not know: that is an unpriced line.
     """
+    planned = getattr(result, "resources", None)  # a PlanResult; else the resources themselves
+    resources: list[Any] = list(planned) if planned is not None else list(cast("Iterable[Any]", result))
     data = prices if prices is not None else load_prices()
     bp = loaded.blueprint
     region = str(getattr(bp.target, "region", "us-east-1"))
     p = _Pricer(data, region, today)
-    by_id = {r.id: r for r in result.resources if r.id}
+    by_id = {r.id: r for r in resources if r.id}
     free: dict[str, str] = {}
     for entry in data.get("no_charge") or []:
         for t in entry.get("types") or []:
             free[t] = str(entry.get("source", ""))
+    usage: dict[str, Mapping[str, Any]] = {t: entry for entry in data.get("usage_based") or []
+                                           for t in entry.get("types") or []}
+    per_resource: Mapping[str, Any] = data.get("per_resource") or {}
     no_charge: dict[str, tuple[int, str]] = {}
     instances: dict[tuple[str, str, str, str | None], int] = defaultdict(int)
     lts: dict[str, Mapping[str, Any]] = {}
     unknown: dict[str, int] = defaultdict(int)
-    for r in result.resources:
+    n_used: dict[str, int] = defaultdict(int)
+    for r in resources:
         if not r.custom or r.type.startswith("pulumi:"):  # components and providers are not cloud resources
             continue
         t = r.type
@@ -516,6 +550,13 @@ def price_plan(result: PlanResult, loaded: LoadedBlueprint, prices: Mapping[str,
             p.add(f"EKS control plane {r.name}", "eks-cluster", 1, "hour",
                   _lookup((data.get("eks_cluster") or {}).get("hour"), region), per_hour_factor=1,
                   missing=f"no EKS cluster price in {region}: {_CATALOG_HINT}")
+        elif t in per_resource:
+            own = per_resource[t]
+            label = str(own.get("name") or t.rsplit(":", 1)[-1])
+            p.add(f"{label} {r.name}", t, 1, "resource-month", _lookup(own.get("month"), region), per_hour_factor=1 / p.hpm,
+                  missing=f"no {label} price in {region}: {_CATALOG_HINT}")
+        elif t in usage:
+            n_used[t] += 1
         elif t in free:
             n, src = no_charge.get(t, (0, free[t]))
             no_charge[t] = (n + 1, src)
@@ -529,6 +570,9 @@ def price_plan(result: PlanResult, loaded: LoadedBlueprint, prices: Mapping[str,
         p.add(f"{itype} {cap}" + (f" ({group})" if group else ""), "ec2-instance", n, "instance-hour", price,
               per_hour_factor=1, group=group, note=note, missing=f"{missing}: {_REFRESH_HINT}", spec=(itype, cap))
         _root_volumes(p, lts.get(owner) or {}, n, group or owner, group)
+    for t, n in sorted(n_used.items()):
+        p.add(f"{t.rsplit(':', 1)[-1]} x{n}", t, n, "resource", None, per_hour_factor=0,
+              missing=f"usage-based, not estimated: {usage[t].get('basis', '')} ({usage[t].get('source', '')})")
     for t, n in sorted(unknown.items()):
         p.add(f"{t.rsplit(':', 1)[-1]} x{n}", t, n, "resource", None, per_hour_factor=0,
               missing="no price in the catalog for this resource type (it may be usage-based or free): "
@@ -559,7 +603,7 @@ def _keyed(data: Mapping[str, Any], table: str, keys: Iterable[str]) -> Price | 
 
 
 def _mine(value: float | None, what: str) -> Price | None:
-    return None if value is None else Price(float(value), f"blueprint: cost.{what}", "", "your figure")
+    return None if value is None else Price(float(value), f"{BLUEPRINT_SOURCE} cost.{what}", "", "your figure")
 
 
 def _node_keys(rg: ResolvedGroup) -> list[str]:
@@ -588,21 +632,25 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
     Inputs: the blueprint's ``cost`` section, else the catalog's ``onprem`` defaults (each with its source);
     a value with neither gives an unpriced line. Power: ``cost.node_power_kw``, else the catalog's system
     figure, else the GPUs' TDP x count (hardware catalog ``tdp_w``; CPUs and fans not counted, said in the line).
-    ``hosts``: ``{node group: hosts}`` of the on-prem plan (the hosts it configures); unset = the resolved
-    cluster's node counts.
+    Facility: ``cost.facility_usd_per_node``, else the catalog's figure for the node's system or GPU key and count
+    (the data-centre 8 x H100 node its source models); a group with neither gets no facility line and is named in
+    :attr:`OnpremSummary.facility_not_charged` (a workstation has no facility to charge). Catalog defaults older
+    than ``stale_after_days`` are flagged stale as cloud prices are. ``hosts``: ``{node group: hosts}`` of the
+    on-prem plan (the hosts it configures); unset = the resolved cluster's node counts.
     """
     from blueprints.catalog import catalog
 
     data = prices if prices is not None else load_prices()
     bp, cost = loaded.blueprint, loaded.blueprint.cost
-    p = _Pricer(data, cost.compare_region, today, volatile=False)  # site figures and quotes, not market prices
+    p = _Pricer(data, cost.compare_region, today)
     years_p = _mine(cost.amortization_years, "amortization_years") or _default(data, "amortization_years")
     years = years_p.value if years_p else 4.0
     amort = 1 / (years * HOURS_PER_YEAR)
     kwh = _mine(cost.power_usd_per_kwh, "power_usd_per_kwh") or _default(data, "power_usd_per_kwh")
     pue = _mine(cost.pue, "pue") or _default(data, "pue")
     colo = _mine(cost.colo_usd_per_kw_month, "colo_usd_per_kw_month") or _default(data, "colo_usd_per_kw_month")
-    facility = _mine(cost.facility_usd_per_node, "facility_usd_per_node") or _default(data, "facility_usd_per_node")
+    facility_mine = _mine(cost.facility_usd_per_node, "facility_usd_per_node")
+    no_facility: list[str] = []
     fabric = _fabric_key(bp)
     port = _mine(cost.switch_port_usd, "switch_port_usd") or _keyed(data, "switch_port_usd", [fabric])
     cable = _mine(cost.cabling_usd_per_port, "cabling_usd_per_port") or _keyed(data, "cabling_usd_per_port", [fabric])
@@ -650,25 +698,31 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
                                Price(kw.value * colo.value * 12 / HOURS_PER_YEAR, colo.source, colo.as_of,
                                      f"${colo.value:g}/kW-month x {kw.value:g} kW x 12 / 8760; {colo.note}".rstrip("; ")),
                                per_hour_factor=1, group=g)
-        fac_item = p.add(f"facility and operations ({g})", "onprem-facility", n, "USD", facility,
-                         per_hour_factor=amort, group=g, note=f"over the node's life {yrs}",
-                         missing="set `cost.facility_usd_per_node`")
+        # the catalog's facility figure is for the node its source models (a data-centre 8 x H100 node): other
+        # nodes (a workstation, a CPU server) are charged a facility only when the blueprint declares one
+        facility = facility_mine or _keyed(data, "facility_usd_per_node", _node_keys(rg))
+        fac_item = None
+        if facility is None:
+            no_facility.append(g)
+        else:
+            fac_item = p.add(f"facility and operations ({g})", "onprem-facility", n, "USD", facility,
+                             per_hour_factor=amort, group=g, note=f"over the node's life {yrs}")
         sup_item = None
         if cost.support_usd_per_node_year:
             sup_item = p.add(f"support ({g})", "onprem-support", n, "USD per node-year",
-                             Price(cost.support_usd_per_node_year, "blueprint: cost.support_usd_per_node_year", ""),
+                             Price(cost.support_usd_per_node_year, f"{BLUEPRINT_SOURCE} cost.support_usd_per_node_year", ""),
                              per_hour_factor=1 / HOURS_PER_YEAR, group=g)
         capital += sum(i.count * (i.unit_price_usd or 0) for i in [s_item, *fab_items] if i.priced)
         if not rg.has_gpus:
             continue
-        fixed = [s_item, *fab_items, fac_item, *(x for x in (space_item, sup_item) if x is not None)]
+        fixed = [s_item, *fab_items, *(x for x in (fac_item, space_item, sup_item) if x is not None)]
         if any(not i.priced for i in fixed) or power_item is None or not power_item.priced:
             compare_ok = False
             compare_note = f"group `{g}` has unpriced lines: no break-even"
             continue
         fixed_gpu += sum(i.per_hour_usd or 0 for i in fixed)
         power_gpu += n * (power_item.unit_price_usd or 0)
-        eq = _cloud_equivalent(data, cat, rg, cost.compare_region, n)
+        eq = _cloud_equivalent(p, cat, rg, n)
         if eq is None:
             compare_ok = False
             compare_note = (f"no catalogued on-demand price in {cost.compare_region} for a cloud instance with "
@@ -683,41 +737,53 @@ def price_onprem(loaded: LoadedBlueprint, prices: Mapping[str, Any] | None = Non
                            "and is paid elsewhere)")
         if st.priced:
             capital += st.unit_price_usd or 0
-    summary = OnpremSummary(capital_usd=capital, amortization_years=years, utilization=utilization)
+    summary = OnpremSummary(capital_usd=capital, amortization_years=years, utilization=utilization,
+                            facility_not_charged=no_facility, compare_region=cost.compare_region)
+    summary.equivalents = equivalents
     if equivalents and compare_ok:
         cloud = sum(e.count * e.unit_price_usd for e in equivalents)
         summary.fixed_per_hour_usd, summary.power_per_hour_usd = fixed_gpu, power_gpu
-        summary.equivalents, summary.cloud_per_hour_usd = equivalents, cloud
+        summary.cloud_per_hour_usd = cloud
+        rent = f"renting {_equivalents_text(equivalents)}"
         if cloud <= power_gpu:
-            summary.breakeven_note = "the cloud price is below the power cost alone: owning never pays off"
+            summary.breakeven_note = f"owning never pays off: {rent} costs less than their power alone"
         else:
             u = fixed_gpu / (cloud - power_gpu)
+            formula = (f"fixed ${fixed_gpu:,.2f}/h / (cloud ${cloud:,.2f}/h - power ${power_gpu:,.2f}/h at full "
+                       "load)")
             if u > 1:
-                summary.breakeven_note = (f"owning costs more than renting even at 100% utilisation (break-even "
-                                          f"would need {u:.0%})")
+                summary.breakeven_note = (f"owning the GPU nodes costs more than {rent} even when they work every "
+                                          f"hour (break-even would need {u:.0%}: {formula})")
             else:
                 summary.breakeven_utilization = u
-                summary.breakeven_note = ("owning is cheaper per used hour above this utilisation (GPU groups: "
-                                          "fixed/h / (cloud/h - power/h))")
+                summary.breakeven_note = (f"owning the GPU nodes costs less than {rent} once they do useful work "
+                                          f"more than {u:.1%} of the hours ({formula})")
     else:
-        summary.equivalents = equivalents
-        summary.breakeven_note = compare_note or "no GPU group to compare"
-    return CostReport(bp.name, "onprem", cost.compare_region, p.hpm, p.items, {}, onprem=summary)
+        summary.breakeven_note = compare_note or "no GPU group to compare with a cloud instance"
+    return CostReport(bp.name, "onprem", "", p.hpm, p.items, {}, onprem=summary)
 
 
-def _cloud_equivalent(data: Mapping[str, Any], cat: Any, rg: ResolvedGroup, region: str,
-                      nodes: int) -> CloudEquivalent | None:
-    """The cheapest catalogued on-demand instance type with ``rg``'s GPU model and count per node."""
+def _equivalents_text(equivalents: Iterable[CloudEquivalent]) -> str:
+    """``4 x p5.48xlarge on demand in us-east-1 at $55.04/h each (as of 2026-08-26)`` for each equivalent."""
+    return " and ".join(
+        f"{e.count} x {e.instance_type} on demand in {e.region} at ${e.unit_price_usd:,.2f}/h each (as of "
+        f"{e.as_of}{', stale' if e.stale else ''})" for e in equivalents)
+
+
+def _cloud_equivalent(p: _Pricer, cat: Any, rg: ResolvedGroup, nodes: int) -> CloudEquivalent | None:
+    """The cheapest catalogued on-demand instance type with ``rg``'s GPU model and count per node, in ``p``'s
+    region (``cost.compare_region``); its price is judged stale as every other."""
     best: CloudEquivalent | None = None
     for name, raw in cat.data["aws_instance_types"].items():
         acc = raw.get("accelerators") or {}
         if acc.get("type") != rg.hardware.gpu_key or int(acc.get("count") or 0) != rg.gpus:
             continue
-        price = _lookup((data.get("ec2", {}).get(name) or {}).get("on-demand"), region)
+        price = _lookup((p.data.get("ec2", {}).get(name) or {}).get("on-demand"), p.region)
         if price is None:
             continue
         if best is None or price.value < best.unit_price_usd:
-            best = CloudEquivalent(rg.name, name, nodes, region, price.value, price.source, price.as_of)
+            best = CloudEquivalent(rg.name, name, nodes, p.region, price.value, price.source, price.as_of,
+                                   p.stale(price))
     return best
 
 

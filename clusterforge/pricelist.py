@@ -160,7 +160,7 @@ def write_overlay(path: Path, overlay: Mapping[str, Any]) -> Path:
 
 def refresh_for_plan(loaded: Any, result: Any) -> tuple[list[str], list[str], Path]:
     """``clusterforge cost --refresh`` of an AWS blueprint: the instance types and capacity types of the priced
-    plan ``result`` and gp3 storage, read in the blueprint's region with a boto3 ``pricing`` client and merged into
+    resources ``result`` (the stack's inventory or a plan: :func:`clusterforge.cost.price_plan`) and gp3 storage, read in the blueprint's region with a boto3 ``pricing`` client and merged into
     the overlay (:func:`clusterforge.cost.overlay_path`). Returns (prices read, prices not read, overlay path).
     Raises :class:`~blueprints.errors.UsageError` without boto3 or when the API cannot be read (no credentials,
     no network, access denied), before anything is written."""

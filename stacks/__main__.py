@@ -14,7 +14,6 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from blueprints.naming import Naming
 from stacks import translate
 from stacks.components import (
     EksAttachment,
@@ -32,26 +31,30 @@ from stacks.components import (
     SlurmCluster,
 )
 from stacks.config import load_stack_blueprint, read_stack_config
+from stacks.inventory import InventoryError, NotAwsBlueprint, inventory
 from stacks.outputs import ansible_inventory
 
 stack_config = read_stack_config()
 loaded = load_stack_blueprint(stack_config)
 bp = loaded.blueprint
-try:
-    target = translate.aws_target(bp)
-except translate.NotAwsBlueprint as e:  # `pulumi up` of a stack whose setting names an on-prem blueprint
-    raise pulumi.RunError(f"{loaded.file}: {e}") from None
-naming = Naming(bp.name, target.tags)
-orchestrator = translate.kubernetes(bp)
-fsx_storage = translate.fsx_storage(bp)
 resolved = loaded.cluster  # the resolved cluster: every group's hardware, node settings and predicates
+try:
+    # what the stack creates, decided once (the inventory `clusterforge cost` prices)
+    inv = inventory(bp, resolved)
+except NotAwsBlueprint as e:  # `pulumi up` of a stack whose setting names an on-prem blueprint
+    raise pulumi.RunError(f"{loaded.file}: {e}") from None
+except InventoryError as e:  # a node group the stack cannot create (the message names the setting)
+    raise pulumi.RunError(str(e)) from None
+target = translate.aws_target(bp)
+naming = inv.naming
+orchestrator = translate.kubernetes(bp)
 
 
 aws_provider = aws.Provider(naming.name("aws"), region=target.region)
 aws_opts = pulumi.ResourceOptions(providers=[aws_provider])
 
-network = Network(naming.name("network"), translate.network_args(bp, naming), aws_opts)
-decision = translate.placement_decision(bp)
+network = Network(naming.name("network"), inv.network, aws_opts)
+decision = inv.placement
 placement = Placement(naming.name("placement"), PlacementArgs(naming=naming, decision=decision), aws_opts)
 reserved = translate.reserved_group_names(bp)
 
@@ -80,10 +83,10 @@ def profile_of(name: str):
 
 
 filesystems = {
-    s.name: LustreFileSystem(naming.name("fsx", s.name), translate.lustre_args(
-        s, naming, subnet_id=network.subnet_id, security_group_id=network.fsx_security_group_id,
+    fs.storage_name: LustreFileSystem(fs.component, translate.lustre_args(
+        fs, naming, subnet_id=network.subnet_id, security_group_id=network.fsx_security_group_id,
         depends_on=network.lustre_rules), aws_opts)
-    for s in fsx_storage if network.fsx_security_group_id is not None
+    for fs in inv.file_systems if network.fsx_security_group_id is not None
 }
 
 cluster = None
@@ -96,8 +99,9 @@ if orchestrator is not None:
 
 groups = {}
 for r in resolved.groups:
-    groups[r.name] = NodeGroupComponent(naming.name(r.name), translate.node_group_args(
-        bp, r, naming,
+    spec = inv.node_group(r.name)
+    groups[r.name] = NodeGroupComponent(spec.component, translate.node_group_args(
+        bp, r, spec, naming,
         subnet_id=network.public_subnet_id if r.group.public_ip and network.public_subnet_id is not None
         else network.subnet_id,
         security_group_ids=security_groups, placement_group=placement.group_name if in_placement_group(r.name) else None,
@@ -116,12 +120,11 @@ if cluster is not None and orchestrator is not None:
                                 opts=pulumi.ResourceOptions(depends_on=[cluster]))
     KubernetesAddons(naming.name("addons"), translate.addons_args(
         bp, resolved, naming,
-        efa_instance_types=[g.instance_type for g in bp.node_groups
-                            if g.instance_type and len(groups[g.name].nic_layout) > 1],
-        fsx=[FsxVolume(name=s.name, capacity_gib=s.fsx.storage_capacity_gib,
-                       file_system_id=filesystems[s.name].file_system_id, dns_name=filesystems[s.name].dns_name,
-                       mount_name=filesystems[s.name].mount_name)
-             for s in fsx_storage if s.fsx is not None and s.name in filesystems],
+        efa_instance_types=[g.instance_type for g in inv.node_groups if len(g.nic_layout) > 1],
+        fsx=[FsxVolume(name=fs.storage_name, capacity_gib=fs.storage_capacity_gib,
+                       file_system_id=filesystems[fs.storage_name].file_system_id,
+                       dns_name=filesystems[fs.storage_name].dns_name, mount_name=filesystems[fs.storage_name].mount_name)
+             for fs in inv.file_systems if fs.storage_name in filesystems],
         depends_on=list(groups.values()),
     ), pulumi.ResourceOptions(providers=[k8s_provider]))
     pulumi.export("kubeconfig", cluster.kubeconfig)

@@ -26,13 +26,11 @@ import typer
 
 def compute(loaded: Any, *, utilization: float = 1.0, plan: Any = None, prices: dict[str, Any] | None = None) -> Any:
     """The :class:`~clusterforge.cost.CostReport` of ``loaded`` from its target
-    (:meth:`clusterforge.targets.Target.cost`): its plan priced; ``plan`` reuses a plan already made. ``None``
-    for a target without prices."""
+    (:meth:`clusterforge.targets.Target.cost`): what it creates, priced; ``plan`` hands over a plan already made
+    (the cloud target prices its stack's inventory and needs none). ``None`` for a target without prices."""
     from ..targets import checked_target
 
-    target = checked_target(loaded)
-    return target.cost(loaded, plan if plan is not None else target.plan(loaded), utilization=utilization,
-                       prices=prices)
+    return checked_target(loaded).cost(loaded, plan, utilization=utilization, prices=prices)
 
 
 def _priced(loaded: Any, **kw: Any) -> Any:
@@ -60,12 +58,12 @@ def _measured(results_dir: Path) -> tuple[list[Any], float | None, str]:
     return results, sum(mfus) / len(mfus), f"measured: mean MFU of {len(mfus)} AMP result(s) in {results_dir}"
 
 
-def _refresh(loaded: Any, plan: Any) -> None:
+def _refresh(loaded: Any) -> None:
     """``--refresh``: the target reads today's prices into the user's overlay (:meth:`Target.refresh_prices`)."""
     from ..console import ok, warn
     from ..targets import target_for
 
-    found, missed, path = target_for(loaded.blueprint.target.provider).refresh_prices(loaded, plan)
+    found, missed, path = target_for(loaded.blueprint.target.provider).refresh_prices(loaded)
     for line in found:
         ok(line)
     for line in missed:
@@ -79,7 +77,9 @@ def _show(report: Any, hours: float | None) -> None:
 
     from ..console import console
 
-    table = Table(title=f"cost of {report.blueprint} ({report.provider}, {report.region})", show_lines=False)
+    # on premises the lines are the site's own: the only cloud region is the comparison's, said on its line
+    where = f"{report.provider}, {report.region}" if report.region else "on premises"
+    table = Table(title=f"cost of {report.blueprint} ({where})", show_lines=False)
     for col, just in (("line", "left"), ("count", "right"), ("unit price", "right"), ("$/h", "right"),
                       ("source, as of", "left")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -105,17 +105,24 @@ def _show(report: Any, hours: float | None) -> None:
     if report.unpriced:
         console.print(f"[red]{len(report.unpriced)} unpriced line(s) are not in the total[/red] (their notes say why)")
     if report.stale:
-        console.print(f"[yellow]{len(report.stale)} price(s) older than the catalog's stale_after_days[/yellow]: "
-                      "check them or run `clusterforge cost --refresh`")
+        fix = ("set your own figures in the blueprint's `cost` section" if report.onprem is not None
+               else "check them or run `clusterforge cost --refresh`")
+        console.print(f"[yellow]{len(report.stale)} price(s) older than the catalog's stale_after_days[/yellow]: {fix}")
     o = report.onprem
     if o is not None:
         console.print(f"capital ${o.capital_usd:,.0f} written off over {o.amortization_years:g} years; "
                       f"at {o.utilization:.0%} utilisation: ${report.per_hour_usd:,.2f}/h owned")
+        if o.facility_not_charged:
+            console.print(f"facility and operations not charged for {', '.join(o.facility_not_charged)}: none "
+                          "declared, and the catalog's figure is for a data-centre 8 x H100 node — set "
+                          "`cost.facility_usd_per_node` to charge one", markup=False, highlight=False)
         if o.cloud_per_hour_usd is not None:
-            eq = ", ".join(f"{e.count} x {e.instance_type} at ${e.unit_price_usd:g}/h ({e.as_of})" for e in o.equivalents)
-            console.print(f"cloud equivalent of the GPU groups: {escape(eq)} = ${o.cloud_per_hour_usd:,.2f}/h full "
-                          f"time, ${o.cloud_per_hour_usd * o.utilization:,.2f}/h at {o.utilization:.0%}")
-        be = f"{o.breakeven_utilization:.1%}" if o.breakeven_utilization is not None else "—"
+            eq = ", ".join(f"{e.count} x {e.instance_type} at ${e.unit_price_usd:,.2f}/h (as of {e.as_of}"
+                           f"{', stale' if e.stale else ''})" for e in o.equivalents)
+            console.print(f"cloud equivalent of the GPU groups, on demand in {o.compare_region}: {escape(eq)} = "
+                          f"${o.cloud_per_hour_usd:,.2f}/h full time, ${o.cloud_per_hour_usd * o.utilization:,.2f}/h "
+                          f"at {o.utilization:.0%} utilisation")
+        be = f"{o.breakeven_utilization:.1%}" if o.breakeven_utilization is not None else "none"
         console.print(f"break-even utilisation: [bold]{be}[/bold] — {escape(o.breakeven_note)}")
     w = report.workload
     if w:
@@ -150,7 +157,6 @@ def register(app: typer.Typer) -> None:
 
         from ..blueprint_io import findings_document, load_checked
         from ..cost import cost_basis, workload_estimate
-        from ..targets import plan as make_plan
 
         try:
             loaded = load_checked(blueprint, show_warnings=not as_json)
@@ -158,10 +164,9 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print(json.dumps(findings_document(blueprint, False, e.findings), indent=2))
             raise
-        plan = make_plan(loaded)
         if refresh:
-            _refresh(loaded, plan)
-        report = _priced(loaded, utilization=utilization, plan=plan)
+            _refresh(loaded)
+        report = _priced(loaded, utilization=utilization)
         measured: list[Any] = []
         mfu, how = None, ""
         if results is not None:

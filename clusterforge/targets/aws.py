@@ -40,11 +40,12 @@ if TYPE_CHECKING:
 
     from blueprints import LoadedBlueprint
     from blueprints.findings import Finding
+    from stacks.inventory import Inventory
 
     from ..cost import CostReport
     from ..plan import PlannedResource, PlanResult
 
-__all__ = ["INSTALL_HINT", "AwsPlan", "AwsTarget", "pulumi_cli", "render_tree", "short_type"]
+__all__ = ["INSTALL_HINT", "AwsPlan", "AwsTarget", "inventory", "pulumi_cli", "render_tree", "short_type"]
 
 INSTALL_HINT = ("the Pulumi CLI is not installed: install it with `curl -fsSL https://get.pulumi.com | sh` "
                 "(https://www.pulumi.com/docs/iac/download-install/) and put `pulumi` on PATH "
@@ -168,6 +169,19 @@ def render_tree(result: PlanResult, title: str, show_all: bool = False) -> Tree:
     return tree
 
 
+def inventory(loaded: LoadedBlueprint) -> Inventory:
+    """What the stack creates for ``loaded`` (:func:`stacks.inventory.inventory`: the resources and the
+    decisions the Pulumi components take), without running the program; a blueprint the stack cannot create is
+    one :class:`ClusterforgeError` line, as the plan gives it."""
+    from stacks.inventory import InventoryError, NotAwsBlueprint
+    from stacks.inventory import inventory as stack_inventory
+
+    try:
+        return stack_inventory(loaded.blueprint, loaded.cluster)
+    except (InventoryError, NotAwsBlueprint) as e:
+        raise ClusterforgeError(f"{loaded.file}: {e}") from None
+
+
 def _counts_table(result: PlanResult) -> Table:
     from rich.table import Table
 
@@ -273,22 +287,21 @@ class AwsTarget(Target):
         where = f"aws {getattr(target, 'region', '')} {getattr(target, 'availability_zone', '')}".strip()
         return AwsPlan(blueprint=loaded.blueprint.name, result=result, where=where)
 
-    def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
+    def cost(self, loaded: LoadedBlueprint, plan: Plan | None = None, *, utilization: float = 1.0,
              prices: dict[str, Any] | None = None) -> CostReport:
-        """Every resource of the plan priced (:func:`clusterforge.cost.price_plan`); ``utilization`` does not
-        change what the cloud bills for running resources."""
+        """Every resource the stack creates priced (:func:`clusterforge.cost.price_plan` of the stack's inventory,
+        :func:`inventory`: the same resources as the plan, without running the program; ``plan`` is not needed).
+        ``utilization`` does not change what the cloud bills for running resources."""
         from ..cost import price_plan
 
-        assert isinstance(plan, AwsPlan)
-        return price_plan(plan.result, loaded, prices)
+        return price_plan(inventory(loaded).resources, loaded, prices)
 
-    def refresh_prices(self, loaded: LoadedBlueprint, plan: Plan) -> tuple[list[str], list[str], Path]:
-        """The plan's instance types and gp3 storage from the AWS Price List Query API
+    def refresh_prices(self, loaded: LoadedBlueprint) -> tuple[list[str], list[str], Path]:
+        """The instance types and gp3 storage of the stack's inventory from the AWS Price List Query API
         (:func:`clusterforge.pricelist.refresh_for_plan`; AWS credentials needed)."""
         from ..pricelist import refresh_for_plan
 
-        assert isinstance(plan, AwsPlan)
-        return refresh_for_plan(loaded, plan.result)
+        return refresh_for_plan(loaded, inventory(loaded).resources)
 
     def render(self, loaded: LoadedBlueprint, out_dir: Path) -> list[Path]:
         """``Pulumi.yaml``, the program, the blueprint copy, the stack settings and each node group's cloud-init."""

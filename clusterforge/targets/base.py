@@ -108,19 +108,21 @@ class Target(ABC):
         Default: ``None``, nothing deployed to compare with."""
         return None
 
-    def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
+    def cost(self, loaded: LoadedBlueprint, plan: Plan | None = None, *, utilization: float = 1.0,
              prices: dict[str, Any] | None = None) -> CostReport | None:
-        """What ``plan`` (this target's plan of ``loaded``) costs: :class:`~clusterforge.cost.CostReport`, every
-        line with its price's source and date, unpriced lines said (``clusterforge cost``, the cost line of
-        ``plan``). ``utilization`` (0-1]: the share of hours the cluster works, where the target's cost depends
-        on it; ``prices``: the price data (default the catalog with the user's refreshed prices). Default:
-        ``None``, a target without prices (``plan`` then prints no cost line, ``cost`` says so)."""
+        """What ``up`` would create or configure for ``loaded`` costs: :class:`~clusterforge.cost.CostReport`,
+        every line with its price's source and date, unpriced lines said (``clusterforge cost``, the cost line
+        of ``plan``). ``plan``: this target's plan of ``loaded`` when one was made already (a target that prices
+        what it creates without a plan ignores it; one that needs it makes it when ``None``). ``utilization``
+        (0-1]: the share of hours the cluster works, where the target's cost depends on it; ``prices``: the price
+        data (default the catalog with the user's refreshed prices). Default: ``None``, a target without prices
+        (``plan`` then prints no cost line, ``cost`` says so)."""
         return None
 
-    def refresh_prices(self, loaded: LoadedBlueprint, plan: Plan) -> tuple[list[str], list[str], Path]:
-        """Read today's prices of what ``plan`` uses from the provider's price service into the user's price
-        overlay (``clusterforge cost --refresh``); returns (prices read, prices not read with why, the overlay
-        file). Default: :class:`~clusterforge.errors.UsageError`."""
+    def refresh_prices(self, loaded: LoadedBlueprint) -> tuple[list[str], list[str], Path]:
+        """Read today's prices of what ``up`` would create for ``loaded`` from the provider's price service into
+        the user's price overlay (``clusterforge cost --refresh``); returns (prices read, prices not read with
+        why, the overlay file). Default: :class:`~clusterforge.errors.UsageError`."""
         from blueprints.errors import UsageError
 
         raise UsageError(f"--refresh reads a cloud provider's price list; target `{self.provider}` has none (on-prem "

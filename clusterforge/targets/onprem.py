@@ -213,12 +213,15 @@ class OnpremTarget(Target):
         """Every host, role and variable of the Ansible run."""
         return OnpremPlan(blueprint=loaded.blueprint.name, data=_ansible("render").plan_ansible(loaded))
 
-    def cost(self, loaded: LoadedBlueprint, plan: Plan, *, utilization: float = 1.0,
+    def cost(self, loaded: LoadedBlueprint, plan: Plan | None = None, *, utilization: float = 1.0,
              prices: dict[str, Any] | None = None) -> CostReport:
         """The plan's hosts priced per node group: capital written off, power at ``utilization``, space, facility,
-        support, and the comparison with the nearest catalogued cloud instance (:func:`clusterforge.cost.price_onprem`)."""
+        support, and the comparison with the nearest catalogued cloud instance (:func:`clusterforge.cost.price_onprem`).
+        ``plan``: the on-prem plan of ``loaded`` (made here when ``None``)."""
         from ..cost import price_onprem
 
+        if plan is None:
+            plan = self.plan(loaded)
         assert isinstance(plan, OnpremPlan)
         groups = {rg.name for rg in loaded.cluster.groups}
         hosts = {g: sum(1 for h in plan.data.get("hosts") or [] if g in (h.get("groups") or [])) for g in groups}

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.catalog import catalog
 from blueprints.naming import Naming
+
+from ..inventory import FileSystemSpec, FsxS3Link
 
 __all__ = ["FsxS3Link", "LustreFileSystem", "LustreFileSystemArgs"]
 
@@ -38,47 +39,13 @@ _EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
 @dataclass(frozen=True)
-class FsxS3Link:
-    """An S3 data repository association: ``data_repository_path`` (``s3://bucket/prefix``),
-    ``file_system_path`` (absolute path inside the file system), ``auto_import`` / ``auto_export``
-    (new, changed and deleted objects / files)."""
-
-    data_repository_path: str
-    file_system_path: str
-    auto_import: bool
-    auto_export: bool
-
-
-@dataclass(frozen=True)
 class LustreFileSystemArgs:
-    """Inputs of :class:`LustreFileSystem`, each the FSx for Lustre argument of the same meaning.
-
-    ``storage_name``: the blueprint storage entry's name; ``deployment_type`` (``PERSISTENT_2`` ...);
-    ``storage_capacity_gib`` (GiB); ``storage_type`` (``SSD`` / ``HDD``); ``throughput_per_tib_mbps``
-    (MB/s per TiB, PERSISTENT_* only); ``drive_cache_type`` (HDD); ``data_compression_type``;
-    ``file_system_type_version`` (Lustre ``2.15``); ``metadata_mode`` / ``metadata_iops``
-    (PERSISTENT_2; ``None``: no metadata configuration); ``efa_enabled``; ``kms_key_id`` (``None``:
-    the AWS managed key); ``automatic_backup_retention_days`` (days); ``s3``: the data repository
-    association or ``None``; ``subnet_id``: the compute subnet; ``security_group_id``: the FSx SG;
-    ``depends_on``: the SG rules. No defaults: they live in the blueprint models.
-    """
+    """Inputs of :class:`LustreFileSystem`: ``spec``, the file system as the stack's inventory decides it
+    (:class:`stacks.inventory.FileSystemSpec`: every FSx argument, and which of them the deployment type takes);
+    ``subnet_id``: the compute subnet; ``security_group_id``: the FSx SG; ``depends_on``: the SG rules."""
 
     naming: Naming
-    storage_name: str
-    deployment_type: str
-    storage_capacity_gib: int
-    storage_type: str
-    throughput_per_tib_mbps: int | None
-    drive_cache_type: str | None
-    data_compression_type: str
-    file_system_type_version: str
-    metadata_mode: str | None
-    metadata_iops: int | None
-    efa_enabled: bool
-    kms_key_id: str | None
-    automatic_backup_retention_days: int
-    final_backup: bool
-    s3: FsxS3Link | None
+    spec: FileSystemSpec
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource] = ()
@@ -93,30 +60,27 @@ class LustreFileSystem(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LustreFileSystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterforge:aws:LustreFileSystem", name, None, opts)
-        f = args
+        f = args.spec
         n = args.naming
-        persistent = f.deployment_type.startswith("PERSISTENT")
-        fsx_facts = catalog().aws["fsx"]
-        backups = bool(fsx_facts["features"][f.deployment_type]["backups"]) and (
-            f.s3 is None or bool(fsx_facts["backups_with_s3_repository"]))
+        backups = f.backups
         metadata = None
-        if f.deployment_type == "PERSISTENT_2" and f.metadata_mode is not None:
-            metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
-                mode=f.metadata_mode, iops=f.metadata_iops if f.metadata_mode == "USER_PROVISIONED" else None)
-        tags = n.tags(role="storage", name=n.name(args.storage_name))
+        if f.metadata is not None:
+            mode, iops = f.metadata
+            metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode=mode, iops=iops)
+        tags = n.tags(role="storage", name=n.name(f.storage_name))
         fs = aws.fsx.LustreFileSystem(
             f"{name}-fs",
             deployment_type=f.deployment_type,
             storage_capacity=f.storage_capacity_gib,
             storage_type=f.storage_type,
-            per_unit_storage_throughput=f.throughput_per_tib_mbps if persistent else None,
+            per_unit_storage_throughput=f.per_unit_storage_throughput,
             drive_cache_type=f.drive_cache_type if f.storage_type == "HDD" else None,
             data_compression_type=f.data_compression_type,
             file_system_type_version=f.file_system_type_version,
             metadata_configuration=metadata,
             efa_enabled=True if f.efa_enabled else None,
-            kms_key_id=f.kms_key_id if persistent else None,
-            automatic_backup_retention_days=f.automatic_backup_retention_days if backups else None,
+            kms_key_id=f.kms_key_id if f.persistent else None,
+            automatic_backup_retention_days=f.backup_retention_days,
             copy_tags_to_backups=True if backups else None,
             skip_final_backup=not f.final_backup if backups else None,
             final_backup_tags={**tags, "clusterforge:final-backup": n.blueprint} if backups and f.final_backup else None,

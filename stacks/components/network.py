@@ -20,50 +20,14 @@ and, for EKS, one small control-plane subnet in a second AZ (EKS requires subnet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
 import pulumi_aws as aws
 
 from blueprints.catalog import catalog
-from blueprints.naming import Naming
+
+from ..inventory import LUSTRE_PORTS, NetworkArgs
 
 __all__ = ["LUSTRE_PORTS", "Network", "NetworkArgs"]
-
-LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
-"""TCP port ranges Lustre (LNET) uses between FSx servers and clients."""
-
-
-@dataclass(frozen=True)
-class NetworkArgs:
-    """Inputs of :class:`Network`.
-
-    ``availability_zone``: the AZ of every node and file system; ``cidr_block`` /
-    ``subnet_cidr_block`` / ``public_subnet_cidr_block`` / ``control_plane_subnet_cidr_block``:
-    CIDRs of a new VPC; ``vpc_id`` / ``subnet_id``: use existing ones instead;
-    ``control_plane_subnet_ids``: existing subnets for the EKS control plane;
-    ``nat_gateway``: create internet + NAT gateways; ``public_subnet_for_nodes``: some node group
-    wants public IPs; ``ssh_ingress_cidrs``: who may reach port 22; ``lustre``: create the FSx
-    SG (EFA-enabled file systems are refused by ``check`` until their client side is configured,
-    so no all-traffic EFA rules are needed); ``eks``: create /
-    require the control-plane subnets. No defaults: they live in the blueprint models
-    (:func:`stacks.translate.network_args` fills every field).
-    """
-
-    naming: Naming
-    availability_zone: str
-    cidr_block: str
-    subnet_cidr_block: str
-    public_subnet_cidr_block: str
-    control_plane_subnet_cidr_block: str
-    vpc_id: str | None
-    subnet_id: str | None
-    control_plane_subnet_ids: tuple[str, ...]
-    nat_gateway: bool
-    public_subnet_for_nodes: bool
-    ssh_ingress_cidrs: tuple[str, ...]
-    lustre: bool
-    eks: bool
 
 
 class Network(pulumi.ComponentResource):
@@ -90,7 +54,7 @@ class Network(pulumi.ComponentResource):
         def tags(what: str) -> dict[str, str]:
             return n.tags(role="network", name=n.name(what))
 
-        if args.subnet_id:
+        if not args.creates_vpc:
             self._existing(name, args)
         else:
             vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr_block, enable_dns_support=True,
@@ -104,7 +68,7 @@ class Network(pulumi.ComponentResource):
             private_rt = aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, tags=tags("private"), opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-compute-rta", subnet_id=subnet.id, route_table_id=private_rt.id,
                                           opts=child)
-            if args.nat_gateway or args.public_subnet_for_nodes:
+            if args.public:
                 igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags("igw"), opts=child)
                 public = aws.ec2.Subnet(f"{name}-public", vpc_id=vpc.id, cidr_block=args.public_subnet_cidr_block,
                                         availability_zone=args.availability_zone, map_public_ip_on_launch=False,
@@ -115,14 +79,14 @@ class Network(pulumi.ComponentResource):
                               destination_cidr_block="0.0.0.0/0", gateway_id=igw.id, opts=child)
                 aws.ec2.RouteTableAssociation(f"{name}-public-rta", subnet_id=public.id,
                                               route_table_id=public_rt.id, opts=child)
-                if args.nat_gateway:
+                if args.nat:
                     eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags("nat"), opts=child)
                     nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=eip.id, subnet_id=public.id,
                                              tags=tags("nat"), opts=pulumi.ResourceOptions(parent=self,
                                                                                            depends_on=[igw]))
                     aws.ec2.Route(f"{name}-private-default", route_table_id=private_rt.id,
                                   destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.id, opts=child)
-            if args.eks:
+            if args.control_plane_subnet:
                 # availability zones only: a Local or Wavelength Zone (opt-in) cannot hold the EKS control
                 # plane (catalog eks_zones, with its sources)
                 zones = aws.get_availability_zones_output(

@@ -27,7 +27,9 @@ private IPs feed the Ansible inventory). EKS node groups hand the template to an
 profile nor spot request, which EKS forbids:
 https://docs.aws.amazon.com/eks/latest/APIReference/API_LaunchTemplateSpecification.html). With a
 Capacity Block the instance type moves from the node group's ``instance_types`` into the launch
-template, as EKS requires (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+template, as EKS requires (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html), and the
+group's size follows the block's window (:mod:`.capacity_block`: 0 nodes and a scheduled scale-up at the block's
+start when created before it, ``count`` during it, 0 after it).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -46,7 +48,9 @@ from blueprints.naming import LABEL_EFA, LABEL_NODE_GROUP, LABEL_SANDBOX, Naming
 from blueprints.settings import NodeSettings
 
 from .. import cloud_init
+from ..inventory import ROOT_VOLUME_TYPE, NicSlot, NodeGroupSpec, Purchase, efa_layout
 from ..slurm_boot import NODE_NAME_TAG, STATE_DEVICE, SlurmBoot
+from .capacity_block import block_window, eks_block_scaling, schedule_block_start
 
 __all__ = [
     "DLAMI_SSM_PARAMETER",
@@ -75,56 +79,12 @@ credentials; 2 on EC2 nodes, whose containers on a bridge network need the extra
 EKS_ROOT_DEVICE: str = catalog().aws["node_images"]["eks"]["root_device"]
 """Root device name of the EKS-optimized Amazon Linux 2023 AMIs (catalog ``node_images.eks``)."""
 
-@dataclass(frozen=True)
-class NicSlot:
-    """One launch-template network interface: ``network_card_index``, ``device_index`` and the
-    EC2 ``interface_type`` (``interface`` = ENA, ``efa`` = EFA with ENA, ``efa-only``)."""
-
-    network_card_index: int
-    device_index: int
-    interface_type: Literal["interface", "efa", "efa-only"]
-
-
-def efa_layout(instance: InstanceTypeSpec | None, requested: int | Literal["max"], efa_fabric: bool) -> list[NicSlot]:
-    """The pinned NIC layout for an instance type.
-
-    Without EFA (another fabric, a type without EFA or unknown to the catalog, or 0 requested)
-    a single ENA primary interface. With ``n`` EFA interfaces (``max`` = the catalog's
-    ``max_efa_interfaces``): ENA at card 0 / device 0, ``efa-only`` at card 0 / device 1 and at
-    device 0 of cards 1..n-1. Raises ``ValueError`` when ``n`` exceeds the type's maximum or its
-    network cards.
-    """
-    primary = NicSlot(0, 0, "interface")
-    if not efa_fabric or instance is None or not instance.efa_supported:
-        return [primary]
-    maximum = int(instance.max_efa_interfaces or 0)
-    n = maximum if requested == "max" else int(requested)
-    if n <= 0:
-        return [primary]
-    if n > maximum or n > max(instance.network_cards, 1):
-        raise ValueError(f"{instance.name} supports at most {maximum} EFA interfaces on "
-                         f"{instance.network_cards} network cards; {n} requested")
-    return [primary, NicSlot(0, 1, "efa-only")] + [NicSlot(k, 0, "efa-only") for k in range(1, n)]
-
-
 def ami_parameter(instance_type: str, spec: InstanceTypeSpec | None) -> str:
     """SSM parameter naming the default AMI for ``instance_type``: the DLAMI for GPU types, else Ubuntu."""
     arch = instance_arch(instance_type)
     if spec is not None and spec.gpu_count > 0:
         return DLAMI_SSM_PARAMETER.format(arch=arch)
     return UBUNTU_SSM_PARAMETER.format(arch="arm64" if arch == "arm64" else "amd64")
-
-
-@dataclass(frozen=True)
-class Purchase:
-    """How one node group buys its instances (:func:`stacks.translate.purchase` fills it from
-    :func:`blueprints.aws.capacity_for`): ``type`` ``on-demand``, ``spot``, ``capacity-block`` or
-    ``reservation``; ``max_price`` (spot: USD per hour, ``None`` = the on-demand price);
-    ``reservation_id`` (``cr-...``: capacity block or reservation, else ``None``)."""
-
-    type: Literal["on-demand", "spot", "capacity-block", "reservation"]
-    max_price: float | None = None
-    reservation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,30 +126,23 @@ class SlurmGroupArgs:
 class NodeGroupArgs:
     """Inputs of :class:`NodeGroupComponent` (:func:`stacks.translate.node_group_args` fills them).
 
-    ``group_name`` / ``role`` / ``instance_type`` / ``count`` / ``public_ip`` / ``labels``: the node
-    group's; ``settings``: its resolved ``NodeSettings``; ``instance``: its catalog entry (``None``
-    for types the catalog lacks: no EFA then); ``efa_interfaces``: ``network.efa.interfaces`` (used
-    when ``settings.fabric`` is ``efa``); ``purchase``: how this group buys instances (the target's
-    reservation or Capacity Block only for the groups it is for, on demand for the others);
-    ``availability_zone``; ``subnet_id``: the subnet every interface goes in;
-    ``security_group_ids``: node SGs; ``placement_group``: group name or ``None``;
-    ``instance_profile_name`` / ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id``
-    (``None`` = SSM lookup); ``root_volume_gib`` (GiB); ``key_name`` (``None``: no key pair);
-    ``lustre``: FSx storage name -> (DNS name, mount name) outputs; ``eks``: set for EKS managed
-    node groups; ``slurm``: set for the node groups of a Slurm cluster (:class:`SlurmGroupArgs`).
+    ``spec``: what the group creates, from the stack's inventory (:class:`stacks.inventory.NodeGroupSpec`:
+    instance type, count and names, purchase, root volume, NIC layout, Slurm records); ``public_ip`` /
+    ``labels``: the node group's; ``settings``: its resolved ``NodeSettings``; ``instance``: its catalog entry
+    (``None`` for types the catalog lacks); ``availability_zone``; ``subnet_id``: the subnet every interface
+    goes in; ``security_group_ids``: node SGs; ``placement_group``: group name or ``None``;
+    ``instance_profile_name`` / ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id`` (``None`` = SSM
+    lookup); ``key_name`` (``None``: no key pair); ``lustre``: FSx storage name -> (DNS name, mount name)
+    outputs; ``eks``: set for EKS managed node groups; ``slurm``: set for the node groups of a Slurm cluster
+    (:class:`SlurmGroupArgs`). ``eks`` and ``slurm`` are set exactly when ``spec`` says so.
     """
 
     naming: Naming
-    group_name: str
-    role: str
-    instance_type: str
-    count: int
+    spec: NodeGroupSpec
     public_ip: bool
     labels: Mapping[str, str]
     settings: NodeSettings
     instance: InstanceTypeSpec | None
-    efa_interfaces: int | Literal["max"]
-    purchase: Purchase
     availability_zone: str
     subnet_id: pulumi.Input[str]
     security_group_ids: Sequence[pulumi.Input[str]]
@@ -197,7 +150,6 @@ class NodeGroupArgs:
     instance_profile_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
     ami_id: str | None
-    root_volume_gib: int
     key_name: str | None
     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = field(default_factory=dict)
     eks: EksAttachment | None = None
@@ -223,14 +175,15 @@ class NodeGroupComponent(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterforge:aws:NodeGroup", name, None, opts)
-        g = args
+        g = args.spec
         n = args.naming
         eks = args.eks
-        try:
-            self.nic_layout = efa_layout(args.instance, args.efa_interfaces, args.settings.fabric == "efa")
-        except ValueError as e:
-            raise pulumi.RunError(f"node group `{g.group_name}`: {e} — lower `network.efa.interfaces`") from None
-        tags = n.tags(role=g.role, group=g.group_name, name=n.name(g.group_name))
+        sl = args.slurm
+        if (eks is not None) != g.eks or (sl is not None) != g.slurm:
+            raise pulumi.RunError(f"node group `{g.group}`: its EKS / Slurm wiring does not match the stack's "
+                                  "inventory (a clusterforge bug)")
+        self.nic_layout = list(g.nic_layout)
+        tags = n.tags(role=g.role, group=g.group, name=n.name(g.group))
 
         # ---- AMI and root device -------------------------------------------------------------
         image_id: pulumi.Input[str] | None
@@ -262,28 +215,28 @@ class NodeGroupComponent(pulumi.ComponentResource):
                 subnet_id=None if eks is not None else args.subnet_id,
                 security_groups=list(args.security_group_ids),
                 delete_on_termination="true",
-                associate_public_ip_address=(("true" if g.public_ip and single else "false")
+                associate_public_ip_address=(("true" if args.public_ip and single else "false")
                                              if s.device_index == 0 and s.network_card_index == 0 else None),
             )
             for s in self.nic_layout
         ]
 
         # ---- market options / reservations ---------------------------------------------------
-        cap = args.purchase
+        cap = g.purchase
         market = None
         reservation = None
-        if cap.type == "spot" and eks is None:
+        if g.market_type == "spot":
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
                 market_type="spot",
                 spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
                     max_price=str(cap.max_price) if cap.max_price else None,
                     spot_instance_type="one-time", instance_interruption_behavior="terminate"))
-        if cap.type == "capacity-block":
-            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-        if cap.type in ("capacity-block", "reservation"):
+        elif g.market_type is not None:
+            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type=g.market_type)
+        if g.reservation_id is not None:
             reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                    capacity_reservation_id=cap.reservation_id))
+                    capacity_reservation_id=g.reservation_id))
 
         # ---- user data -----------------------------------------------------------------------
         names = sorted(args.lustre)
@@ -291,14 +244,13 @@ class NodeGroupComponent(pulumi.ComponentResource):
         for k in names:
             endpoint_outputs += [args.lustre[k][0], args.lustre[k][1]]
         settings = args.settings
-        sl = args.slurm
         if sl is not None:
             if len(sl.node_names) != g.count:
-                raise pulumi.RunError(f"node group `{g.group_name}`: {g.count} instances but {len(sl.node_names)} "
+                raise pulumi.RunError(f"node group `{g.group}`: {g.count} instances but {len(sl.node_names)} "
                                       "Slurm node names")
             bad = sorted(k for k in tags if not IMDS_TAG_KEY.fullmatch(k))
             if bad:
-                raise pulumi.RunError(f"node group `{g.group_name}`: tag key(s) {', '.join(map(repr, bad))} cannot be "
+                raise pulumi.RunError(f"node group `{g.group}`: tag key(s) {', '.join(map(repr, bad))} cannot be "
                                       "served by the instance metadata that Slurm nodes read their name from — use "
                                       "only letters, digits and + - = . , _ : @ in `target.tags` keys")
             endpoint_outputs += [pulumi.Output.from_input(sl.munge_secret_arn), pulumi.Output.from_input(sl.bundle_url),
@@ -317,12 +269,12 @@ class NodeGroupComponent(pulumi.ComponentResource):
 
         # EKS + Capacity Block: the instance type must sit in the launch template, not in the node
         # group's instance_types (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)
-        lt_instance_type = g.instance_type if eks is None or cap.type == "capacity-block" else None
+        lt_instance_type = g.lt_instance_type
         spec_tags = [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=rt, tags=tags)
                      for rt in ("instance", "volume", "network-interface")]
         lt = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            description=f"clusterforge {n.blueprint}: node group {g.group_name} ({g.instance_type})",
+            g.launch_template,
+            description=f"clusterforge {n.blueprint}: node group {g.group} ({g.instance_type})",
             image_id=image_id,
             instance_type=lt_instance_type,
             key_name=args.key_name,
@@ -347,7 +299,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                 device_name=root_device,
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                    volume_type="gp3", volume_size=args.root_volume_gib, encrypted="true",
+                    volume_type=ROOT_VOLUME_TYPE, volume_size=g.root_volume_gib, encrypted="true",
                     delete_on_termination="true"))],
             ebs_optimized="true",
             update_default_version=True,
@@ -362,8 +314,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
         count = g.count
         if eks is None:
             ips: list[pulumi.Output[str]] = []
-            for i in range(count):
-                host = n.name(g.group_name, str(i))
+            for i, host in enumerate(g.hosts):
                 inst_tags = {**tags, "Name": host}
                 if sl is not None:
                     inst_tags[NODE_NAME_TAG] = sl.node_names[i]
@@ -380,19 +331,31 @@ class NodeGroupComponent(pulumi.ComponentResource):
                     aws.route53.Record(f"{host}-dns", zone_id=sl.zone_id, name=f"{sl.node_names[i]}.{sl.zone_name}",
                                        type="A", ttl=60, records=[inst.private_ip],
                                        opts=pulumi.ResourceOptions(parent=self))
-                if sl is not None and sl.state_volume_id is not None and i == 0:
+                if sl is not None and g.state_volume and i == 0:
+                    if sl.state_volume_id is None:
+                        raise pulumi.RunError(f"node group `{g.group}`: the Slurm controller's state volume is missing "
+                                              "(a clusterforge bug)")
                     # replacing the controller: stop the old one (clean unmount), detach, attach to the new one
                     aws.ec2.VolumeAttachment(f"{host}-state", device_name=STATE_DEVICE, instance_id=inst.id,
                                              volume_id=sl.state_volume_id, stop_instance_before_detaching=True,
                                              opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
             self.private_ips = pulumi.Output.all(*ips).apply(lambda xs: [str(x) for x in xs])
         else:
-            labels = {**g.labels, LABEL_NODE_GROUP: g.group_name, LABEL_SANDBOX: settings.sandbox.runtime}
+            labels = {**args.labels, LABEL_NODE_GROUP: g.group, LABEL_SANDBOX: settings.sandbox.runtime}
             if len(self.nic_layout) > 1:
                 labels[LABEL_EFA] = "true"
-            capacity_type = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK",
-                             "reservation": "ON_DEMAND"}[cap.type]
             arch = "ARM_64" if instance_arch(g.instance_type) == "arm64" else "x86_64"
+            # in a Capacity Block the size follows the block's window, read at deploy time (.capacity_block)
+            block = None
+            if cap.type == "capacity-block" and cap.reservation_id:
+                block = eks_block_scaling(block_window(cap.reservation_id, parent=self), count)
+                if block.phase == "ended":
+                    pulumi.log.warn(f"Capacity Block {cap.reservation_id} ended at {block.window.end.isoformat()}: "
+                                    "its EKS node group is sized 0 (buy a new block and set its id)", resource=self)
+            scaling_config = (
+                aws.eks.NodeGroupScalingConfigArgs(desired_size=block.desired, min_size=block.min_size,
+                                                   max_size=block.max_size) if block is not None
+                else aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=max(count, 1)))
             ng = aws.eks.NodeGroup(
                 f"{name}-mng",
                 cluster_name=eks.cluster_name,
@@ -400,16 +363,17 @@ class NodeGroupComponent(pulumi.ComponentResource):
                 subnet_ids=[args.subnet_id],
                 instance_types=None if lt_instance_type is not None else [g.instance_type],
                 ami_type=f"AL2023_{arch}_NVIDIA" if settings.gpu_count else f"AL2023_{arch}_STANDARD",
-                capacity_type=capacity_type,
+                capacity_type=g.eks_capacity_type,
                 version=eks.version,
                 launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count,
-                                                                  max_size=max(count, 1)),
+                scaling_config=scaling_config,
                 update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
                 labels=labels,
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            if block is not None:  # created before the block starts: scaled up at its start
+                schedule_block_start(name, ng, block, count, parent=self)
             self.eks_node_group_name = ng.node_group_name
             self.private_ips = pulumi.Output.from_input([])
         self.register_outputs({

@@ -21,42 +21,9 @@ import pulumi_aws as aws
 
 from blueprints.naming import Naming
 
+from ..inventory import PlacementDecision, decide_placement
+
 __all__ = ["Placement", "PlacementArgs", "PlacementDecision", "decide_placement"]
-
-
-@dataclass(frozen=True)
-class PlacementDecision:
-    """What the nodes do: ``create`` a group of ``strategy``, ``use_existing`` (a group name), or
-    nothing; ``reason`` says why in one line (shown by ``clusterforge plan``)."""
-
-    create: bool
-    strategy: str | None
-    use_existing: str | None
-    reason: str
-
-
-def decide_placement(strategy: str | None, capacity_type: str,
-                     reservation_placement_group: str | None) -> PlacementDecision:
-    """The placement decision (pure function; no cloud calls).
-
-    ``strategy``: ``network.placement`` (``cluster`` / ``partition`` / ``spread``, ``none`` or
-    ``None``); ``capacity_type``: how the target buys instances (``on-demand``, ``spot``,
-    ``capacity-block``, ``reservation``); ``reservation_placement_group``: the placement group a
-    capacity reservation was created in (``None``: none, or not a reservation).
-    """
-    if capacity_type == "capacity-block":
-        return PlacementDecision(False, None, None,
-                                 "capacity block: instances are already placed in an UltraCluster; no placement group")
-    if capacity_type == "reservation":
-        if reservation_placement_group:
-            return PlacementDecision(False, None, reservation_placement_group,
-                                     f"capacity reservation created in placement group {reservation_placement_group}: "
-                                     "use it")
-        return PlacementDecision(False, None, None,
-                                 "capacity reservation without a placement group: a new group would block it")
-    if strategy in (None, "none"):
-        return PlacementDecision(False, None, None, "network.placement is none")
-    return PlacementDecision(True, strategy, None, f"network.placement is {strategy}")
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,10 @@ import pulumi_aws as aws
 
 from blueprints.naming import Naming
 
+from ..inventory import STATE_VOLUME_GIB
 from ..slurm_boot import bundle_key
 
 __all__ = ["STATE_VOLUME_GIB", "SlurmCluster", "SlurmClusterArgs", "controller_policy", "node_policy"]
-
-STATE_VOLUME_GIB = 64
-"""Size of the controller's state volume: slurmctld's state files are megabytes; the accounting database grows by
-about a kilobyte per job step, so 64 GiB holds tens of millions of steps (gp3's baseline 3000 IOPS apply at any
-size, https://docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html#gp3-ebs-volume-type)."""
-
 
 @dataclass(frozen=True)
 class SlurmClusterArgs:

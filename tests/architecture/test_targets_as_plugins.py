@@ -7,8 +7,8 @@ provider again nor reads the blueprint models inside the Pulumi components.
   ``blueprints/resolved.py``, ``blueprints/role_vars.py``): a value that differs per target is a
   field of the target's model (``scratch_discovery``) or is computed by the target's own module;
 * ``stacks/components/`` take plain values: no component module imports the blueprint models, the
-  loader or the resolved cluster (``stacks/translate.py`` is the one place that reads them for the
-  components).
+  loader or the resolved cluster (``stacks/inventory.py``, which decides what the stack creates, and
+  ``stacks/translate.py``, which adds the rest of each component's inputs, read them for the components).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ NO_PROVIDER_TESTS = [
 ]
 """Files (or directories of files) that never test the provider."""
 
-NARROWING = {"stacks/translate.py": 1, "clusterforge/ansible/render.py": 1}
+NARROWING = {"stacks/inventory.py": 1, "stacks/translate.py": 0, "clusterforge/ansible/render.py": 1}
 """The one place each target's own code narrows the blueprint's target to the settings it reads
-(:func:`stacks.translate.aws_target`, :func:`clusterforge.ansible.render.onprem_target`): a blueprint
+(:func:`stacks.inventory.aws_target`, :func:`clusterforge.ansible.render.onprem_target`): a blueprint
 of another provider is refused there in one line."""
 
 
@@ -91,9 +91,10 @@ def test_the_component_args_have_no_defaults_the_models_already_give() -> None:
     import dataclasses
 
     from stacks.components import LustreFileSystemArgs, NetworkArgs, NodeGroupArgs
+    from stacks.inventory import FileSystemSpec, NodeGroupSpec
 
     wiring = {"depends_on", "lustre", "eks", "slurm"}  # other components' outputs, not blueprint settings
-    for cls in (NetworkArgs, NodeGroupArgs, LustreFileSystemArgs):
+    for cls in (NetworkArgs, NodeGroupArgs, LustreFileSystemArgs, NodeGroupSpec, FileSystemSpec):
         with_default = [f.name for f in dataclasses.fields(cls)
                         if f.name not in wiring and (f.default is not dataclasses.MISSING
                                                      or f.default_factory is not dataclasses.MISSING)]

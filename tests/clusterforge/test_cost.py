@@ -114,7 +114,9 @@ def test_every_aws_example_prices_its_plan(capsys, name):
         expected = {"ebs-gp3": lambda: catalog_price("ebs", "gp3", "gib_month", region=region),
                     "nat-gateway": lambda: catalog_price("nat_gateway", "hour", region=region),
                     "public-ipv4": lambda: catalog_price("public_ipv4", "hour", region=region),
-                    "eks-cluster": lambda: catalog_price("eks_cluster", "hour", region=region)}.get(i["type"])
+                    "eks-cluster": lambda: catalog_price("eks_cluster", "hour", region=region),
+                    **{t: (lambda t=t: catalog_price("per_resource", t, "month", region=region))
+                       for t in PRICES["per_resource"]}}.get(i["type"])
         if expected is not None:
             assert i["unit_price_usd"] == expected(), i
         assert i["per_hour_usd"] == pytest.approx(i["count"] * i["unit_price_usd"] * monthly_factor(i["unit"]), rel=1e-6)
@@ -449,3 +451,164 @@ def test_refresh_without_credentials_is_one_line(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Price List API could not be read" in err and "Traceback" not in err
     assert not (tmp_path / "no-overlay.yaml").exists()
+
+
+# ---- the cost is the stack's inventory priced: no Pulumi run -----------------------------------------------------
+
+def test_cost_runs_no_pulumi_program(capsys, monkeypatch):
+    """`cost` prices the stack's inventory (tests/stacks/test_inventory.py holds it equal to the plan): the offline
+    plan under Pulumi's mock engine is never run, yet every instance of the blueprint is on a line."""
+    import clusterforge.plan
+
+    def no_plan(*_a, **_k):
+        raise AssertionError("cost ran the Pulumi program")
+    monkeypatch.setattr(clusterforge.plan, "run_program", no_plan)
+    bp = blueprint_yaml("aws-p5-slurm")
+    doc = cost_json(capsys, EXAMPLES / "aws-p5-slurm.yaml")
+    check_totals(doc)
+    lines = {i["group"]: i for i in doc["items"] if i["type"] == "ec2-instance"}
+    assert {g["name"]: g["count"] for g in bp["node_groups"]} == {g: i["count"] for g, i in lines.items()}
+
+
+def test_services_the_slurm_stack_creates_are_priced_or_free_with_a_source(capsys):
+    """The Slurm stack's zone, secret and KMS-free S3 bundle bucket: the zone and the secret at the catalog's monthly
+    rate, the records, the state volume's attachment and the bucket with its settings as no-charge types with their
+    source (not unpriced lines), the bundle objects as usage-based lines that say so."""
+    doc = cost_json(capsys, EXAMPLES / "aws-p5-slurm.yaml")
+    free = {e["type"]: e for e in doc["no_charge"]}
+    catalogued = {t: e["source"] for e in PRICES["no_charge"] for t in e["types"]}
+    for t in ("aws:ec2/volumeAttachment:VolumeAttachment", "aws:route53/record:Record", "aws:s3/bucket:Bucket",
+              "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"):
+        assert free[t]["source"] == catalogued[t] and catalogued[t].startswith("https://"), t
+        assert not [i for i in doc["items"] if i["type"] == t], f"{t} is a line, not a no-charge type"
+    bp = blueprint_yaml("aws-p5-slurm")
+    nodes = sum(g["count"] for g in bp["node_groups"])
+    assert free["aws:route53/record:Record"]["count"] == nodes  # one A record per instance
+    for t in ("aws:route53/zone:Zone", "aws:secretsmanager/secret:Secret"):
+        (line,) = [i for i in doc["items"] if i["type"] == t]
+        entry = PRICES["per_resource"][t]["month"]
+        assert line["unit_price_usd"] == entry["regions"][bp["target"]["region"]]
+        assert (line["source"], line["as_of"]) == (entry["source"], entry["as_of"])
+        assert line["per_hour_usd"] == pytest.approx(line["unit_price_usd"] / HPM)
+    (objects,) = [i for i in doc["items"] if i["type"] == "aws:s3/bucketObjectv2:BucketObjectv2"]
+    assert objects["per_hour_usd"] is None and objects["note"].startswith("usage-based")
+
+
+def test_eks_kms_key_is_priced_from_the_catalog(capsys):
+    doc = cost_json(capsys, EXAMPLES / "aws-eks-p4d.yaml")
+    (key,) = [i for i in doc["items"] if i["type"] == "aws:kms/key:Key"]
+    entry = PRICES["per_resource"]["aws:kms/key:Key"]["month"]
+    assert key["unit_price_usd"] == entry["regions"][blueprint_yaml("aws-eks-p4d")["target"]["region"]]
+    assert key["source"] == entry["source"]
+
+
+def _prices_in(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every catalogued number of the price catalog: ``(path, entry)`` of each mapping with ``regions`` or ``value``."""
+    if not isinstance(node, dict):
+        return []
+    if "regions" in node or "value" in node:
+        return [(path, node)]
+    return [hit for k, v in node.items() for hit in _prices_in(v, f"{path}.{k}" if path else str(k))]
+
+
+def test_every_catalogued_price_has_a_source_and_a_date():
+    import datetime as dt
+
+    found = _prices_in({k: v for k, v in PRICES.items() if k != "meta"})
+    assert len(found) > 20
+    for path, entry in found:
+        assert str(entry.get("source", "")).startswith("https://"), path
+        dt.date.fromisoformat(str(entry["as_of"]))  # raises for a missing or unreadable date
+    for entry in PRICES["no_charge"] + PRICES["usage_based"]:
+        assert entry["source"].startswith("https://"), entry
+
+
+def test_unsourced_options_are_unpriced_lines_never_zero(capsys):
+    """The catalog has no source for FSx PERSISTENT_2 at 250 MB/s/TiB in us-east-1 (the example's tier) nor for
+    FSx backups: both are unpriced lines that say so, and the total leaves them out."""
+    key = "PERSISTENT_2/SSD/250"
+    assert "us-east-1" not in PRICES["fsx_lustre"]["storage_gb_month"].get(key, {}).get("regions", {})
+    doc = cost_json(capsys, EXAMPLES / "aws-p5-efa-lustre.yaml")
+    fsx = next(i for i in doc["items"] if i["type"] == "fsx-lustre")
+    assert fsx["per_hour_usd"] is None and key in fsx["note"] and "no dated public source" in fsx["note"]
+    backups = next(i for i in doc["items"] if i["type"] == "fsx-lustre-backup")
+    assert backups["per_hour_usd"] is None and "not estimated" in backups["note"]
+    check_totals(doc)
+
+
+# ---- on premises: staleness, the header, the break-even sentence, the facility ----------------------------------
+
+def _stale(as_of: str) -> bool:
+    import datetime as dt
+
+    return (dt.date.today() - dt.date.fromisoformat(as_of)).days > PRICES["meta"]["stale_after_days"]
+
+
+def test_onprem_defaults_are_judged_stale_like_cloud_prices(capsys, tmp_path):
+    doc = cost_json(capsys, EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    catalogued = [i for i in doc["items"] if i["priced"] and i["source"].startswith("https://")]
+    assert catalogued
+    for i in catalogued:
+        assert i["stale"] == _stale(i["as_of"]), i
+    server = next(i for i in doc["items"] if i["name"] == "servers (dgx)")
+    assert server["as_of"] == PRICES["onprem"]["servers"]["system/dgx-h100"]["as_of"]
+    assert doc["stale"] == sum(1 for i in doc["items"] if i["stale"])
+    (eq,) = doc["cloud_equivalent"]["instances"]
+    assert eq["stale"] == _stale(eq["as_of"])
+    # the blueprint's own figures are the user's: never stale
+    mine = cost_json(capsys, write_variant(tmp_path, "onprem-dgx-h100-ib", lambda d: d.update(cost={
+        "server_price_usd": {"dgx": 250000}, "power_usd_per_kwh": 0.2})))
+    stated = [i for i in mine["items"] if i["source"].startswith("blueprint:")]
+    assert stated and not any(i["stale"] for i in stated)
+
+
+def test_onprem_text_names_no_cloud_region_but_the_comparison(capsys):
+    code = main(["cost", str(EXAMPLES / "onprem-dgx-h100-ib.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    region = blueprint_yaml("onprem-dgx-h100-ib").get("cost", {}).get("compare_region", "us-east-1")
+    title = next(ln for ln in out.splitlines() if ln.strip().startswith("cost of "))
+    assert title.strip() == "cost of dgx-h100 (on premises)"
+    with_region = [ln for ln in out.splitlines() if region in ln]
+    assert with_region and all(ln.startswith(("cloud equivalent", "break-even")) for ln in with_region), with_region
+    doc = cost_json(capsys, EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    assert doc["region"] is None and doc["compare_region"] == region
+
+
+def test_breakeven_sentence_says_what_against_which_instance_at_which_price(capsys):
+    doc = cost_json(capsys, EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    (eq,) = doc["cloud_equivalent"]["instances"]
+    price = PRICES["ec2"][eq["instance_type"]]["on-demand"]
+    assert eq["unit_price_usd"] == price["regions"][eq["region"]] and eq["as_of"] == price["as_of"]
+    main(["cost", str(EXAMPLES / "onprem-dgx-h100-ib.yaml")])
+    out = capsys.readouterr().out
+    line = " ".join(ln.strip() for ln in out[out.index("break-even utilisation:"):].splitlines())
+    u = doc["breakeven_utilization"]
+    assert line.startswith(f"break-even utilisation: {u:.1%} — ")
+    for part in (f"{eq['count']} x {eq['instance_type']} on demand in {eq['region']}",
+                 f"${eq['unit_price_usd']:,.2f}/h each (as of {eq['as_of']}", f"more than {u:.1%} of the hours"):
+        assert part in line, (part, line)
+    assert doc["breakeven_note"] in line
+
+
+def test_a_workstation_is_charged_no_facility_unless_declared(capsys, tmp_path):
+    """The catalog's facility figure is for a data-centre 8 x H100 node (its source's model): the workstation gets
+    no facility line, the report names the group; declared, it is charged at the declared amount."""
+    facility = PRICES["onprem"]["facility_usd_per_node"]
+    assert list(facility) == ["gpu/h100-sxm/8"]
+    doc = cost_json(capsys, EXAMPLES / "local-workstation.yaml")
+    assert not [i for i in doc["items"] if i["type"] == "onprem-facility"]
+    assert doc["facility_not_charged"] == ["local"]
+    main(["cost", str(EXAMPLES / "local-workstation.yaml")])
+    assert "facility and operations not charged for local" in capsys.readouterr().out
+    declared = cost_json(capsys, write_variant(tmp_path, "local-workstation",
+                                               lambda d: d.update(cost={"facility_usd_per_node": 1200})))
+    (line,) = [i for i in declared["items"] if i["type"] == "onprem-facility"]
+    years = PRICES["onprem"]["amortization_years"]["value"]
+    assert line["unit_price_usd"] == 1200 and line["per_hour_usd"] == pytest.approx(1200 / (years * 8760))
+    assert declared["facility_not_charged"] == []
+    # the DGX group is charged the catalog's figure; its management server is not
+    dgx = cost_json(capsys, EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    (fac,) = [i for i in dgx["items"] if i["type"] == "onprem-facility"]
+    assert fac["group"] == "dgx" and fac["unit_price_usd"] == facility["gpu/h100-sxm/8"]["value"]
+    assert dgx["facility_not_charged"] == ["mgmt"]
