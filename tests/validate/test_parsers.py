@@ -637,6 +637,48 @@ def test_a_row_too_large_for_64_bits_keeps_each_placement(fixtures_dir):
     assert run.peak() == (36.75, 2 ** 64, "in-place")
 
 
+@pytest.mark.parametrize("size", [2 ** 63 - 1, 2 ** 63])  # the largest int64, and one above it
+def test_a_row_at_the_64_bit_limit_reads_back_whole(size):
+    rows = _headerless([(2 ** 20, 2 ** 18, "sum", 10.0, 17.5)])
+    rows += f"{size:12d} {2 ** 40:12d}  float  sum  -1  100.0  20.00  35.00  0  100.0  21.00  36.75  0\n"
+    (run,) = parse_nccl_text(rows)
+    assert run.rows[-1].size_bytes == size and run.rows[-1].busbw_gbps == 36.75
+
+
+def test_rank_count_from_1000_gbps_on_tells_64_from_65_ranks():
+    # from 1000 GB/s nccl-tests prints one decimal (tolerance 0.05 GB/s, not the 0.5 of 10000 GB/s and more):
+    # enough to tell 2*63/64 = 1.96875 from 2*64/65 = 1.96923 at algbw 1000 and 1500 GB/s
+    rows = [(2 ** 20, 2 ** 18, "sum", 10.0, 19.69), (2 ** 28, 2 ** 26, "sum", 1000.0, 1968.75), (2 ** 30, 2 ** 28, "sum", 1500.0, 2953.13)]
+    text = "".join(f"{size:12d} {count:12d}  float  {op}  -1  100.0  {alg:.1f}  {bus:.1f}  0  100.0  {alg:.1f}  {bus:.1f}  0\n"
+                   if alg >= 1000 else
+                   f"{size:12d} {count:12d}  float  {op}  -1  100.0  {alg:.2f}  {bus:.2f}  0  100.0  {alg:.2f}  {bus:.2f}  0\n"
+                   for size, count, op, alg, bus in rows)
+    (run,) = parse_nccl_text(text)
+    assert run.collective == "all_reduce" and run.inferred_ranks() == 64
+
+
+def test_a_header_cut_after_its_root_column_is_not_a_crash():
+    text = "#       size         count      type   redop    root\n" + _headerless([(2 ** 20, 2 ** 18, "sum", 10.0, 17.5)])
+    runs = parse_nccl_text(text)
+    assert runs and runs[0].columns == ["redop", "root"]
+
+
+def test_in_place_only_rows_without_a_header_read_their_root():
+    # rows that print the in-place half only (the out-of-place columns blank): root, then time algbw busbw #wrong
+    rows = "".join(f"{c * 4:12d} {c:12d}  float  sum  -1  {c * 4 / alg / 1e3:.1f}  {alg:.2f}  {alg * 1.75:.2f}  0\n"
+                   for c, alg in ((262144, 40.0), (1048576, 90.0)))
+    (run,) = parse_nccl_text(rows)
+    assert [(r.root, r.out_of_place, r.in_place.busbw_gbps) for r in run.rows] == [(-1, None, 70.0), (-1, None, 157.5)]
+
+
+def test_a_headerless_table_of_an_unknown_type_is_named_from_its_ratio(fixtures_dir):
+    # no element size for the type: the per-rank size relation cannot be checked, busbw / algbw = 1.75 still says
+    # all_reduce
+    rows = [(2 ** 20, 2 ** 18, "sum", 10.0, 17.5), (2 ** 22, 2 ** 20, "sum", 40.0, 70.0)]
+    (run,) = parse_nccl_text(_headerless(rows).replace(" float ", " mystery8 "))
+    assert run.rows[0].dtype == "mystery8" and run.collective == "all_reduce"
+
+
 def test_a_tie_of_busbw_names_the_out_of_place_placement_printed_first(fixtures_dir):
     last = "  8589934592    2147483648   float     sum    63896  134.44  235.26    N/A    63959  134.30  235.03    N/A"
     text = _nccl(fixtures_dir, "nccl-04.txt")
