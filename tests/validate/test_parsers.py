@@ -280,6 +280,15 @@ def test_nccl_json():
     assert run.concluded and not run.errors
 
 
+@pytest.mark.parametrize(("okay", "check"), [("unchecked", None), ("true", "OK"), ("false", "FAILED"), (True, "OK"),
+                                            (False, "FAILED")])
+def test_nccl_json_average_bus_bandwidth_check(okay, check):
+    # writeResultFooter: "okay" is "unchecked" without NCCL_TESTS_MIN_BW, else whether the average met it
+    doc = _json_doc()
+    doc["average_bus_bandwidth"] = {"bandwidth": 231.2, "okay": okay}
+    assert parse_nccl(json.dumps(doc))[0].avg_busbw_check == check
+
+
 def test_nccl_json_version_string_with_its_cuda_build():
     doc = dict(_json_doc(), nccl_version="2.27.3+cuda12.9")
     run = parse_nccl(json.dumps(doc))[0]
