@@ -135,6 +135,8 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
                 "nvidia_driver_cuda_repo_key_file": p.repo_key_file,
                 "nvidia_driver_cuda_repo_key_fingerprints": p.repo_key_fingerprints,
                 "nvidia_driver_packages": list(p.packages),
+                "nvidia_driver_dcgm_packages": list(p.dcgm_packages),
+                "nvidia_driver_dcgm_legacy": list(p.dcgm_legacy),
                 "nvidia_driver_hold": list(p.hold),
                 "nvidia_driver_apt_pins": [pin.model_dump() for pin in p.apt_pins],
                 "nvidia_driver_secure_boot_version": p.secure_boot_version or "",

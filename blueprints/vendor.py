@@ -30,9 +30,11 @@ __all__ = [
     "EfaInstallerPins",
     "apt_key_fingerprints",
     "bare_metal",
+    "compute_only_packages",
     "container_engine_units",
     "container_toolkit_packages",
     "doca_repository",
+    "driver_cuda_major",
     "driver_packages",
     "efa_installer_pins",
     "fsx_csi_chart",
@@ -48,6 +50,7 @@ __all__ = [
     "nvswitch_management_vpd",
     "pins_word",
     "vendor_units",
+    "version_pattern",
 ]
 
 
@@ -111,6 +114,9 @@ class DriverPackages(BaseModel):
     ``version``), NVSDM/NVLSM/DCGM from the CUDA repository; empty elsewhere, and empty with
     ``secure_boot_unavailable`` (the reason, one sentence) where the catalog cannot pin a consistent set.
     ``services``: systemd units to enable; ``repo_dist``: the CUDA repository directory of the OS.
+    Every CUDA-repository version is an apt version pattern (``580.173.02-*``, :func:`version_pattern`): each
+    distribution directory revisions a release its own way. ``dcgm_packages``: the DCGM specs of ``packages`` (and of
+    ``secure_boot_packages``), which the role installs with their recommends after purging ``dcgm_legacy`` (DCGM 3).
     Source of the rules: ``bare_metal.nvidia_driver`` in ``blueprints/data/catalog-extras.yaml``.
     """
 
@@ -154,6 +160,10 @@ class DriverPackages(BaseModel):
     """The key of that file naming the node list (``IMEX_NODE_CONFIG_FILE``)."""
     imex_nodes_config: str | None = None
     """The node list file (``/etc/nvidia-imex/nodes_config.cfg``: one IP address per line)."""
+    dcgm_packages: list[str] = []
+    """DCGM 4's apt specs (``datacenter-gpu-manager-4-core=1:4.5.2-*``, ``...-4-cuda13=...``); empty without DCGM."""
+    dcgm_legacy: list[str] = []
+    """DCGM 3 packages NVIDIA's procedure purges before DCGM 4 is installed (empty without DCGM)."""
     """Kernel modules Fabric Manager's start check needs loaded (NVLink 5: ``["mlx5_core", "ib_umad"]``, whatever the
     data fabric; catalog ``nvswitch.nvlink5_fabricmanager.modules``); empty elsewhere."""
 
@@ -164,6 +174,38 @@ def nvlsm_version(branch: str) -> str | None:
     versions = bare_metal()["nvidia_driver"]["nvswitch"].get("nvlsm_versions", {})
     v = versions.get(str(branch).split(".")[0])
     return str(v) if v is not None else None
+
+
+def version_pattern(version: str) -> str:
+    """The apt version pattern a CUDA-repository package of ``version`` is pinned with: ``580.173.02`` ->
+    ``580.173.02-*`` (catalog ``bare_metal.nvidia_driver.packages.version_pattern``). NVIDIA's directories revision one
+    release differently (debian12 ``-1``, ubuntu2204 ``-0ubuntu1`` / ``-1ubuntu1``), so the revision is never spelled;
+    apt and the roles' package probe match the glob."""
+    return str(bare_metal()["nvidia_driver"]["packages"]["version_pattern"]).format(version=version)
+
+
+def compute_only_packages(*, os: str, branch: str, open_modules: bool) -> list[str]:
+    """NVIDIA's compute-only ("headless") driver packages for ``os`` (``debian-12``, ``ubuntu-24.04``) and driver
+    ``branch``: Debian ``nvidia-driver-cuda`` + ``nvidia-kernel-open-dkms`` (``nvidia-kernel-dkms`` with the
+    proprietary modules), Ubuntu ``libnvidia-compute-<branch>`` + ``nvidia-dkms-<branch>-open`` (branch-less names
+    from the catalog's ``ubuntu_unversioned_from_branch``, 590), each with the persistence daemon and nvidia-smi
+    (catalog ``bare_metal.nvidia_driver.packages.compute_only``, NVIDIA's driver installation guide)."""
+    pk = bare_metal()["nvidia_driver"]["packages"]
+    family = "ubuntu" if os.startswith("ubuntu") else "debian"
+    suffix = "" if int(branch.split(".")[0]) >= int(pk["ubuntu_unversioned_from_branch"]) else f"-{branch.split('.')[0]}"
+    return [str(n).format(branch=suffix) for n in pk["compute_only"][family]["open" if open_modules else "proprietary"]]
+
+
+def driver_cuda_major(branch: str) -> str:
+    """The CUDA major a driver ``branch`` reports (nvidia-smi's "CUDA Version"): the major of the newest toolkit in
+    the catalog's ``cuda_driver_minimums`` whose minimum branch the driver meets (``580`` -> ``13``, ``570`` -> ``12``).
+    DCGM 4 is installed for it (``datacenter-gpu-manager-4-cuda<major>``). Raises ``KeyError`` for a branch older than
+    every catalogued toolkit."""
+    toolkits = catalog().extras["cuda_driver_minimums"]["toolkit"]
+    fits = [t for t, b in toolkits.items() if int(b) <= int(branch.split(".")[0])]
+    if not fits:
+        raise KeyError(f"driver branch {branch}: no toolkit of catalog cuda_driver_minimums runs on it")
+    return str(max(fits, key=lambda t: parse_version(str(t)) or ())).split(".")[0]
 
 
 def _upstream(debian_version: str) -> str:
@@ -178,7 +220,9 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
 
     ``os`` is the blueprint's on-prem OS (``debian-12``, ``ubuntu-22.04`` ...); ``nvlink_gen`` the GPU's
     NVLink generation from the hardware catalog (``None`` without NVLink); ``fabric_manager`` whether the
-    group has NVSwitches; ``cuda`` the CUDA version (DCGM 4 ships one package per CUDA major);
+    group has NVSwitches; ``cuda`` the stack's CUDA version (not what DCGM follows: DCGM 4 ships one package per CUDA
+    major and is installed for the driver's, :func:`driver_cuda_major`); the driver packages are NVIDIA's compute-only
+    set for ``os`` (:func:`compute_only_packages`), every CUDA-repository package pinned to a version pattern;
     ``fabric_manager_mode`` ``default`` or ``shared-nvswitch`` (catalog ``nvswitch.fabric_modes``); ``mnnvl`` whether
     the GPUs join a multi-node NVLink domain (GB200 NVL72 trays: IMEX at the driver version, its service enabled,
     catalog ``nvswitch.imex``/``imex_service``).
@@ -186,12 +230,11 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
     """
     nd = bare_metal()["nvidia_driver"]
     repo = nd["cuda_repo"]
-    rev = nd["packages"]["debian_revision"]
-    pinned = f"{version}-{rev}"
-    driver = nd["packages"]["open" if open_modules else "proprietary"]
+    pinned = version_pattern(version)
+    drivers = compute_only_packages(os=os, branch=branch, open_modules=open_modules)
     persistenced = nd["packages"]["persistenced_service"]
-    packages = [f"{driver}={pinned}"]
-    hold = [driver]
+    packages = [f"{name}={pinned}" for name in drivers]
+    hold = list(drivers)
     services = [persistenced]
     sw = nd["nvswitch"]
     unversioned = int(branch.split(".")[0]) >= int(sw["unversioned_names_from_branch"])
@@ -199,7 +242,7 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
     parts: list[str] = (list(sw["by_nvlink_gen"].get(nvlink_gen, sw["by_nvlink_gen"][max(sw["by_nvlink_gen"])]))
                         if nvswitch else []) + (["imex"] if mnnvl else [])
     lsm = nvlsm_version(branch) if "nvlsm" in parts else None
-    pins = [AptPin(packages=list(nd["apt_pin_packages"]), version=f"{version}-*")]
+    pins = [AptPin(packages=list(nd["apt_pin_packages"]), version=pinned)]
     for part in parts:
         if part == "nvlsm":
             # NVLSM is versioned on its own: pinned to the catalog's release of the branch (the nvlsm-release
@@ -218,10 +261,10 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
     nvl5 = sw.get("nvlink5_fabricmanager", {}) if "nvlsm" in parts else {}
     packages.extend(nvl5.get("packages", []))
     dcgm_specs: list[str] = []
+    dc = nd["dcgm"]
     if dcgm:
-        dc = nd["dcgm"]
-        dver = f"{dc['epoch']}:{dc['version']}-{dc['debian_revision']}"
-        dcgm_specs = [f"{p.format(cuda_major=cuda.split('.')[0])}={dver}" for p in dc["packages"]]
+        dver = version_pattern(f"{dc['epoch']}:{dc['version']}")
+        dcgm_specs = [f"{p.format(cuda_major=driver_cuda_major(branch))}={dver}" for p in dc["packages"]]
         packages.extend(dcgm_specs)
         services.append(dc["service"])
     sb = _secure_boot_set(os=os, branch=branch.split(".")[0], open_modules=open_modules, parts=parts,
@@ -234,7 +277,8 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
         fabricmanager_service=sw["services"]["fabricmanager"] if nvswitch else None,
         fabricmanager_config=sw["fabricmanager_config"] if nvswitch else None,
         fabric_mode=(sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode])) if nvswitch else None,
-        fabricmanager_modules=list(nvl5.get("modules", [])), **_imex_fields(sw, mnnvl), **sb)
+        fabricmanager_modules=list(nvl5.get("modules", [])), dcgm_packages=dcgm_specs,
+        dcgm_legacy=list(dc["legacy_packages"]) if dcgm else [], **_imex_fields(sw, mnnvl), **sb)
 
 
 def _imex_fields(sw: dict[str, Any], mnnvl: bool) -> dict[str, Any]:
@@ -287,7 +331,7 @@ def _secure_boot_set(*, os: str, branch: str, open_modules: bool, parts: list[st
                     f"{upstream} to match the archive's driver {driver_v}; "
                     f"{'NVLink 5' if part == 'nvsdm' else 'multi-node NVLink'} hosts cannot take the Secure Boot path "
                     f"on branch {branch}")}
-            packages.append(f"{name}={upstream}-{nd['packages']['debian_revision']}")
+            packages.append(f"{name}={version_pattern(upstream)}")
             hold.append(name)
         elif part == "nvlsm":
             packages.append(f"{sw['nvlsm']}={nvlsm}" if nvlsm else sw["nvlsm"])
@@ -314,9 +358,10 @@ def kernel_spec(os: str) -> dict[str, Any]:
 
 
 def container_toolkit_packages(version: str) -> list[str]:
-    """The four NVIDIA Container Toolkit packages pinned to ``version`` (apt specs ``name=version-rev``)."""
+    """The four NVIDIA Container Toolkit packages pinned to ``version`` (apt specs ``name=<version>-*``: a version
+    pattern, catalog ``bare_metal.container_toolkit.version_pattern``)."""
     ct = bare_metal()["container_toolkit"]
-    return [f"{p}={version}-{ct['debian_revision']}" for p in ct["packages"]]
+    return [f"{p}={str(ct['version_pattern']).format(version=version)}" for p in ct["packages"]]
 
 
 class DocaRepository(BaseModel):

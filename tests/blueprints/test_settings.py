@@ -81,6 +81,20 @@ from blueprints.vendor import (
 
 _OSES = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 
+# NVIDIA's compute-only ("headless") driver sets, as the driver installation guide names them: Debian
+# `nvidia-driver-cuda nvidia-kernel-open-dkms` (proprietary: `nvidia-kernel-dkms`), Ubuntu `libnvidia-compute-<branch>
+# nvidia-dkms-<branch>-open` (https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/compute-only-and-desktop-installation.html,
+# .../ubuntu.html), with the persistence daemon's package and, on Ubuntu, nvidia-smi's (`nvidia-utils-<branch>`).
+_COMPUTE_ONLY = {
+    ("debian", True): {"nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"},
+    ("debian", False): {"nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"},
+    ("ubuntu", True): {"libnvidia-compute-{b}", "nvidia-dkms-{b}-open", "nvidia-utils-{b}", "nvidia-persistenced"},
+    ("ubuntu", False): {"libnvidia-compute-{b}", "nvidia-dkms-{b}", "nvidia-utils-{b}", "nvidia-persistenced"},
+}
+# The CUDA major each driver branch reports (CUDA 13.0 needs R580, 12.8 R570, 12.2 R535: CUDA toolkit release notes,
+# https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html): DCGM 4 is installed for it.
+_DRIVER_CUDA = {"580": "13", "570": "12", "535": "12"}
+
 
 @pytest.mark.parametrize("os_name", _OSES)
 @pytest.mark.parametrize("gpu", ["a100-80gb-sxm", "h100-sxm", "h200-sxm", "b200", "gb200-per-gpu", "l40s"])
@@ -93,18 +107,21 @@ def test_driver_packages_pin_and_hold_every_nvidia_package(os_name, gpu, branch,
                         nvlink_gen=spec.nvlink_gen, fabric_manager=nvswitch, dcgm=True, cuda="12.4")
     specs = dict(x.split("=", 1) if "=" in x else (x, "") for x in p.packages)
     suffix = "" if int(branch) >= 580 else f"-{branch}"
-    driver = "nvidia-open" if open_modules else "cuda-drivers"
-    assert specs[driver] == f"{version}-1"
+    # NVIDIA's compute-only set, never the desktop-and-compute meta-packages; every version a pattern (each CUDA
+    # repository directory revisions a release its own way: debian12 -1, ubuntu2204 -1ubuntu1)
+    compute = {n.format(b=branch) for n in _COMPUTE_ONLY[(os_name.split("-")[0], open_modules)]}
+    assert compute <= set(specs) and not {"nvidia-open", "cuda-drivers"} & set(specs), sorted(specs)
+    assert {specs[n] for n in compute} == {f"{version}-*"}
     nvlink5 = nvswitch and spec.nvlink_gen >= 5
     lsm = nvlsm_version(branch)
     if nvswitch:
         # Fabric Manager and NSCQ at exactly the driver version, held with it
-        assert specs[f"nvidia-fabricmanager{suffix}"] == specs[f"libnvidia-nscq{suffix}"] == f"{version}-1"
-        assert {driver, f"nvidia-fabricmanager{suffix}", f"libnvidia-nscq{suffix}"} <= set(p.hold)
+        assert specs[f"nvidia-fabricmanager{suffix}"] == specs[f"libnvidia-nscq{suffix}"] == f"{version}-*"
+        assert compute | {f"nvidia-fabricmanager{suffix}", f"libnvidia-nscq{suffix}"} <= set(p.hold)
         assert "nvidia-fabricmanager" in p.services and p.fabricmanager_service == "nvidia-fabricmanager"
         assert ("nvlsm" in specs) == nvlink5 and (f"libnvsdm{suffix}" in specs) == nvlink5
         if nvlink5:
-            assert specs[f"libnvsdm{suffix}"] == f"{version}-1"
+            assert specs[f"libnvsdm{suffix}"] == f"{version}-*"
             # NVLSM has no unit: Fabric Manager's start script starts it, and its start check needs ib_umad whatever
             # the data fabric (NVIDIA's container waits for mlx5_core and ib_umad); infiniband-diags from the archive
             assert "nvlsm" not in p.services and {"ib_umad", "mlx5_core"} <= set(p.fabricmanager_modules)
@@ -123,7 +140,11 @@ def test_driver_packages_pin_and_hold_every_nvidia_package(os_name, gpu, branch,
     assert set(p.hold) == {n for n in specs if not n.startswith("datacenter-gpu-manager") and n != "infiniband-diags"}
     assert p.apt_pins[0].version == f"{version}-*"
     assert p.persistenced_service == bare_metal()["nvidia_driver"]["packages"]["persistenced_service"] in p.services
-    assert "datacenter-gpu-manager-4-core" in specs and "datacenter-gpu-manager-4-cuda12" in specs
+    dcgm = f"datacenter-gpu-manager-4-cuda{_DRIVER_CUDA[branch]}"  # the driver's CUDA major, not the stack's 12.4
+    assert "datacenter-gpu-manager-4-core" in specs and dcgm in specs, sorted(specs)
+    assert p.dcgm_packages == [f"datacenter-gpu-manager-4-core={specs['datacenter-gpu-manager-4-core']}",
+                               f"{dcgm}={specs[dcgm]}"] and specs[dcgm] == "1:4.5.2-*"
+    assert p.dcgm_legacy == ["datacenter-gpu-manager", "datacenter-gpu-manager-config"]  # NVIDIA's DCGM procedure
     assert "datacenter-gpu-manager" not in specs  # DCGM 3
     assert p.repo_dist == bare_metal()["nvidia_driver"]["cuda_repo"]["dists"][os_name]
     _check_secure_boot_set(p, os_name, branch, open_modules, nvswitch, nvlink5)
@@ -162,8 +183,9 @@ def _check_secure_boot_set(p, os_name, branch, open_modules, nvswitch, nvlink5):
     if nvswitch:  # Fabric Manager and NSCQ from the Ubuntu archive at exactly the driver's upstream release
         assert ubuntu[f"nvidia-fabricmanager-{branch}"] == row["fabricmanager"]
         assert ubuntu[f"libnvidia-nscq-{branch}"] == row["nscq"]
-        assert {v.rsplit("-", 1)[0] for n, v in ubuntu.items() if n != "nvlsm"} == {upstream}
-    assert set(p.secure_boot_hold) == {n for n in sb if not n.startswith("datacenter-gpu-manager")}
+        # (unversioned: what the distribution's archive carries, infiniband-diags on NVLink 5)
+        assert {v.rsplit("-", 1)[0] for n, v in ubuntu.items() if n != "nvlsm" and v} == {upstream}
+    assert set(p.secure_boot_hold) == {n for n in sb if not n.startswith("datacenter-gpu-manager") and n != "infiniband-diags"}
     assert p.secure_boot_apt_pins[0].version == f"{upstream}-*"
     assert not any(pin.startswith("linux-modules") for pin in p.secure_boot_apt_pins[0].packages)
 
@@ -187,7 +209,8 @@ def test_container_toolkit_packages_are_the_four_at_one_version(version):
     pkgs = container_toolkit_packages(version)
     assert sorted(p.split("=")[0] for p in pkgs) == sorted(
         ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"])
-    assert {p.split("=")[1] for p in pkgs} == {f"{version}-1"}
+    # a version pattern, as every NVIDIA package is pinned (the toolkit repository's own revision is -1)
+    assert {p.split("=")[1] for p in pkgs} == {f"{version}-*"}
 
 
 @pytest.mark.parametrize("version,ext", [("3.19.1", "xz"), ("3.20.0", "xz"), ("3.21.0", "zst"), ("3.23.0", "zst"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
@@ -37,7 +38,8 @@ def test_the_default_toolkit_is_the_release_that_fixes_the_latest_bulletin(tmp_p
     res = CliRunner().invoke(app, ["render", str(EXAMPLES / "onprem-dgx-h100-ib.yaml"), "-o", str(tmp_path)])
     assert res.exit_code == 0, res.output
     gv = load_vars(tmp_path / "ansible/group_vars/dgx.yml")
-    assert sorted(gv["container_runtime_nvidia_toolkit_packages"]) == sorted(f"{p}={TOOLKIT_FIXED}-1" for p in TOOLKIT_PACKAGES)
+    # pinned as a version pattern, like every NVIDIA package (issue 28 kind 1); the toolkit repository's revision is -1
+    assert sorted(gv["container_runtime_nvidia_toolkit_packages"]) == sorted(f"{p}={TOOLKIT_FIXED}-*" for p in TOOLKIT_PACKAGES)
 
 
 def test_check_refuses_a_toolkit_before_the_fix_and_names_the_cve(tmp_path):
@@ -61,3 +63,80 @@ def test_ecn_without_doca_ofed_is_an_error_since_the_converge_always_fails(tmp_p
     path.write_text(buf.getvalue())
     res = CliRunner().invoke(app, ["check", str(path)])
     assert res.exit_code == 1 and "roce-ecn-needs-ofed" in res.output, res.output
+
+
+# The R580 release every list that applies to a default names (issue 28 kind 8): the Ubuntu archive's build for
+# Secure Boot hosts, 580.173.02-0ubuntu0.22.04.1 / -0ubuntu0.24.04.1 (https://packages.ubuntu.com/jammy-updates/nvidia-driver-580,
+# https://packages.ubuntu.com/noble-updates/libs/nvidia-driver-580), and the nvproxy list of gVisor release-20260721.0
+# (https://github.com/google/gvisor/blob/release-20260721.0/pkg/sentry/devices/nvproxy/version.go registers 580.173.02).
+R580_SECURE_BOOT_BUILD = {"ubuntu-22.04": "580.173.02-0ubuntu0.22.04.1", "ubuntu-24.04": "580.173.02-0ubuntu0.24.04.1"}
+GVISOR_RELEASE_WITH_IT = "20260721.0"
+
+
+def _dgx_on(tmp: Path, os_name: str) -> Path:
+    """The DGX example (default driver branch and release) on ``os_name``, with the site's Lustre client build for it."""
+    doc = YAML().load((EXAMPLES / "onprem-dgx-h100-ib.yaml").read_text())
+    doc["target"]["os"] = os_name
+    repos = doc["software"].get("lustre_client_repos") or {}
+    repos.setdefault(os_name, dict(next(iter(repos.values()))))
+    buf = io.StringIO()
+    YAML().dump(doc, buf)
+    path = tmp / f"dgx-{os_name}.yaml"
+    path.write_text(buf.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("os_name", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_the_default_driver_is_the_secure_boot_build(tmp_path, os_name):
+    """Secure Boot hosts get the Ubuntu archive's build; every other node the CUDA repository's default release: the
+    same upstream release, so one cluster never runs two drivers."""
+    res = CliRunner().invoke(app, ["render", str(_dgx_on(tmp_path, os_name)), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    gv = load_vars(tmp_path / "out/ansible/group_vars/dgx.yml")
+    assert gv["nvidia_driver_secure_boot_version"] == R580_SECURE_BOOT_BUILD[os_name]
+    assert gv["nvidia_driver_version"] == R580_SECURE_BOOT_BUILD[os_name].split("-")[0]
+
+
+def test_the_default_gvisor_release_proxies_the_default_driver(tmp_path):
+    """GPU hosts running gVisor sandboxes on the default driver and the default runsc: check lets them through; the
+    release before (20260504.0, whose nvproxy list stops at 580.126.20) would not proxy that driver."""
+    doc = YAML().load((EXAMPLES / "onprem-sandbox-kata.yaml").read_text())
+    kata = next(g for g in doc["node_groups"] if g["name"] == "kata")
+    kata["sandbox"] = {"runtime": "gvisor"}
+    for key in ("driver_branch", "driver_version", "kata"):  # the example pins Kata's guest driver: take the defaults
+        doc["software"].pop(key, None)
+    for gvisor, refused in ((None, False), ("20260504.0", True)):
+        if gvisor:
+            doc["software"]["gvisor"] = gvisor
+        buf = io.StringIO()
+        YAML().dump(doc, buf)
+        path = tmp_path / f"gvisor-{gvisor}.yaml"
+        path.write_text(buf.getvalue())
+        res = CliRunner().invoke(app, ["check", str(path)])
+        assert ("sandbox-driver-allow-list" in res.output) == refused, res.output
+    render = CliRunner().invoke(app, ["render", str(tmp_path / "gvisor-None.yaml"), "-o", str(tmp_path / "out")])
+    assert render.exit_code == 0, render.output
+    assert load_vars(tmp_path / "out/ansible/group_vars/kata.yml")["sandbox_gvisor_release"] == GVISOR_RELEASE_WITH_IT
+
+
+# NVIDIA's compute-only ("headless") set: Debian `nvidia-driver-cuda nvidia-kernel-open-dkms`, Ubuntu
+# `libnvidia-compute-580 nvidia-dkms-580-open` (driver installation guide, compute-only-and-desktop-installation.html
+# and ubuntu.html); the desktop-and-compute meta-packages `nvidia-open` / `cuda-drivers` pull X and GL stacks.
+@pytest.mark.parametrize("os_name,compute", [
+    ("debian-12", {"nvidia-driver-cuda", "nvidia-kernel-open-dkms"}),
+    ("ubuntu-22.04", {"libnvidia-compute-580", "nvidia-dkms-580-open"}),
+    ("ubuntu-24.04", {"libnvidia-compute-580", "nvidia-dkms-580-open"}),
+])
+def test_gpu_nodes_get_the_compute_only_driver_and_dcgm_for_the_drivers_cuda(tmp_path, os_name, compute):
+    res = CliRunner().invoke(app, ["render", str(_dgx_on(tmp_path, os_name)), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    gv = load_vars(tmp_path / "out/ansible/group_vars/dgx.yml")
+    names = {p.split("=")[0]: p.split("=", 1)[1] for p in gv["nvidia_driver_packages"]}
+    assert compute <= set(names) and not {"nvidia-open", "cuda-drivers"} & set(names), sorted(names)
+    # every NVIDIA package pinned to the release as a version pattern (never one distribution's revision)
+    assert all(v.endswith("-*") for v in names.values() if v), names
+    # DCGM 4 for the CUDA major R580 reports (CUDA 13.0 needs R580: CUDA toolkit release notes), not the stack's 12.x;
+    # installed with recommends after DCGM 3 is purged (https://docs.nvidia.com/datacenter/dcgm/latest/installation.html)
+    assert sorted(gv["nvidia_driver_dcgm_packages"]) == ["datacenter-gpu-manager-4-core=1:4.5.2-*",
+                                                         "datacenter-gpu-manager-4-cuda13=1:4.5.2-*"]
+    assert gv["nvidia_driver_dcgm_legacy"] == ["datacenter-gpu-manager", "datacenter-gpu-manager-config"]

@@ -12,6 +12,7 @@ that a reboot was requested. The Lustre client comes from the stand-in site repo
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import subprocess
 import tomllib
@@ -28,6 +29,7 @@ from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
 from .conftest import CONVERGES, GPU_EXAMPLES, converge_id, installed_packages
+from .cuda_repos import revision
 from .vendor_repo import FIXTURES
 
 ON_PREM = CONVERGES
@@ -326,12 +328,18 @@ def test_nvidia_stack_is_installed_at_one_version_held_and_a_reboot_requested(co
         for spec in p.packages:
             name, version = _spec(spec)
             assert name in dpkg, f"{gname}: {name} not installed"
-            if version:
-                assert dpkg[name][0] == version, f"{gname}: {name} {dpkg[name][0]} != pinned {version}"
-        # the meta-package's dependencies follow the pin (the stand-in repository also has the catalogued
-        # releases around it)
-        for dep in ("nvidia-driver-cuda", "nvidia-kernel-open-dkms" if s.driver_open_kernel_modules else "nvidia-kernel-dkms"):
-            assert dpkg[dep][0] == f"{p.version}-1", (gname, dep, dpkg[dep])
+            if version:  # an apt version pattern (580.173.02-*)
+                assert fnmatch.fnmatchcase(dpkg[name][0], version), f"{gname}: {name} {dpkg[name][0]} != pinned {version}"
+        # every driver package at the pinned release with the revision of this distribution's directory of NVIDIA's
+        # CUDA repository (debian12 -1, ubuntu2204/ubuntu2404 -0ubuntu1 / -1ubuntu1: tests/fixtures/cuda-repos), its
+        # dependencies too (the stand-in repository also has the catalogued releases around it)
+        dist = bare_metal()["nvidia_driver"]["cuda_repo"]["dists"][os_name]
+        nvidia = {n: v for n, (v, _) in dpkg.items() if n.startswith(("nvidia-", "libnvidia-")) and "container" not in n}
+        assert nvidia and set(nvidia.values()) == {f"{p.version}-{revision(dist, p.version)}"}, (gname, nvidia)
+        # NVIDIA's compute-only set: no X driver, GL stack or desktop meta-package on a cluster node
+        desktop = [n for n in dpkg if n in ("nvidia-open", "cuda-drivers", "nvidia-driver") or "xserver-xorg-video-nvidia" in n
+                   or n.startswith(("libnvidia-gl", "nvidia-driver-5"))]
+        assert desktop == [] and not (root / "usr/lib/xorg/modules/drivers/nvidia_drv.so").exists(), (gname, desktop)
         held = {n for n, (_, sel) in dpkg.items() if sel == "hold"}
         assert set(p.hold) <= held, f"{gname}: not held: {sorted(set(p.hold) - held)}"
         pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
@@ -339,7 +347,7 @@ def test_nvidia_stack_is_installed_at_one_version_held_and_a_reboot_requested(co
         blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
         assert all(f'"^{re.escape(n)}$";' in blacklist for n in p.hold), blacklist
         if s.fabric_manager:  # NVSwitch: Fabric Manager and NSCQ at exactly the driver version
-            assert dpkg["nvidia-fabricmanager"][0] == dpkg["libnvidia-nscq"][0] == f"{p.version}-1"
+            assert dpkg["nvidia-fabricmanager"][0] == dpkg["libnvidia-nscq"][0] == nvidia["nvidia-fabricmanager"]
             assert {"nvidia-fabricmanager", "libnvidia-nscq"} <= held
         else:
             assert "nvidia-fabricmanager" not in dpkg and "libnvidia-nscq" not in dpkg
@@ -350,6 +358,8 @@ def test_nvidia_stack_is_installed_at_one_version_held_and_a_reboot_requested(co
             assert p.fabric_mode is not None and cfg[p.fabric_mode[0]] == str(p.fabric_mode[1]), cfg
         assert "datacenter-gpu-manager" not in dpkg, "DCGM 3 package"
         assert any(n.startswith("datacenter-gpu-manager-4-") for n in dpkg)
+        # DCGM 4 for the driver's CUDA major, with its recommends (libnuma1: NVIDIA/DCGM cmake/packaging.cmake)
+        assert {_spec(x)[0] for x in p.dcgm_packages} <= set(dpkg) and "libnuma1" in dpkg, (gname, p.dcgm_packages)
         # a new driver needs a reboot: requested (image mode never reboots)
         assert p.version in (root / "run/reboot-required").read_text()
         assert set((root / "run/reboot-required.pkgs").read_text().split()) == set(p.hold)

@@ -28,6 +28,7 @@ from clusterforge.blueprint_io import load_checked
 from tests.ansible_vars import load_vars
 
 from .conftest import copy_rootfs, dgx_variant, installed_packages, shape_as, vendor_mirror
+from .cuda_repos import revision
 from .vendor_repo import NVLSM_NEWER, UBUNTU_HWE_KERNELS, UBUNTU_KERNELS, UBUNTU_MOVED_ON, VendorMirror
 
 pytestmark = [pytest.mark.slow,
@@ -182,9 +183,11 @@ def test_b200_installs_nvlsm_and_nvsdm_pinned_and_held(b200):
     dpkg = installed_packages(root)
     # NVLSM at the catalogued release, not the newer one the repository also carries; NVSDM at the driver version
     assert dpkg[sw["nvlsm"]] == (lsm, "hold") and lsm != NVLSM_NEWER
-    assert dpkg[sw["nvsdm"]] == (f"{p.version}-1", "hold")
+    # the ubuntu2404 directory's revision of the release (tests/fixtures/cuda-repos: -1ubuntu1 from 580.126.09)
+    v = f"{p.version}-{revision('ubuntu2404', p.version)}"
+    assert dpkg[sw["nvsdm"]] == (v, "hold")
     for name in ("fabricmanager", "nscq"):
-        assert dpkg[sw[name]] == (f"{p.version}-1", "hold"), name
+        assert dpkg[sw[name]] == (v, "hold"), name
     pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
     assert f"Package: {sw['nvlsm']}\nPin: version {lsm}\nPin-Priority: 1000" in pref
     assert f"Pin: version {p.version}-*" in pref
@@ -297,7 +300,8 @@ def test_secure_boot_installs_the_ubuntu_archive_set_at_one_driver_release(secur
     held = {n for n, (_, s) in dpkg.items() if s == "hold"}
     assert {n.replace("{flavour}", "generic") for n in p.secure_boot_hold} <= held
     pref = (root / "etc/apt/preferences.d/clusterforge-nvidia-driver.pref").read_text()
-    assert f"Pin: version {up}-*" in pref and p.version not in pref
+    # the archive's upstream release (the CUDA repository's default release is the same one: issue 28 kind 8)
+    assert f"Pin: version {up}-*" in pref and (p.version == up or p.version not in pref)
     blacklist = (root / "etc/apt/apt.conf.d/51clusterforge-nvidia").read_text()
     assert all(f'"^{re.escape(n.replace("{flavour}", "generic"))}$";' in blacklist for n in p.secure_boot_hold)
     assert row["driver"] in (root / "run/reboot-required").read_text()

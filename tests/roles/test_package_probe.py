@@ -104,3 +104,16 @@ def test_a_failing_dpkg_query_fails_the_task_with_its_message(tmp_path):
     result = _run_module({"names": ["fio"]}, tmp_path, f"{bindir}:{os.environ['PATH']}")
     assert result.get("failed") is True, result
     assert "exit 2" in str(result["msg"]) and "parsing file" in str(result["msg"]), result
+
+
+def test_a_pin_by_version_pattern_is_listed_as_asked_when_the_installed_version_matches(tmp_path):
+    """The roles pin NVIDIA's packages with apt version globs (``580.173.02-*``: each CUDA repository directory
+    revisions a release its own way, ``-1`` on debian12, ``-1ubuntu1`` on ubuntu2204), and test the probe's answer
+    with ``spec in installed``: a matching installed version lists the spec as asked, another version does not."""
+    mod = _module()
+    out = _dpkg_query(_admindir(tmp_path), ["alpha", "beta", "gamma"])
+    installed, _ = mod.parse(out.stdout)
+    asked = ["alpha=1.0-*", "beta=2:3.4-*", "alpha=1.1-*", "gamma=1.0*", "beta=2:3.4-5", "alpha"]
+    assert mod.satisfied_patterns(asked, installed) == ["alpha=1.0-*", "beta=2:3.4-*"]
+    result = _run_module({"names": ["dpkg=*", "dpkg=0.0-*"]}, tmp_path, os.environ["PATH"])
+    assert "dpkg=*" in result["installed"] and "dpkg=0.0-*" not in result["installed"], result

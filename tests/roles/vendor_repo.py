@@ -5,11 +5,13 @@ repositories. Those cannot be reached from CI, so the converge tests point the r
 mirror variables a site with an air-gapped mirror sets) at stand-ins that have the vendors' layout:
 
 * ``cuda/<dist>/<arch>/`` — NVIDIA's CUDA repository (flat apt repository, ``Suites: /``, signed
-  ``InRelease``, key at ``<dir>/<key_file>``) with the real package names, versions and dependency
-  relations of the pinned release: the driver meta-package over ``nvidia-driver-cuda`` and
-  ``nvidia-kernel-open-dkms``, Fabric Manager, NSCQ, NVSDM, NVLSM, DCGM 4 — plus an older and a newer
-  release of every NVIDIA-versioned package, so a converge that does not pin would visibly take the wrong one;
-  also Ubuntu's ``linux-headers-generic`` (the DKMS path of a Ubuntu host installs it).
+  ``InRelease``, key at ``<dir>/<key_file>``), one directory per distribution and architecture, each built from the
+  index metadata recorded in ``tests/fixtures/cuda-repos/`` (:mod:`tests.roles.cuda_repos`): that directory's
+  driver package names, relations and Debian revision (``-1`` on debian12, ``-0ubuntu1`` / ``-1ubuntu1`` on
+  ubuntu2204 and ubuntu2404), Fabric Manager, NSCQ, NVSDM at the same release, NVLSM, DCGM 4 as NVIDIA's DCGM
+  packaging relates its packages, the recorded DCGM 3 package — plus an older and a newer release of every
+  NVIDIA-versioned package, so a converge that does not pin would visibly take the wrong one; also Ubuntu's
+  ``linux-headers-generic`` (the DKMS path of a Ubuntu host installs it).
 * ``ubuntu/<release>/`` (and ``ubuntu-moved/<release>/``) — the Ubuntu archive's NVIDIA packages for the
   Secure Boot path, with the archive's real names, ``-0ubuntu0.<release>.<n>`` versions and relations (the
   catalogued build; ``-moved`` only a later one, as the archive looks once Canonical moved on).
@@ -18,7 +20,8 @@ mirror variables a site with an air-gapped mirror sets) at stand-ins that have t
 * ``kata/<version>/kata-static-<version>-<arch>.tar.zst`` — a Kata static release with ``/opt/kata``.
 * ``gvisor/<release>/<arch>/{runsc,containerd-shim-runsc-v1}`` with ``.sha512`` files.
 
-Every name and version is read from the hardware catalog (``blueprints.vendor``), never spelled here.
+Every name and version is read from the hardware catalog (``blueprints.vendor``) or the recorded index metadata
+(``tests/fixtures/cuda-repos``), never spelled here.
 Installed files are honest stand-ins: ``nvidia-smi`` prints a recorded real output of the pinned driver
 (``tests/fixtures/nvidia-smi``), daemons are shell scripts that say they are stand-ins, and units are
 the vendors' unit names.
@@ -59,6 +62,12 @@ class Deb:
     files: Mapping[str, tuple[str | bytes, int]] = field(default_factory=dict)
     description: str = "clusterforge test stand-in"
     provides: list[str] = field(default_factory=list)
+    recommends: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    replaces: list[str] = field(default_factory=list)
+    pre_depends: list[str] = field(default_factory=list)
+    arch: str = "amd64"
+    """Debian architecture (``amd64``, ``arm64``, ``all``)."""
 
 
 def _script(text: str) -> tuple[str, int]:
@@ -134,12 +143,12 @@ def build_deb(pkg: Deb, out: Path) -> Path:
     root = out / f".build-{pkg.name}-{pkg.version.replace(':', '_')}"
     shutil.rmtree(root, ignore_errors=True)
     (root / "DEBIAN").mkdir(parents=True)
-    control = [f"Package: {pkg.name}", f"Version: {pkg.version}", "Architecture: amd64",
+    control = [f"Package: {pkg.name}", f"Version: {pkg.version}", f"Architecture: {pkg.arch}",
                "Maintainer: clusterforge tests <tests@clusterforge.invalid>", f"Description: {pkg.description}"]
-    if pkg.depends:
-        control.insert(3, "Depends: " + ", ".join(pkg.depends))
-    if pkg.provides:
-        control.insert(3, "Provides: " + ", ".join(pkg.provides))
+    for key, rel in (("Depends", pkg.depends), ("Provides", pkg.provides), ("Pre-Depends", pkg.pre_depends),
+                     ("Recommends", pkg.recommends), ("Conflicts", pkg.conflicts), ("Replaces", pkg.replaces)):
+        if rel:
+            control.insert(3, f"{key}: " + ", ".join(rel))
     (root / "DEBIAN/control").write_text("\n".join(control) + "\n")
     for path, (content, mode) in pkg.files.items():
         p = root / path.lstrip("/")
@@ -152,7 +161,7 @@ def build_deb(pkg: Deb, out: Path) -> Path:
         else:
             p.write_text(content)
         p.chmod(mode)
-    deb = out / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb"  # Debian file names drop the epoch
+    deb = out / f"{pkg.name}_{pkg.version.split(':')[-1]}_{pkg.arch}.deb"  # Debian file names drop the epoch
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], check=True,
                    capture_output=True)
     shutil.rmtree(root)
@@ -178,12 +187,13 @@ class Signer:
         """The ASCII-armoured public key (what apt's ``Signed-By`` reads)."""
         return self._gpg("--armor", "--export")
 
-    def sign_repo(self, d: Path) -> None:
-        """Write ``Packages``, ``Release`` and a clear-signed ``InRelease`` for the flat repository ``d``."""
+    def sign_repo(self, d: Path, arch: str = "amd64") -> None:
+        """Write ``Packages``, ``Release`` and a clear-signed ``InRelease`` for the flat repository ``d`` of
+        Debian architecture ``arch``."""
         pkgs = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=d, check=True, capture_output=True,
                               text=True).stdout
         (d / "Packages").write_text(pkgs)
-        lines = ["Origin: clusterforge stand-in", "Label: clusterforge stand-in", "Architectures: amd64",
+        lines = ["Origin: clusterforge stand-in", "Label: clusterforge stand-in", f"Architectures: {arch}",
                  "Date: " + email.utils.formatdate(usegmt=True), "SHA256:"]
         data = (d / "Packages").read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} Packages")
@@ -193,29 +203,16 @@ class Signer:
         self._gpg("--batch", "--yes", "--clearsign", "-o", str(inrelease), str(d / "Release"))
 
 
-def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
-    """The CUDA repository's packages of one driver release (names and relations from the catalog)."""
+def nvidia_packages(version: str, branch: str, dist: str = "debian12", arch: str = "x86_64") -> list[Deb]:
+    """The packages of one driver release in CUDA repository directory ``<dist>/<arch>``: the driver's own, with that
+    directory's names, relations and revision (recorded index metadata, :mod:`tests.roles.cuda_repos`), and the
+    NVSwitch packages at the same version (names from the catalog)."""
+    from .cuda_repos import ARCHITECTURES, driver_debs, revision
+
     nd = bare_metal()["nvidia_driver"]
-    rev = nd["packages"]["debian_revision"]
-    v = f"{version}-{rev}"
+    v = f"{version}-{revision(dist, version)}"
     sw = nd["nvswitch"]
-    smi = (FIXTURES / "nvidia-smi" / f"nvidia-smi-{version}.txt")
-    smi_text = smi.read_text() if smi.exists() else f"NVIDIA-SMI {version} (no recorded output)\n"
-    stand = f"echo 'clusterforge stand-in for %s {version}'\n"
-    pkgs = [
-        Deb("nvidia-driver-cuda", v, files={
-            "/usr/bin/nvidia-smi": _script(f"cat <<'SMI'\n{smi_text}SMI\n"),
-            "/usr/bin/nvidia-persistenced": _script(stand % "nvidia-persistenced"),
-            "/usr/lib/systemd/system/nvidia-persistenced.service": _unit(
-                "NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced --verbose"),
-        }),
-        Deb("nvidia-kernel-open-dkms", v, files={
-            f"/usr/src/nvidia-{version}/dkms.conf": (f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n', 0o644)}),
-        Deb("nvidia-kernel-dkms", v, files={
-            f"/usr/src/nvidia-proprietary-{version}/dkms.conf": (f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n', 0o644)}),
-        Deb(nd["packages"]["open"], v, depends=[f"nvidia-driver-cuda (= {v})", f"nvidia-kernel-open-dkms (= {v})"]),
-        Deb(nd["packages"]["proprietary"], v, depends=[f"nvidia-driver-cuda (= {v})", f"nvidia-kernel-dkms (= {v})"]),
-    ]
+    pkgs = driver_debs(dist, version, arch)
     unversioned = int(branch) >= int(sw["unversioned_names_from_branch"])
     for part in ("fabricmanager", "nscq", "nvsdm", "imex"):
         name = sw[part] if unversioned else f"{sw[part]}-{branch}"
@@ -229,13 +226,8 @@ def nvidia_packages(version: str, branch: str, cuda_major: str) -> list[Deb]:
                 "DAEMONIZE=1\nBIND_INTERFACE_IP=127.0.0.1\nSTARTING_TCP_PORT=16000\n"
                 "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0\nSTATE_FILE_NAME=/var/tmp/fabricmanager.state\n")))
         pkgs.append(Deb(name, v, files=files))
-    dc = nd["dcgm"]
-    dver = f"{dc['epoch']}:{dc['version']}-{dc['debian_revision']}"
-    core, cuda_pkg = dc["packages"][0], dc["packages"][1].format(cuda_major=cuda_major)
-    pkgs.append(Deb(core, dver, files={
-        "/usr/bin/nv-hostengine": _script(stand % "nv-hostengine"),
-        f"/usr/lib/systemd/system/{dc['service']}.service": _unit("NVIDIA DCGM service", "/usr/bin/nv-hostengine -n")}))
-    pkgs.append(Deb(cuda_pkg, dver, depends=[f"{core} (= {dver})"]))
+    for pkg in pkgs:
+        pkg.arch = ARCHITECTURES[arch]
     return pkgs
 
 
@@ -360,10 +352,16 @@ def nvlsm_packages() -> list[Deb]:
         for v in sorted({*map(str, sw["nvlsm_versions"].values()), NVLSM_NEWER})]
 
 
+TOOLKIT_REVISION = "1"
+"""Debian revision of the NVIDIA Container Toolkit's packages: one build for every distribution, ``-1``
+(``libnvidia-container1_1.17.3-1_amd64.deb``, ``nvidia-container-toolkit_1.19.0-1_amd64.deb`` in the CUDA repository's
+debian12 and ubuntu2204 directories; tests/fixtures/cuda-repos/README.md). The roles pin ``<version>-*``."""
+
+
 def toolkit_packages(version: str) -> list[Deb]:
     """The Container Toolkit's four packages of one release with their dependency relations."""
     ct = bare_metal()["container_toolkit"]
-    v = f"{version}-{ct['debian_revision']}"
+    v = f"{version}-{TOOLKIT_REVISION}"
     toolkit, base, tools, lib = ct["packages"]
     return [
         Deb(lib, v, files={f"/usr/share/doc/{lib}/VERSION": (version + "\n", 0o644)}),
@@ -504,35 +502,40 @@ def build_mirror(root: Path) -> VendorMirror:
     bm = bare_metal()
     signer = Signer(root.parent / f"{root.name}-gnupg")
     nd = bm["nvidia_driver"]
-    pool = root / "cuda-pool"
-    pool.mkdir()
-    # Every release a GPU example installs, plus the catalogued releases just before and after each (apt
-    # would pick the newest without the pin).
+    # NVIDIA's CUDA repository: one directory per distribution and architecture, each with its own driver package
+    # names, relations and revisions (tests/roles/cuda_repos.py, from the recorded indexes in tests/fixtures/cuda-repos).
+    # Every release a GPU example installs, plus the catalogued releases just before and after each (apt would pick
+    # the newest without the pin).
     used = sorted(example_driver_versions())
     built: set[str] = set()
     for v in used:
         releases = catalog().driver_releases(v)
         i = releases.index(v)
         built.update(releases[max(0, i - 1):i + 2])
-    for version in sorted(built):
-        for major in ("12", "13"):
-            for pkg in nvidia_packages(version, version.split(".")[0], major):
-                if not (pool / f"{pkg.name}_{pkg.version.split(':')[-1]}_amd64.deb").exists():
-                    build_deb(pkg, pool)
-    build_deb(ubuntu_headers(), pool)
-    for pkg in nvlsm_packages():
-        build_deb(pkg, pool)
+    from .cuda_repos import dcgm_debs, legacy_dcgm_debs
     from .nccl_stack_standins import build_nccl_stack  # NCCL, CUDA compiler, nccl-tests release, torch wheels
 
-    build_nccl_stack(root, pool, example_nccl_stacks())
-    signer.sign_repo(pool)
+    common = root / "cuda-common"  # packages every x86_64 directory carries alike (built once, linked into each)
+    common.mkdir()
+    build_deb(ubuntu_headers(), common)
+    for pkg in nvlsm_packages():
+        build_deb(pkg, common)
+    build_nccl_stack(root, common, example_nccl_stacks())
     key = signer.public_key()
+    dc = nd["dcgm"]
     for dist in nd["cuda_repo"]["dists"].values():
-        for arch in nd["cuda_repo"]["arch"].values():
+        for arch, deb_arch in (("x86_64", "amd64"), ("sbsa", "arm64")):
             d = root / "cuda" / dist / arch
-            d.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.path.relpath(pool, d.parent), d)
-    (pool / nd["cuda_repo"]["key_file"]).write_text(key)
+            d.mkdir(parents=True)
+            pkgs = [p for version in sorted(built) for p in nvidia_packages(version, version.split(".")[0], dist, arch)]
+            pkgs += dcgm_debs(f"{dc['epoch']}:{dc['version']}", arch) + legacy_dcgm_debs(dist, arch)
+            for pkg in pkgs:
+                build_deb(pkg, d)
+            if arch == "x86_64":
+                for deb in common.glob("*.deb"):
+                    os.link(deb, d / deb.name)
+            signer.sign_repo(d, deb_arch)
+            (d / nd["cuda_repo"]["key_file"]).write_text(key)
     ct = bm["container_toolkit"]
     tk = root / "libnvidia-container" / "stable" / "deb" / "amd64"
     tk.mkdir(parents=True)

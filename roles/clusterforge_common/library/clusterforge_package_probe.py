@@ -9,7 +9,10 @@ missing: a package that is not fully installed, or is installed at another versi
 
     installed: [NAME, NAME=VERSION, ...]   each package dpkg reports installed (status ``?i`` without an error
                                            flag), once bare and once with its version, so a role tests a bare
-                                           name or a pin with ``'nfs-common' in ...`` / ``'fio=3.33-3' in ...``
+                                           name or a pin with ``'nfs-common' in ...`` / ``'fio=3.33-3' in ...``;
+                                           and each asked ``NAME=PATTERN`` whose installed version matches the
+                                           apt version glob (``nvidia-utils-580=580.173.02-*``), as asked, so a
+                                           pin by pattern is tested the same way
     held:      [NAME, ...]                 the installed packages marked ``hold`` (status ``hi``)
 
 Names may carry a version or an architecture (``nvidia-driver-570=570.172.08-0ubuntu1``, ``libc6:amd64``); only the
@@ -23,6 +26,7 @@ space). It never changes anything (``changed`` is always false) and runs in chec
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from ansible.module_utils.basic import AnsibleModule
@@ -104,6 +108,18 @@ def parse(stdout: str) -> tuple[list[str], list[str]]:
     return installed, held
 
 
+def satisfied_patterns(names: list[str], installed: list[str]) -> list[str]:
+    """The ``NAME=PATTERN`` entries of ``names`` (a version glob with ``*``, ``?`` or ``[``, as apt accepts
+    ``nvidia-utils-580=580.173.02-*``) whose package ``installed`` lists at a version matching the pattern, as given."""
+    versions = dict(i.split("=", 1) for i in installed if "=" in i)
+    out = []
+    for spec in names:
+        name, sep, pattern = spec.strip().partition("=")
+        if sep and any(c in pattern for c in "*?[") and name in versions and fnmatch.fnmatchcase(versions[name], pattern):
+            out.append(spec.strip())
+    return out
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec={"names": {"type": "list", "elements": "str", "required": True}},
                            supports_check_mode=True)
@@ -116,6 +132,7 @@ def main() -> None:
     if rc > 1:
         module.fail_json(msg=f"dpkg-query failed (exit {rc}): {err.strip()}", rc=rc)
     installed, held = parse(out)
+    installed += satisfied_patterns(module.params["names"], installed)
     module.exit_json(changed=False, installed=installed, held=held)
 
 
