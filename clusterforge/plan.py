@@ -197,6 +197,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             state["vpcConfig"] = vpc
         elif typ == "aws:eks/nodeGroup:NodeGroup":
             state.setdefault("nodeGroupName", name)
+            # EKS names the node group's Auto Scaling group (a Capacity Block's scheduled action names it)
+            state.setdefault("resources", [{"autoscalingGroups": [{"name": f"eks-{name}-asg"}]}])
         elif typ == "aws:iam/role:Role":
             state["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:role/{name}"
         elif typ == "aws:iam/instanceProfile:InstanceProfile":
@@ -235,6 +237,12 @@ class PlanMocks(pulumi.runtime.Mocks):
             sid = a.get("id") or "subnet-mock"
             return {"id": sid, "vpcId": f"vpc-{_h('existing', sid)}", "availabilityZone": f"{self.region}a",
                     "cidrBlock": "10.0.0.0/20", "arn": f"arn:aws:ec2:{self.region}:{MOCK_ACCOUNT}:subnet/{sid}"}, []
+        if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
+            # a stand-in window that holds any day the plan runs: the plan shows the block's node groups at their
+            # `count` (what `cost` prices); `up` before the block's start creates them at 0 nodes plus a scheduled
+            # scale-up at the start (stacks.components.capacity_block; `check` says so)
+            return {"id": a.get("id"), "startDate": "2000-01-01T00:00:00Z", "endDate": "2100-01-01T00:00:00Z",
+                    "reservationType": "capacity-block", "instanceCount": 0}, []
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/plan", "id": MOCK_ACCOUNT,
                     "userId": "PLAN"}, []

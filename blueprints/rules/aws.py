@@ -1012,6 +1012,32 @@ def gpu_operator_support(ctx: RuleContext) -> Iterator[Hit]:
                   f"set `orchestrator.gpu_operator_version: {chosen}`" if chosen else None)
 
 
+EKS_CAPACITY_BLOCKS = "https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html"
+
+
+@rule(
+    id="eks-capacity-block-window",
+    severity="warning",
+    summary="An EKS managed node group in a Capacity Block follows the block's window: `up` reads the block's start "
+            "and end; before the start the group is created with 0 nodes and an Auto Scaling scheduled action scales "
+            "it to `count` at the start; EKS scales it to 0 forty minutes before the end; a change that replaces its "
+            "nodes needs `count: 0` first (EKS replaces nodes surge-first and the block has no spare slot).",
+    fix="nothing to change if that is intended: run `up` before the block starts (the nodes come at its start) or "
+        "during it, and set `count: 0` before changes that replace these nodes",
+    source=EKS_CAPACITY_BLOCKS,
+)
+def eks_capacity_block_window(ctx: RuleContext) -> Iterator[Hit]:
+    t = _aws(ctx)
+    if t is None or not isinstance(t.capacity, CapacityBlockCapacity) or not isinstance(ctx.bp.orchestrator,
+                                                                                         KubernetesOrchestrator):
+        return
+    for i, g in _reserved(ctx):
+        yield Hit(("node_groups", i, "name"), f"`node_groups.{i}` (`{g.name}`, {g.count} nodes) is an EKS managed node "
+                  f"group in Capacity Block `{t.capacity.reservation_id}`: created before the block with 0 nodes and "
+                  f"scaled to {g.count} at its start, to 0 forty minutes before its end; node-replacing changes need "
+                  "`count: 0` first")
+
+
 EKS_LAUNCH_TEMPLATES = "https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html"
 
 

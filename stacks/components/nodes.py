@@ -27,7 +27,9 @@ private IPs feed the Ansible inventory). EKS node groups hand the template to an
 profile nor spot request, which EKS forbids:
 https://docs.aws.amazon.com/eks/latest/APIReference/API_LaunchTemplateSpecification.html). With a
 Capacity Block the instance type moves from the node group's ``instance_types`` into the launch
-template, as EKS requires (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+template, as EKS requires (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html), and the
+group's size follows the block's window (:mod:`.capacity_block`: 0 nodes and a scheduled scale-up at the block's
+start when created before it, ``count`` during it, 0 after it).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from blueprints.settings import NodeSettings
 from .. import cloud_init
 from ..inventory import ROOT_VOLUME_TYPE, NicSlot, NodeGroupSpec, Purchase, efa_layout
 from ..slurm_boot import NODE_NAME_TAG, STATE_DEVICE, SlurmBoot
+from .capacity_block import block_window, eks_block_scaling, schedule_block_start
 
 __all__ = [
     "DLAMI_SSM_PARAMETER",
@@ -342,6 +345,17 @@ class NodeGroupComponent(pulumi.ComponentResource):
             if len(self.nic_layout) > 1:
                 labels[LABEL_EFA] = "true"
             arch = "ARM_64" if instance_arch(g.instance_type) == "arm64" else "x86_64"
+            # in a Capacity Block the size follows the block's window, read at deploy time (.capacity_block)
+            block = None
+            if cap.type == "capacity-block" and cap.reservation_id:
+                block = eks_block_scaling(block_window(cap.reservation_id, parent=self), count)
+                if block.phase == "ended":
+                    pulumi.log.warn(f"Capacity Block {cap.reservation_id} ended at {block.window.end.isoformat()}: "
+                                    "its EKS node group is sized 0 (buy a new block and set its id)", resource=self)
+            scaling_config = (
+                aws.eks.NodeGroupScalingConfigArgs(desired_size=block.desired, min_size=block.min_size,
+                                                   max_size=block.max_size) if block is not None
+                else aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=max(count, 1)))
             ng = aws.eks.NodeGroup(
                 f"{name}-mng",
                 cluster_name=eks.cluster_name,
@@ -352,13 +366,14 @@ class NodeGroupComponent(pulumi.ComponentResource):
                 capacity_type=g.eks_capacity_type,
                 version=eks.version,
                 launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count,
-                                                                  max_size=max(count, 1)),
+                scaling_config=scaling_config,
                 update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
                 labels=labels,
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            if block is not None:  # created before the block starts: scaled up at its start
+                schedule_block_start(name, ng, block, count, parent=self)
             self.eks_node_group_name = ng.node_group_name
             self.private_ips = pulumi.Output.from_input([])
         self.register_outputs({

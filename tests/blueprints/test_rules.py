@@ -198,6 +198,13 @@ CASES: list[Case] = [
     Case("ami-architecture", "eks", [D("orchestrator"), S("target.ami_id", "ami-0123456789abcdef0"),
                                      S("node_groups.0.instance_type", "m7g.xlarge")], "target.ami_id",
          good=[D("orchestrator"), S("target.ami_id", "ami-0123456789abcdef0"), S("node_groups.0.instance_type", "m7i.xlarge")]),
+    # EKS node group `gpu` (2 nodes) in a Capacity Block: check says how the stack sizes it by the block's window
+    Case("eks-capacity-block-window", "eks", [S("target.capacity", {"type": "capacity-block",
+                                                                    "reservation_id": "cr-0123456789abcdef0",
+                                                                    "node_groups": ["gpu"]}),
+                                              S("network.placement", "none")], "node_groups.1.name",
+         good=[S("target.capacity", {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0",
+                                     "node_groups": ["gpu"]}), S("network.placement", "none"), D("orchestrator")]),
     Case("eks-version-support", "eks", [S("orchestrator.version", _in_extended_support())], "orchestrator.version",
          _newest_eks_fix, good=[S("orchestrator.version", "1.35")]),
     Case("eks-version-ended", "eks", [S("orchestrator.version", "1.29")], "orchestrator.version",
