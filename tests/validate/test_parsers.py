@@ -224,6 +224,48 @@ def test_non_mpi_build_sequential_rank0_headers(fixtures_dir):
     assert len(runs) == 2 and all(r.duplicated_rank0 for r in runs)
 
 
+def test_one_single_gpu_run_is_not_a_duplicated_rank0(fixtures_dir):
+    # one process on one GPU prints "Rank 0" once: a real single-GPU measurement, not N copies of a non-MPI build
+    (run,) = parse_nccl(_nccl(fixtures_dir, "nccl-13.txt"))
+    assert run.ranks == 1 and not run.duplicated_rank0
+
+
+def test_rank_lines_repeated_in_one_stream(fixtures_dir):
+    # the Rank lines of nccl-04 printed twice in one stream (merged output of processes): Rank 0 twice means copies of
+    # a non-MPI build; a repeated other rank alone does not
+    text = _nccl(fixtures_dir, "nccl-04.txt")
+    ranks = [ln for ln in text.splitlines() if ln.lstrip("# ").startswith("Rank ")]
+    twice = text.replace(ranks[-1], ranks[-1] + "\n" + "\n".join(ranks), 1)
+    assert parse_nccl(twice)[0].duplicated_rank0
+    again = text.replace(ranks[-1], ranks[-1] + "\n" + ranks[3], 1)
+    assert not parse_nccl(again)[0].duplicated_rank0 and parse_nccl(again)[0].ranks == 8
+
+
+def test_a_log_line_starting_size_and_type_is_not_a_table_header(fixtures_dir):
+    text = _nccl(fixtures_dir, "nccl-04.txt").replace("# Out of bounds values", "size and type of the buffer: float\n"
+                                                       "# Out of bounds values", 1)
+    (run,) = parse_nccl(text)
+    assert len(run.rows) == 34 and run.out_of_bounds == 0
+
+
+def test_table_rows_are_stored_compactly():
+    # Rows keeps a row in some 110 bytes (two 64-bit ints and ten floats a row, the shapes shared), not as Row
+    # objects of some 700: a linear sweep of 100,000 sizes must not cost a Row per size
+    import tracemalloc
+
+    from validate.parsers.nccl import Rows
+
+    tracemalloc.start()
+    rows = Rows()
+    before = tracemalloc.get_traced_memory()[0]
+    for k in range(20000):
+        rows.add(1024 * (k + 1), 256 * (k + 1), "float", "sum", -1, (10.0, 1.0, 1.75, 0.0, None), (10.0, 1.0, 1.75, 0.0, None), k + 1)
+    per_row = (tracemalloc.get_traced_memory()[0] - before) / 20000
+    tracemalloc.stop()
+    assert per_row < 250, per_row
+    assert rows[19999].size_bytes == 1024 * 20000 and rows[19999].line == 20000
+
+
 def test_unrecognisable_text_gives_no_runs():
     assert parse_nccl("") == []
     assert parse_nccl("apiVersion: v1\nkind: Pod\n") == []
@@ -267,6 +309,7 @@ def test_nccl_json():
     run = parse_nccl(json.dumps(_json_doc()))[0]
     assert run.fmt == "json" and run.collective == "all_reduce" and run.collective_from == "json args"
     assert run.nccl_version == "2.27.3"  # NCCL_VERSION_CODE 22703
+    assert run.rows[0].redop == "sum" and run.rows[0].dtype == "float"
     assert run.ranks == 16 and run.nodes == 2 and run.device_name == "NVIDIA H100 80GB HBM3"
     assert run.rows[0].root == -1 and run.rows[2].in_place.busbw_gbps is None  # "nan"
     # the config block, under nccl-tests' text names (nThread ... as the text header prints them)
