@@ -73,11 +73,11 @@ LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
 
 EKS_NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
-"""The managed policies EKS requires of a managed node group's role
-(https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html)."""
+"""The managed policies a managed node group's role needs for the node itself
+(https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html); the VPC CNI's ``AmazonEKS_CNI_Policy`` is on
+its own service account's role (EKS Pod Identity, stacks/components/eks.py)."""
 
 STATE_VOLUME_GIB = 64
 """Size of the Slurm controller's state volume: slurmctld's state files are megabytes; the accounting database grows by
@@ -561,6 +561,10 @@ def inventory(bp: Blueprint, cluster: ResolvedCluster) -> Inventory:
         add("aws:iam/rolePolicyAttachment:RolePolicyAttachment", f"{c}-cluster-policy", c)
         add("aws:kms/key:Key", f"{c}-secrets-key", c)
         add("aws:eks/cluster:Cluster", f"{c}-cluster", c)
+        add("aws:eks/addon:Addon", f"{c}-pod-identity-agent", c)
+        add("aws:iam/role:Role", f"{c}-vpc-cni-role", c)
+        add("aws:iam/rolePolicyAttachment:RolePolicyAttachment", f"{c}-vpc-cni-policy", c)
+        add("aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{c}-vpc-cni", c)
     for spec in groups:
         _node_group(add, component("clusterforge:aws:NodeGroup", spec.component), spec)
     if eks:

@@ -10,6 +10,15 @@
   by default: Pulumi, which installs the Kubernetes add-ons, then runs inside the VPC
   (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html).
 
+The VPC CNI's network-interface permissions (``AmazonEKS_CNI_Policy``) are not on the node role, where every
+pod that reaches the node's credentials would hold them, but on a role of their own that only the CNI's service
+account (``kube-system/aws-node``) gets, through EKS Pod Identity: the ``eks-pod-identity-agent`` add-on and a
+pod identity association (https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html,
+https://docs.aws.amazon.com/eks/latest/userguide/pod-id-association.html, EKS best practices:
+https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html). The cluster name the
+node groups join by (``cluster_name``) resolves only once both exist, so no ``aws-node`` pod is created before the
+association that gives it the role.
+
 The kubeconfig authenticates with ``aws eks get-token`` (no static credential is written) and is
 exported as a secret. Managed node groups are created by :mod:`.nodes` (one launch template
 each). Sources: https://docs.aws.amazon.com/eks/latest/userguide/create-cluster.html ,
@@ -29,9 +38,27 @@ from blueprints.naming import Naming
 
 from .iam import assume_role_policy
 
-__all__ = ["CLUSTER_POLICY", "EksCluster", "EksClusterArgs", "kubeconfig_json"]
+__all__ = ["CLUSTER_POLICY", "CNI_POLICY", "CNI_SERVICE_ACCOUNT", "POD_IDENTITY_AGENT", "EksCluster", "EksClusterArgs",
+           "kubeconfig_json", "pod_identity_trust_policy"]
 
 CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
+CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+"""The VPC CNI's permissions for an IPv4 cluster (https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html)."""
+CNI_SERVICE_ACCOUNT = ("kube-system", "aws-node")
+"""Namespace and service account the VPC CNI runs as (same page)."""
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+"""The EKS add-on that hands pods their pod identity credentials
+(https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html)."""
+
+
+def pod_identity_trust_policy() -> str:
+    """Trust policy JSON of a role for EKS Pod Identity: the ``pods.eks.amazonaws.com`` service principal may
+    assume it and tag the session (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html)."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
+                       "Action": ["sts:AssumeRole", "sts:TagSession"]}],
+    })
 
 
 def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -64,8 +91,8 @@ class EksClusterArgs:
 
 
 class EksCluster(pulumi.ComponentResource):
-    """The EKS cluster. Outputs: ``cluster_name``, ``endpoint``, ``cluster_security_group_id``,
-    ``kubeconfig`` (secret JSON text)."""
+    """The EKS cluster. Outputs: ``cluster_name`` (resolves once the VPC CNI's pod identity exists),
+    ``endpoint``, ``cluster_security_group_id``, ``kubeconfig`` (secret JSON text)."""
 
     cluster_name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
@@ -102,7 +129,20 @@ class EksCluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[attach]),
         )
-        self.cluster_name = cluster.name
+        # the VPC CNI's permissions: a role only its service account gets (EKS Pod Identity), not the node role
+        agent = aws.eks.Addon(f"{name}-pod-identity-agent", cluster_name=cluster.name, addon_name=POD_IDENTITY_AGENT,
+                              tags=tags, opts=child)
+        cni_role = aws.iam.Role(f"{name}-vpc-cni-role", assume_role_policy=pod_identity_trust_policy(),
+                                description=f"clusterforge {n.blueprint}: VPC CNI (kube-system/aws-node)", tags=tags,
+                                opts=child)
+        cni_policy = aws.iam.RolePolicyAttachment(f"{name}-vpc-cni-policy", role=cni_role.name, policy_arn=CNI_POLICY,
+                                                  opts=child)
+        namespace, account = CNI_SERVICE_ACCOUNT
+        cni = aws.eks.PodIdentityAssociation(f"{name}-vpc-cni", cluster_name=cluster.name, namespace=namespace,
+                                             service_account=account, role_arn=cni_role.arn, tags=tags,
+                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[cni_policy]))
+        # node groups join by this name: it resolves once the CNI's identity is in place
+        self.cluster_name = pulumi.Output.all(cluster.name, cni.id, agent.id).apply(lambda xs: str(xs[0]))
         self.endpoint = cluster.endpoint
         self.cluster_security_group_id = cluster.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(

@@ -1,9 +1,13 @@
 """``clusterforge:aws:NodeIam``: the node IAM role and instance profile.
 
 Every node can be reached with SSM Session Manager (``AmazonSSMManagedInstanceCore``), so no
-SSH ingress is needed. EKS node roles add the three policies EKS requires of managed node
-groups (https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html). Policies are
-attached as separate ``RolePolicyAttachment`` resources, never inline.
+SSH ingress is needed; the SSM agent runs on the host, not in a pod, so that policy stays on the node role (on
+EKS nodes pods cannot reach the node's credentials: IMDS hop limit 1, catalog ``imds``). EKS node roles add the
+policies the node itself needs (https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): the
+kubelet's ``AmazonEKSWorkerNodePolicy`` and the image pulls' ``AmazonEC2ContainerRegistryReadOnly``; the VPC CNI's
+``AmazonEKS_CNI_Policy`` goes to its own service account's role instead (EKS Pod Identity, :mod:`.eks`), as AWS
+recommends (https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html). Policies are attached as separate
+``RolePolicyAttachment`` resources, never inline.
 """
 
 from __future__ import annotations

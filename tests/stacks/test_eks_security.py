@@ -1,8 +1,10 @@
 """Secure EKS defaults, read from the plan (mock engine): the API endpoint is private unless the
-blueprint lists CIDRs for it (never the SSH list), and pods cannot reach the node role's
-credentials through the instance metadata service."""
+blueprint lists CIDRs for it (never the SSH list), pods cannot reach the node role's
+credentials through the instance metadata service, and the VPC CNI's permissions are not on the node role."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -56,3 +58,39 @@ def test_control_plane_subnet_is_never_in_a_local_zone() -> None:
     subnets = {r.id: r for r in plan.of_type("aws:ec2/subnet:Subnet")}
     azs = sorted(subnets[s].inputs["availabilityZone"] for s in cluster.inputs["vpcConfig"]["subnetIds"])
     assert azs == ["us-west-2a", "us-west-2b"]  # the example is in us-west-2a; never us-west-2-bos-1a
+
+
+ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+
+
+def test_the_vpc_cni_permissions_are_on_its_own_service_account_not_the_node_role() -> None:
+    """AWS recommends the VPC CNI's AmazonEKS_CNI_Policy on a role of the aws-node service account rather than the node
+    role (https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html; the plugin supports EKS Pod Identity,
+    https://docs.aws.amazon.com/eks/latest/userguide/pod-id-association.html): the node role keeps only what the node
+    itself uses (kubelet, image pulls, the SSM agent on the host); a pod identity role, trusted by
+    pods.eks.amazonaws.com, holds the CNI policy and is associated with kube-system/aws-node."""
+    plan = plan_example("aws-eks-p4d")
+    roles = {r.name: r for r in plan.of_type("aws:iam/role:Role")}
+    by_role: dict[str, set[str]] = {}
+    ids = {r.id: r.name for r in plan.resources if r.id}
+    for a in plan.of_type(ATTACH):
+        by_role.setdefault(ids.get(a.inputs["role"], a.inputs["role"]), set()).add(a.inputs["policyArn"])
+    node_policies = next(p for r, p in by_role.items() if r.endswith("node-iam-role"))
+    assert node_policies == {"arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+                             "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+                             "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"}
+    cni_roles = [r for r, p in by_role.items() if CNI_POLICY in p]
+    assert len(cni_roles) == 1 and cni_roles[0].endswith("vpc-cni-role")
+    trust = json.loads(roles[cni_roles[0]].inputs["assumeRolePolicy"])
+    assert trust["Statement"] == [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
+                                   "Action": ["sts:AssumeRole", "sts:TagSession"]}]
+    (assoc,) = plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "aws-node")
+    role_arn = next(r for r in plan.of_type("aws:iam/role:Role") if r.name == cni_roles[0])
+    assert assoc.inputs["roleArn"] == f"arn:aws:iam::123456789012:role/{role_arn.name}"
+    (agent,) = plan.of_type("aws:eks/addon:Addon")
+    assert agent.inputs["addonName"] == "eks-pod-identity-agent"
+    # no aws-node pod may start before the association gives it the role: every node group depends on it
+    for ng in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
+        assert assoc.urn in ng.depends_on and agent.urn in ng.depends_on, ng.name

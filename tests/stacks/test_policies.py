@@ -287,6 +287,7 @@ def test_ami_from_ssm_and_instances_from_the_launch_template(example: str) -> No
 def test_node_role_has_ssm_and_eks_policies() -> None:
     plan = plan_example("aws-eks-p4d")
     arns = {r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    # AmazonEKS_CNI_Policy too, on the VPC CNI's own pod identity role (test_eks_security)
     assert {"arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
             "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
             "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
