@@ -191,10 +191,15 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             v.update({
                 "rdma_doca_repo_base_url": d.base_url,
                 "rdma_doca_dist": d.dist,
-                "rdma_doca_arch": d.arch,
+                "rdma_doca_arch": dict(d.arch),
                 "rdma_doca_key_file": d.key_file,
                 "rdma_doca_key_fingerprints": d.key_fingerprints,
                 "rdma_doca_packages": list(d.packages),
+                "rdma_doca_previous_ofed": dict(d.previous_ofed),
+                "rdma_doca_dkms": d.dkms,
+                "rdma_doca_rebuild_dkms": list(d.rebuild_dkms),
+                "rdma_doca_openibd_service": d.openibd_service,
+                "rdma_kernel": kernel_spec(s.os),
             })
         return v
     if role == "nvme_scratch":

@@ -367,9 +367,13 @@ def container_toolkit_packages(version: str) -> list[str]:
 class DocaRepository(BaseModel):
     """Where a host of one OS installs DOCA-OFED from (catalog ``bare_metal.doca_ofed``).
 
-    ``url``: the flat apt repository of ``release`` for the host's distribution and architecture
-    (``https://linux.mellanox.com/public/repo/doca/3.2.1/ubuntu22.04/x86_64/``); ``key_file``: the signing
-    key's file name in that directory; ``packages``: the DOCA-Host profile meta-packages to install.
+    The flat apt repository of ``release`` is ``<base_url>/<release>/<dist>/<arch[uname -m]>/``
+    (``https://linux.mellanox.com/public/repo/doca/3.2.1/ubuntu22.04/x86_64/``, ``.../arm64-sbsa/`` on Grace hosts);
+    ``key_file``: the signing key's file name at ``base_url`` (the repository root); ``packages``: the DOCA-Host profile
+    meta-packages to install; ``previous_ofed``: the marker of an installed OFED and its uninstall script
+    (``{"marker": "/usr/bin/ofed_info", "uninstall": "/usr/sbin/ofed_uninstall.sh"}``); ``dkms``: whether the release
+    builds its kernel drivers by DKMS (unsigned: Secure Boot needs an enrolled MOK); ``rebuild_dkms``: DKMS modules
+    to rebuild against OFED's ib_core (``["nvidia"]``); ``openibd_service``: the unit that reloads the drivers.
     Source: https://docs.nvidia.com/doca/sdk/doca-host+installation+and+upgrade/index.html
     """
 
@@ -378,12 +382,16 @@ class DocaRepository(BaseModel):
     release: str
     base_url: str
     dist: str
-    arch: str
+    arch: dict[str, str]
     key_file: str
     key_fingerprints: str = ""
     """Primary key fingerprints ``key_file`` must have (space-separated; catalog ``bare_metal.doca_ofed``); empty
     while the catalog pins none (the key is then installed unchecked)."""
     packages: list[str]
+    previous_ofed: dict[str, str] = {}
+    dkms: bool = False
+    rebuild_dkms: list[str] = []
+    openibd_service: str = ""
 
 
 def doca_repository(release: str, os: str) -> DocaRepository | None:
@@ -393,9 +401,11 @@ def doca_repository(release: str, os: str) -> DocaRepository | None:
     dist = d["dists"].get(os)
     if dist is None:
         return None
-    return DocaRepository(release=release, base_url=d["repo_base_url"], dist=dist, arch=d["arch"],
+    return DocaRepository(release=release, base_url=d["repo_base_url"], dist=dist, arch=dict(d["arch"]),
                           key_file=d["key_file"], key_fingerprints=apt_key_fingerprints(DOCA_KEY_FINGERPRINTS),
-                          packages=list(d["packages"]))
+                          packages=list(d["packages"]), previous_ofed=dict(d["previous_ofed"]),
+                          dkms=(parse_version(release) or ()) >= (parse_version(str(d["dkms_from"])) or ()),
+                          rebuild_dkms=list(d["rebuild_dkms"]), openibd_service=d["services"]["openibd"])
 
 
 def kata_tarball(version: str, arch: str = "amd64") -> str:

@@ -582,28 +582,44 @@ DOCA_OFED_VERSION = "25.10.OFED.25.10.1.0.1"
 
 
 def doca_packages() -> list[Deb]:
-    """DOCA-OFED's profile meta-package and what it pulls in: the OFED kernel drivers as a DKMS package and
-    mlnx-tools, which carries ``mlnx_qos`` (https://github.com/Mellanox/mlnx-tools)."""
-    profiles = bare_metal()["doca_ofed"]["packages"]
+    """DOCA-OFED's profile meta-package and what it pulls in: the OFED kernel drivers as a DKMS package (with the
+    ``openibd`` unit that reloads them), OFED's scripts (``ofed_info``) and mlnx-tools, which carries ``mlnx_qos``
+    (https://github.com/Mellanox/mlnx-tools). Like DOCA's DKMS package from 3.2.0, the kernel drivers' configure step
+    fails when no kernel headers are installed (DOCA-Host guide: headers of the running kernel before the install)."""
+    doca = bare_metal()["doca_ofed"]
+    postinst = ("#!/bin/sh\nset -e\n[ \"$1\" = configure ] || exit 0\n"
+                "dpkg-query -W -f='${Package} ${Status}\\n' 'linux-headers-*' 2>/dev/null | grep -q ' install ok installed' || "
+                "{ echo 'Error! Your kernel headers for kernel cannot be found: DKMS cannot build mlnx-ofed-kernel' >&2; "
+                "exit 1; }\n")
     kernel = Deb("mlnx-ofed-kernel-dkms", DOCA_OFED_VERSION, files={
-        "/usr/src/mlnx-ofed-kernel-25.10/dkms.conf": ('PACKAGE_NAME="mlnx-ofed-kernel"\nPACKAGE_VERSION="25.10"\n', 0o644)})
+        "/usr/src/mlnx-ofed-kernel-25.10/dkms.conf": ('PACKAGE_NAME="mlnx-ofed-kernel"\nPACKAGE_VERSION="25.10"\n', 0o644),
+        f"/usr/lib/systemd/system/{doca['services']['openibd']}.service": _unit(
+            "openibd - configure Mellanox devices", "/etc/init.d/openibd start"),
+        "/DEBIAN/postinst": (postinst, 0o755)})
+    scripts = Deb("ofed-scripts", DOCA_OFED_VERSION, files={
+        doca["previous_ofed"]["marker"]: _script(f"echo 'OFED-internal-{DOCA_OFED_VERSION}:'\n"),
+        doca["previous_ofed"]["uninstall"]: _script("echo 'clusterforge stand-in for ofed_uninstall.sh'\n")})
     tools = Deb("mlnx-tools", DOCA_OFED_VERSION, files={
         "/usr/bin/mlnx_qos": _script("echo 'clusterforge stand-in for mlnx_qos' >&2; exit 1\n")})
-    metas = [Deb(name, f"{DOCA_RELEASE}-1", depends=[kernel.name, tools.name]) for name in profiles]
-    return [kernel, tools, *metas]
+    metas = [Deb(name, f"{DOCA_RELEASE}-1", depends=[kernel.name, scripts.name, tools.name])
+             for name in doca["packages"]]
+    return [kernel, scripts, tools, *metas]
 
 
 def _doca(base: Path, signer: Signer, key: str) -> None:
     """NVIDIA's DOCA repository layout for :data:`DOCA_RELEASE`: one signed flat repository per catalogued
-    distribution (``<base>/<release>/<dist>/<arch>/``) with the signing key file beside the index."""
+    distribution (``<base>/<release>/<dist>/x86_64/``; the catalog's other architecture directories exist as NVIDIA's
+    do, unpopulated here) and the signing key at the repository root, where NVIDIA's instructions fetch it
+    (``<base>/GPG-KEY-Mellanox.pub``), not beside each index."""
     doca = bare_metal()["doca_ofed"]
     for dist in doca["dists"].values():
-        d = base / DOCA_RELEASE / dist / doca["arch"]
-        d.mkdir(parents=True)
+        for arch in doca["arch"].values():
+            (base / DOCA_RELEASE / dist / arch).mkdir(parents=True)
+        d = base / DOCA_RELEASE / dist / doca["arch"]["x86_64"]
         for pkg in doca_packages():
             build_deb(pkg, d)
         signer.sign_repo(d)
-        (d / doca["key_file"]).write_text(key)
+    (base / doca["key_file"]).write_text(key)
 
 
 def _kata(base: Path) -> None:
