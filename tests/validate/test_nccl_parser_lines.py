@@ -60,6 +60,8 @@ def test_a_row_reads_both_placements_and_its_busbw_is_the_max(base):
     assert (row.out_of_place.time_us, row.out_of_place.algbw_gbps, row.out_of_place.busbw_gbps) == (63896, 134.44, 235.26)
     assert (row.in_place.time_us, row.in_place.algbw_gbps, row.in_place.busbw_gbps) == (63959, 134.30, 235.03)
     assert row.busbw_gbps == 235.26 and row.algbw_gbps == 134.44  # the better placement
+    checked = _run(_checked(base)).rows[-1]  # #wrong printed 0: a count, not the pre-2.13 `error` (max deviation)
+    assert checked.out_of_place.wrong == 0 and checked.out_of_place.max_error is None and checked.in_place.max_error is None
     swapped = base.replace(LAST, LAST.replace("235.26", "235.00").replace("235.03", "235.30"))
     assert _run(swapped).rows[-1].busbw_gbps == 235.30
     assert _run(swapped).peak() == (235.30, 8589934592, "in-place")

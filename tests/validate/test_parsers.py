@@ -96,6 +96,10 @@ def test_wrong_counts_and_crash_lines(fixtures_dir):
 def test_command_line_names_the_collective_and_one_rank(fixtures_dir):
     run = parse_nccl(_nccl(fixtures_dir, "nccl-13.txt"))[0]
     assert run.collective == "alltoall" and run.collective_from == "command line"
+    # the command line echoed after the run's version line names that run too
+    run = parse_nccl("# nccl-tests version 2.17.8 nccl-headers=22606 nccl-library=22606\n"
+                     + _nccl(fixtures_dir, "nccl-13.txt"))[0]
+    assert run.version == "2.17.8" and run.collective == "alltoall" and run.collective_from == "command line"
     assert run.ranks == 1 and run.rows[0].in_place.wrong is None  # in-place #wrong printed N/A
 
 
@@ -707,6 +711,30 @@ def test_rank_count_from_1000_gbps_on_tells_64_from_65_ranks():
                    for size, count, op, alg, bus in rows)
     (run,) = parse_nccl_text(text)
     assert run.collective == "all_reduce" and run.inferred_ranks() == 64
+
+
+def _nccl_tests_float(v: float) -> str:
+    """How nccl-tests prints a bandwidth: getFloatStr(value, 6) in src/common.cu, six characters, as many decimals
+    as fit (2 below 1000, 1 below 10000, none above)."""
+    power = 1
+    while v >= 10 ** power:
+        power += 1
+    return f"{v:.{max(0, 6 - power - 1)}f}"
+
+
+@pytest.mark.parametrize(("algs", "ranks"), [
+    ((9999.5,), 105),           # algbw printed with one decimal, busbw (19809) with none
+    ((10000.0, 12000.0), 72),   # both printed without decimals: each within 0.5 GB/s
+])
+def test_rank_count_near_10000_gbps_uses_the_printed_precision(algs, ranks):
+    # an all_reduce's busbw = algbw x 2(n-1)/n; a looser tolerance than the printing allows makes neighbouring rank
+    # counts fit as well and the count unknown
+    f = 2 * (ranks - 1) / ranks
+    text = "".join(f"{2 ** (20 + i):12d} {2 ** (18 + i):12d}  float  sum  -1  100.0  {_nccl_tests_float(a)}  "
+                   f"{_nccl_tests_float(a * f)}  0  100.0  {_nccl_tests_float(a)}  {_nccl_tests_float(a * f)}  0\n"
+                   for i, a in enumerate(algs))
+    (run,) = parse_nccl_text(text)
+    assert run.collective == "all_reduce" and run.inferred_ranks() == ranks
 
 
 def test_a_header_cut_after_its_root_column_is_not_a_crash():
