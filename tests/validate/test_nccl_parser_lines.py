@@ -159,6 +159,8 @@ def test_out_of_bounds_footer(base, footer, count, ok, verdict):
     ("# Avg bus bandwidth    : 68.4048", 68.4048, None, "pass"),
     ("# Avg bus bandwidth    : 68.4048 OK", 68.4048, "OK", "pass"),
     ("# Avg bus bandwidth    : 68.4048 FAILED", 68.4048, "FAILED", "warn"),  # NCCL_TESTS_MIN_BW not met
+    ("# Avg bus bandwidth    : inf", None, None, "pass"),  # not a figure (a run of zero-time rows)
+    ("# Avg bus bandwidth    : nan", None, None, "pass"),
 ])
 def test_avg_bus_bandwidth_footer(base, footer, value, check, verdict):
     text = base.replace("# Avg bus bandwidth    : 68.4048", footer)

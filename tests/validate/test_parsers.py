@@ -361,6 +361,23 @@ def test_nccl_json_of_a_long_sweep_cut_short_is_repaired():
     assert run.truncated and len(run.rows) == 2000 and run.rows[-1].size_bytes == 1024 * 2000
 
 
+@pytest.mark.parametrize("keep", [1, 5, 12])  # '{', '{"siz', '{"size": 671'
+def test_nccl_json_cut_inside_a_results_first_field_drops_that_result(keep):
+    # the repair closes the brackets after the last complete element; a result cut before its size was printed holds
+    # nothing (it read as a row of 0 bytes)
+    text = json.dumps(_json_doc())
+    i = text.index('{"size": 67108864')
+    run = parse_nccl_json(text[: i + keep])[0]
+    assert run.truncated and [r.size_bytes for r in run.rows] == [1048576]
+
+
+@pytest.mark.parametrize("doc", [{"results": [], "config": ["nThread", 1]}, {"results": [], "config": "nThread 1"}])
+def test_nccl_json_with_a_field_of_the_wrong_shape_is_refused_in_one_line(doc):
+    with pytest.raises(ValueError, match="a field of the wrong type"):
+        parse_nccl_json(json.dumps(doc))
+    assert parse_nccl(json.dumps(doc)) == []  # parse_nccl never raises: not a run either way
+
+
 def test_nccl_json_repair_is_not_misled_by_brackets_inside_strings():
     # JSON strings hold any character: an environment value with an unbalanced bracket must not count as nesting
     doc = _json_doc()
@@ -757,6 +774,22 @@ def test_a_headerless_table_of_an_unknown_type_is_named_from_its_ratio(fixtures_
     rows = [(2 ** 20, 2 ** 18, "sum", 10.0, 17.5), (2 ** 22, 2 ** 20, "sum", 40.0, 70.0)]
     (run,) = parse_nccl_text(_headerless(rows).replace(" float ", " mystery8 "))
     assert run.rows[0].dtype == "mystery8" and run.collective == "all_reduce"
+
+
+@pytest.mark.parametrize(("name", "coll"), [("all_gather_perf.log", "all_gather"), ("allgather-16gpu.txt", "all_gather"),
+                                          ("results/reduce_scatter.out", "reduce_scatter"), ("bcast.log", None)])
+def test_the_file_name_names_a_headerless_table(name, coll):
+    # rows alone (busbw = algbw x 7/8 fits all_gather, alltoall and reduce_scatter alike): the file name decides
+    rows = [(c * 4 * 8, c, "none", alg, alg * 7 / 8) for c, alg in ((4096, 20.0), (65536, 120.0))]
+    (run,) = parse_nccl(_headerless(rows), name)
+    assert run.collective == coll and (coll is None or run.collective_from == "filename")
+
+
+def test_a_tie_of_busbw_across_rows_names_the_first(fixtures_dir):
+    rows = [(2 ** 20, 2 ** 18, "sum", 10.0, 17.5), (2 ** 22, 2 ** 20, "sum", 40.0, 70.0),
+            (2 ** 24, 2 ** 22, "sum", 80.0, 140.0), (2 ** 26, 2 ** 24, "sum", 80.0, 140.0), (2 ** 28, 2 ** 26, "sum", 80.0, 140.0)]
+    (run,) = parse_nccl_text(_headerless(rows))
+    assert run.peak() == (140.0, 2 ** 24, "out-of-place")
 
 
 def test_a_tie_of_busbw_names_the_out_of_place_placement_printed_first(fixtures_dir):
