@@ -43,6 +43,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / ".clusterforge" / "mutate"
@@ -158,27 +159,82 @@ def _sample_key(seed: int, operator: str, occurrence: int) -> str:
     return hashlib.sha256(f"{seed}:{operator}:{occurrence}".encode()).hexdigest()
 
 
-def _prepare(session: Path, source: str, sample: int | None, seed: int) -> None:
-    """Mark as skipped the pending mutants inside annotations, then all but ``sample`` of the rest."""
-    from cosmic_ray.work_db import use_db
+def stable_keys(specs: list[tuple[str, int]], source: str) -> list[tuple[str, str, int]]:
+    """For mutants given as ``(operator, line)``: ``(operator, the line's text stripped, n)`` where ``n`` counts the
+    same operator on identical lines before it. Unlike cosmic-ray's occurrence numbers these stay the same when
+    other lines of the module change, so an earlier session's results can be matched to a new one."""
+    lines = source.split("\n")
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for op, row in specs:
+        text = lines[row - 1].strip() if 0 < row <= len(lines) else ""
+        n = seen.get((op, text), 0)
+        seen[(op, text)] = n + 1
+        out.append((op, text, n))
+    return out
+
+
+def _keyed(db: Any, source: str) -> dict[tuple[str, str, int], str]:
+    items = sorted(db.work_items, key=lambda i: (tuple(i.mutations[0].start_pos), i.mutations[0].operator_name,
+                                                  i.mutations[0].occurrence))
+    keys = stable_keys([(i.mutations[0].operator_name, i.mutations[0].start_pos[0]) for i in items], source)
+    return {k: i.job_id for k, i in zip(keys, items)}
+
+
+def _prepare(session: Path, source: str, sample: int | None, seed: int, previous: tuple[Path, str] | None) -> int:
+    """Mark as skipped the pending mutants inside annotations, then all but ``sample`` of the rest. With
+    ``previous`` (an earlier session of the same module and sample, and the module's text then), the mutants on
+    unchanged lines take its sample and results (see :func:`stable_keys`); returns how many results were carried."""
+    from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     spans = annotation_spans(source)
+    old: dict[tuple[str, str, int], WorkResult | None] = {}
+    if previous is not None:
+        with use_db(str(previous[0]), WorkDB.Mode.open) as pdb:
+            results = dict(pdb.results)
+            old = {k: results.get(job) for k, job in _keyed(pdb, previous[1]).items()}
+    carried = 0
     with use_db(str(session)) as db:
-        pending = list(db.pending_work_items)
+        pending = {i.job_id for i in db.pending_work_items}
         candidates = []
-        for item in pending:
-            m = item.mutations[0]
-            start, end = tuple(m.start_pos), tuple(m.end_pos)
+        items = {i.job_id: i for i in db.work_items}
+        for key, job in _keyed(db, source).items():
+            if job not in pending:
+                continue
+            mut = items[job].mutations[0]
+            start, end = tuple(mut.start_pos), tuple(mut.end_pos)
             if any(a <= start and end <= b for a, b in spans):
-                db.set_result(item.job_id, WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED))
+                db.set_result(job, WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED))
+            elif key in old:
+                res = old[key]
+                if res is not None:
+                    db.set_result(job, res)
+                    carried += res.worker_outcome != WorkerOutcome.SKIPPED
             else:
-                candidates.append((_sample_key(seed, m.operator_name, m.occurrence), item.job_id))
+                candidates.append((_sample_key(seed, mut.operator_name, mut.occurrence), job))
         if sample is not None:
             candidates.sort()
-            rest = [job for _, job in candidates[sample:]]
+            if old:  # the earlier sample stands; new lines join it at the sample's rate
+                total = sum(1 for r in old.values() if r is None or r.output != ANNOTATION)
+                take = round(len(candidates) * sample / max(total, 1))
+            else:
+                take = sample
+            rest = [job for _, job in candidates[take:]]
             if rest:
                 db.set_multiple_results(rest, WorkResult(output=NOT_SAMPLED, worker_outcome=WorkerOutcome.SKIPPED))
+    return carried
+
+
+def _previous_session(module: str, session: Path, sample: int | None, seed: int) -> tuple[Path, str] | None:
+    """The newest other session of ``module`` with the same sample and seed, and the module's text it mutated."""
+    found = []
+    for other in STATE.glob(f"{module.replace('/', '+')}-*.sqlite"):
+        meta, src = other.with_suffix(".meta"), other.with_suffix(".source")
+        if other != session and meta.exists() and src.exists() and \
+                json.loads(meta.read_text()) == {"sample": sample, "seed": seed}:
+            found.append((other.stat().st_mtime, other, src.read_text()))
+    return max(found)[1:] if found else None
 
 
 def _rejudge_survivors(session: Path) -> int:
@@ -369,8 +425,14 @@ def main(argv: list[str] | None = None) -> int:
             if init.returncode:
                 print(f"mutate: cosmic-ray init failed for {module}: {init.stderr.strip()[-500:]}", file=sys.stderr)
                 return 2
-            _prepare(session, source, args.sample, args.seed)
-            judged_with.write_text(judged_key)
+            previous = None if args.fresh else _previous_session(module, session, args.sample, args.seed)
+            carried = _prepare(session, source, args.sample, args.seed, previous)
+            session.with_suffix(".source").write_text(source)
+            session.with_suffix(".meta").write_text(json.dumps({"sample": args.sample, "seed": args.seed}))
+            if previous is not None:
+                again = _rejudge_survivors(session)
+                print(f"{module}: {carried} result(s) carried from {previous[0].name}, an earlier session of this module "
+                      f"(mutants on unchanged lines; its {again} survivor(s) judged again; --fresh judges all again)")
         elif not judged_with.exists() or judged_with.read_text() != judged_key:
             n = _rejudge_survivors(session)
             judged_with.write_text(judged_key)

@@ -112,3 +112,14 @@ def test_the_tracer_maps_tests_and_the_fixtures_they_share(tmp_path):
     got = {n.split("::")[1]: t["lines"] for n, t in tracer.result()["tests"].items()}
     assert got == {"test_a": [2], "test_b": [2], "test_c": [5]}
     assert tracer.result()["outside"] == [1, 4]
+
+
+def test_stable_keys_do_not_move_when_other_lines_change():
+    # an earlier session's results are matched to a new one by operator, the mutated line's text and its rank among
+    # identical lines: inserting a line above changes cosmic-ray's positions, not these keys
+    keys = _tool().stable_keys
+    before = "a = 1\nif a < 2:\n    b = a < 3\nif a < 2:\n"
+    after = "import os\n" + before
+    specs = [("Lt_Gt", 2), ("Lt_Gt", 3), ("Lt_Gt", 4)]
+    assert keys(specs, before) == [("Lt_Gt", "if a < 2:", 0), ("Lt_Gt", "b = a < 3", 0), ("Lt_Gt", "if a < 2:", 1)]
+    assert keys([(op, row + 1) for op, row in specs], after) == keys(specs, before)
