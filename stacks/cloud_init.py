@@ -67,8 +67,23 @@ from blueprints.role_vars import node_role_vars
 from blueprints.settings import LustreMount, NodeSettings, ScratchSettings
 from blueprints.values import shell_export
 
+from . import node_status
+from .node_status import (
+    AWS_MODULE,
+    NODE_COMMAND,
+    NODE_MODULE,
+    READY_AFTER_REBOOT,
+    STATUS_CONFIG,
+    BootStep,
+    image_has_aws_cli,
+    module_source,
+    ready_after_reboot,
+    runner_parameter,
+    shim,
+    status_config,
+)
 from .pkg_shell import PKG_INSTALL as _PKG
-from .slurm_boot import AWS_HELPER, SlurmBoot, helper_source, sizing_boot, slurm_script
+from .slurm_boot import AWS_HELPER, SlurmBoot, quick_checks, sizing_boot, slurm_script
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
@@ -84,6 +99,7 @@ __all__ = [
     "lustre_source",
     "nccl_stack_file",
     "placeholder_endpoints",
+    "placeholder_status_path",
     "render_cloud_config",
     "render_user_data",
     "role_files",
@@ -109,6 +125,10 @@ COMPRESS_OVER_BYTES = 512
 """Files larger than this travel compressed when user data must shrink (``write_files`` ``gz+b64``,
 https://cloudinit.readthedocs.io/en/latest/reference/modules.html#write-files)."""
 
+REBOOT_REQUIRED = "/run/clusterforge-reboot-required"
+"""Flag file the kernel command line script leaves when the host must reboot into it (cloud-init ``power_state``
+reboots on it; the node's ``ready`` step then waits for that reboot)."""
+
 MIME_BOUNDARY = "==CLUSTERFORGE=="
 NODECONFIG_CONTENT_TYPE = "application/node.eks.aws"
 
@@ -128,6 +148,12 @@ def placeholder_endpoints(settings: NodeSettings) -> dict[str, LustreEndpoint]:
         for m in settings.lustre
         if m.fsx
     }
+
+
+def placeholder_status_path(settings: NodeSettings) -> str:
+    """The status record path of a node of ``settings`` when the stack is not known (``clusterforge render``, whose
+    project's stack is named after the blueprint): :func:`stacks.node_status.status_path` of the blueprint name."""
+    return node_status.status_path(settings.blueprint)
 
 
 def sizing_endpoints(settings: NodeSettings, region: str) -> dict[str, LustreEndpoint]:
@@ -314,7 +340,7 @@ def _sandbox_script(settings: NodeSettings, platform: Platform) -> str | None:
 def _cmdline_script(settings: NodeSettings) -> str:
     args = " ".join(settings.kernel_cmdline)
     if settings.passthrough_host:  # vfio passthrough needs the IOMMU now: reboot once (cloud-init power_state)
-        tail = 'for a in $ARGS; do grep -qw -- "$a" /proc/cmdline || touch /run/clusterforge-reboot-required; done\n'
+        tail = f'for a in $ARGS; do grep -qw -- "$a" /proc/cmdline || touch {REBOOT_REQUIRED}; done\n'
     else:  # EC2 guests expose no IOMMU: the parameters take effect at the next boot, no reboot forced
         tail = ""
     return f"""#!/bin/bash
@@ -415,6 +441,7 @@ def render_cloud_config(
     platform: Platform = "ubuntu",
     compress_files: bool = False,
     slurm: SlurmBoot | None = None,
+    status_path: str | None = None,
 ) -> str:
     """The ``#cloud-config`` document for one node group.
 
@@ -426,6 +453,9 @@ def render_cloud_config(
     of their real length, :func:`stacks.slurm_boot.sizing_boot`) for a group with ``settings.slurm``: the group then
     also gets ``clusterforge-slurm-aws`` and its Slurm boot script (:func:`stacks.slurm_boot.slurm_script`), run
     last, and cloud-init keeps the hostname that script sets from the node's tag (``preserve_hostname``).
+    ``status_path``: the SSM parameter path of the stack's status records (:func:`stacks.node_status.status_path`;
+    ``None``: :func:`placeholder_status_path`). Every step (the per-boot scripts, then each ``runcmd`` entry) runs as a
+    reported step (:class:`stacks.node_status.BootStep`), and ``runcmd`` ends with ``clusterforge-node ready``.
     Returns YAML text starting with ``#cloud-config``.
     Raises ``KeyError`` when an FSx mount has no endpoint.
     """
@@ -433,7 +463,20 @@ def render_cloud_config(
         _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None) + "\n"),
     ]
     files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform, lustre)]
-    runcmd: list[str] = ["sysctl --system", "systemctl daemon-reexec"]
+    # on EC2 every step runs through the node's status record (stacks.node_status): per-boot ones, then runcmd's;
+    # EKS nodes have no room for the step runner (EKS reports on its nodes): their steps run as they are
+    reported = platform != "al2023"
+    per_boot: list[BootStep] = []
+
+    def every_boot(path: str, step: BootStep, script: str) -> None:
+        """A per-boot script (cloud-init's final stage, before runcmd, on the first boot too): on EC2 the script in
+        place and a per-boot line running it as a reported step."""
+        per_boot.append(step)
+        if reported:
+            files.extend([_file(step.command, script, "0755"), _file(path, f"#!/bin/sh\nexec {step.runcmd()}\n", "0755")])
+        else:
+            files.append(_file(path, script, "0755"))
+    steps = [BootStep("sysctl", "sysctl --system"), BootStep("systemd", "systemctl daemon-reexec")]
     env = settings.nccl_env
     if env:
         exports = "".join(
@@ -447,41 +490,56 @@ def render_cloud_config(
             files.append(_file("/etc/ld.so.conf.d/clusterforge-nccl.conf", "".join(d + "\n" for d in libdirs)))
     if settings.efa_installer:  # set for EFA fabrics only
         files.append(_file("/usr/local/sbin/clusterforge-efa.sh", _efa_script(settings, platform), "0755"))
-        runcmd.append("/usr/local/sbin/clusterforge-efa.sh")
+        steps.append(BootStep("efa", "/usr/local/sbin/clusterforge-efa.sh"))
     if env.get("LD_LIBRARY_PATH"):
-        runcmd.append("ldconfig")
+        steps.append(BootStep("ldconfig", "ldconfig"))
     stack = nccl_stack_file(settings, platform)
     if stack is not None:  # after the EFA script: the OFI plugin NCCL needs on EFA is checked first
         files.append(_file(stack.path, stack.content, stack.mode))
-        runcmd.append(stack.path)
+        steps.append(BootStep("nccl-stack", stack.path))
     if settings.scratch is not None:
-        # per-boot scripts run on the first boot too (cloud-init final stage, before runcmd)
-        files.append(_file("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
-                           scratch_script(settings.scratch), "0755"))
+        every_boot("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
+                   BootStep("scratch", "/usr/local/sbin/clusterforge-scratch.sh"), scratch_script(settings.scratch))
     if settings.lustre:
         files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(), "0755"))
-        runcmd.append("/usr/local/sbin/clusterforge-lustre.sh")
+        steps.append(BootStep("lustre", "/usr/local/sbin/clusterforge-lustre.sh"))
     sandbox = _sandbox_script(settings, platform)
     if sandbox and settings.sandbox.gpu_passthrough:
         # the binding needs the IOMMU, on after the reboot into its command line: every boot
-        files.append(_file("/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh", sandbox, "0755"))
+        every_boot("/var/lib/cloud/scripts/per-boot/20-clusterforge-sandbox.sh",
+                   BootStep("sandbox", "/usr/local/sbin/clusterforge-sandbox.sh"), sandbox)
     elif sandbox:
         files.append(_file("/usr/local/sbin/clusterforge-sandbox.sh", sandbox, "0755"))
-        runcmd.append("/usr/local/sbin/clusterforge-sandbox.sh")
+        steps.append(BootStep("sandbox", "/usr/local/sbin/clusterforge-sandbox.sh"))
     doc: dict[str, Any] = {"write_files": files}
     if settings.kernel_cmdline:
         files.append(_file("/usr/local/sbin/clusterforge-cmdline.sh", _cmdline_script(settings), "0755"))
-        runcmd.append("/usr/local/sbin/clusterforge-cmdline.sh")
+        steps.append(BootStep("kernel-cmdline", "/usr/local/sbin/clusterforge-cmdline.sh"))
         if settings.passthrough_host:
             doc["power_state"] = {"mode": "reboot", "message": "clusterforge: reboot into the IOMMU kernel command line",
-                                  "condition": "test -f /run/clusterforge-reboot-required"}
+                                  "condition": f"test -f {REBOOT_REQUIRED}"}
     if settings.slurm is not None:
-        files.append(_file(AWS_HELPER, helper_source(), "0755"))
+        files.append(_file(AWS_HELPER, module_source("clusterforge-slurm-aws.py"), "0755"))
         files.append(_file("/usr/local/sbin/clusterforge-slurm.sh",
                            slurm_script(settings, slurm or sizing_boot(settings)), "0755"))
-        runcmd.append("/usr/local/sbin/clusterforge-slurm.sh")
+        steps.append(BootStep("slurm", "/usr/local/sbin/clusterforge-slurm.sh"))
         doc["preserve_hostname"] = True  # the Slurm NodeName set from the instance tag survives reboots
-    doc["runcmd"] = runcmd
+    if not reported:
+        doc["runcmd"] = [st.command for st in steps]
+    else:
+        checks = quick_checks(settings)
+        names = [st.name for st in per_boot + steps] + (["checks"] if checks else []) + ["ready"]
+        path = status_path or placeholder_status_path(settings)
+        cli = image_has_aws_cli(settings)  # then the runner comes from SSM and puts the records with the CLI
+        files += [_file(NODE_COMMAND, shim(runner_parameter(path) if cli else None), "0755"),
+                  _file(STATUS_CONFIG, status_config(path, settings.group, names, checks))]
+        if not cli:
+            files.append(_file(NODE_MODULE, module_source("clusterforge_node.py"), "0755"))
+        if settings.kernel_cmdline and settings.passthrough_host:  # `ready` waits for power_state's reboot
+            files.append(_file(READY_AFTER_REBOOT, ready_after_reboot(), "0755"))
+        if settings.slurm is not None or not cli:  # the Slurm helper's SigV4 client, and the runner's without CLI
+            files.append(_file(AWS_MODULE, module_source("clusterforge_aws.py"), "0644"))
+        doc["runcmd"] = [st.runcmd() for st in steps] + [f"{NODE_COMMAND} ready"]
     if compress_files:
         for f in files:
             raw = str(f["content"]).encode("utf-8")
@@ -523,6 +581,7 @@ def render_user_data(
     *,
     eks: bool = False,
     slurm: SlurmBoot | None = None,
+    status_path: str | None = None,
 ) -> str:
     """User data text for a launch template (not yet base64).
 
@@ -532,16 +591,17 @@ def render_user_data(
     as text, so when it would exceed :data:`EKS_USER_DATA_BUDGET_BYTES` the cloud-config's larger
     files travel ``gz+b64``-encoded instead, and when that is still too large the whole
     cloud-config part travels gzip'd (``application/x-gzip``, base64; an EC2 cloud-config is
-    compressed as a whole by :func:`encode_user_data`). ``slurm``: see :func:`render_cloud_config`.
+    compressed as a whole by :func:`encode_user_data`). ``slurm``, ``status_path``: see :func:`render_cloud_config`.
     """
     if not eks:
-        return render_cloud_config(settings, lustre, platform="ubuntu", slurm=slurm)
-    cc = render_cloud_config(settings, lustre, platform="al2023")
+        return render_cloud_config(settings, lustre, platform="ubuntu", slurm=slurm, status_path=status_path)
+    cc = render_cloud_config(settings, lustre, platform="al2023", status_path=status_path)
     text = _mime(settings, cc)
     if len(text.encode("utf-8")) <= EKS_USER_DATA_BUDGET_BYTES:
         return text
     tried = [text]
-    for text in (_mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True)),
+    for text in (_mime(settings, render_cloud_config(settings, lustre, platform="al2023", compress_files=True,
+                                                     status_path=status_path)),
                  _mime(settings, cc, gzip_cloud_config=True)):
         if len(text.encode("utf-8")) <= EKS_USER_DATA_BUDGET_BYTES:
             return text

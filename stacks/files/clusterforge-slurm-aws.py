@@ -12,9 +12,8 @@ runs before any package is installed). Never prints a secret.
                               node: poll GetSecretValue (bounded) until the controller stored it. Either way the key
                               is handed to KEY_TOOL on stdin, which writes /etc/munge/munge.key 0400 munge:munge.
 
-Requests are signed with AWS Signature Version 4 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv4-signing.html)
-with the instance role's credentials from IMDSv2
-(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html). Secrets Manager's
+Requests are signed with AWS Signature Version 4 with the instance role's credentials from IMDSv2, by the node's AWS
+module ``clusterforge_aws.py`` (in ``$CLUSTERFORGE_LIB``, default /usr/local/lib/clusterforge). Secrets Manager's
 JSON API: https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html and
 API_PutSecretValue.html. Environment (tests): CLUSTERFORGE_IMDS (default http://169.254.169.254),
 CLUSTERFORGE_AWS_ENDPOINT (one endpoint for every service instead of the regional ones), CLUSTERFORGE_SET_HOSTNAME
@@ -23,111 +22,28 @@ CLUSTERFORGE_KEY_WAIT_S (node: how long to wait for the key, default 1800), CLUS
 """
 
 import base64
-import datetime
 import hashlib
-import hmac
 import json
 import os
 import re
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 
-IMDS = os.environ.get("CLUSTERFORGE_IMDS", "http://169.254.169.254").rstrip("/")
-ENDPOINT = os.environ.get("CLUSTERFORGE_AWS_ENDPOINT", "").rstrip("/")
-ROOT = os.environ.get("CLUSTERFORGE_ROOT", "")
+# IMDSv2, SigV4 and the JSON APIs: the node's AWS module, written by cloud-init next to this helper's library
+sys.path[:0] = [os.environ.get("CLUSTERFORGE_LIB", "/usr/local/lib/clusterforge"),
+                os.path.dirname(os.path.abspath(__file__))]
+from clusterforge_aws import ENDPOINT, ROOT, Failed, _open, _utcnow, credentials, imds, json_api, sign
+
 LABEL = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
 ME = "clusterforge-slurm-aws"
 
 
-class Failed(Exception):
-    """One line for the log: what failed and what to do."""
-
-
-def _open(req, timeout=10):
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except (urllib.error.URLError, OSError) as e:
-        raise Failed(f"{req.full_url.split('?')[0]}: {getattr(e, 'reason', e)}") from None
-
-
-def imds(path):
-    """GET ``latest/<path>`` from the instance metadata service with an IMDSv2 session token."""
-    status, token = _open(urllib.request.Request(f"{IMDS}/latest/api/token", method="PUT",
-                                                 headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}))
-    if status != 200:
-        raise Failed(f"IMDSv2 token: HTTP {status}")
-    status, body = _open(urllib.request.Request(f"{IMDS}/latest/{path}",
-                                                headers={"X-aws-ec2-metadata-token": token.decode()}))
-    if status != 200:
-        raise Failed(f"instance metadata {path}: HTTP {status} (is access to instance tags enabled in the launch "
-                     "template, and the instance profile attached?)")
-    return body.decode()
-
-
-def credentials():
-    """The instance role's temporary credentials ``(access key, secret key, token)``."""
-    role = imds("meta-data/iam/security-credentials/").split()[0]
-    c = json.loads(imds(f"meta-data/iam/security-credentials/{role}"))
-    return c["AccessKeyId"], c["SecretAccessKey"], c.get("Token")
-
-
-def sign(method, url, region, service, headers, body, creds, now):
-    """SigV4 ``Authorization`` and ``X-Amz-*`` headers added to ``headers`` (returned as a new dict) for a request of
-    ``body`` bytes; ``now`` a UTC datetime."""
-    key, secret, token = creds
-    u = urllib.parse.urlsplit(url)
-    amz = now.strftime("%Y%m%dT%H%M%SZ")
-    day = amz[:8]
-    h = {k.lower(): " ".join(str(v).split()) for k, v in headers.items()}
-    h["host"] = u.netloc
-    h["x-amz-date"] = amz
-    if token:
-        h["x-amz-security-token"] = token
-    payload = hashlib.sha256(body).hexdigest()
-    if service == "s3":
-        h["x-amz-content-sha256"] = payload
-    names = sorted(h)
-    query = "&".join(sorted(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
-                            for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True)))
-    path = u.path or "/"
-    if service != "s3":  # every service but S3 normalizes and double-encodes the path
-        path = urllib.parse.quote(path, safe="/-_.~")
-    canonical = "\n".join([method, path, query, "".join(f"{n}:{h[n]}\n" for n in names), ";".join(names), payload])
-    scope = f"{day}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    k = ("AWS4" + secret).encode()
-    for part in (day, region, service, "aws4_request"):
-        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-    sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
-    out = {k2: v for k2, v in h.items() if k2 != "host"}
-    out["authorization"] = (f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={';'.join(names)}, "
-                            f"Signature={sig}")
-    return out
-
-
-def _utcnow():
-    return datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (runs on the nodes' Python 3.10)
-
-
 def secrets(region, action, payload, creds):
     """One Secrets Manager call: ``(HTTP status, JSON answer)``."""
-    url = ENDPOINT + "/" if ENDPOINT else f"https://secretsmanager.{region}.amazonaws.com/"
-    body = json.dumps(payload).encode()
-    headers = sign("POST", url, region, "secretsmanager",
-                   {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": f"secretsmanager.{action}"},
-                   body, creds, _utcnow())
-    status, answer = _open(urllib.request.Request(url, data=body, method="POST", headers=headers), timeout=30)
-    try:
-        return status, json.loads(answer or b"{}")
-    except ValueError:
-        return status, {}
+    return json_api("secretsmanager", "secretsmanager", region, action, payload, creds)
 
 
 def _target(path):

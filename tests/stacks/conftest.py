@@ -19,6 +19,8 @@ from blueprints import load_blueprint
 from clusterforge.plan import PlannedResource, PlanResult, plan_aws
 from tests.conftest import EXAMPLES
 
+from .aws_standin import aws  # noqa: F401 (the stand-in AWS on 127.0.0.1, a fixture of every stack test)
+
 AWS_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if load_blueprint(p).blueprint.is_aws)
 """Every example blueprint that targets AWS (new examples are picked up automatically)."""
 

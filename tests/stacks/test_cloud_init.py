@@ -33,6 +33,7 @@ from stacks.cloud_init import (
     render_user_data,
     scratch_script,
 )
+from stacks.node_status import NODE_COMMAND
 from tests.conftest import EXAMPLES
 
 from .conftest import AWS_EXAMPLES, variant_yaml
@@ -91,7 +92,7 @@ def test_user_data_is_the_shared_node_settings(example: str, group: str) -> None
         assert f"export {k}={shlex.quote(v)}" in exports, f"{k} not in the node environment"
     assert ("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh" in files) == (s.scratch is not None)
     assert ("/usr/local/sbin/clusterforge-lustre.sh" in files) == bool(s.lustre)
-    assert doc["runcmd"][0] == "sysctl --system"
+    assert doc["runcmd"][0] == f"{NODE_COMMAND} step sysctl sysctl --system", "each step reports to the node's status"
 
 
 @pytest.mark.parametrize(("example", "group"), all_groups())
@@ -209,10 +210,11 @@ def test_user_data_limit_is_enforced() -> None:
         encode_user_data("x" * (USER_DATA_LIMIT_BYTES + 1))
 
 
-@pytest.mark.parametrize("stripes", [40, 120, 300])
+@pytest.mark.parametrize("stripes", [40, 120])
 def test_a_cloud_config_over_the_limit_travels_gzipped(stripes: int) -> None:
     """Many declared stripe layouts push the EC2 cloud-config past 16 KiB: it is sent gzip'd (cloud-init
-    unpacks it) and decodes to the very text; the EKS MIME document is never compressed and is refused."""
+    unpacks it) and decodes to the very text; the EKS MIME document is never compressed and is refused. (120 layouts
+    still fit gzip'd beside the step runner; 150 no longer do: the preflight refuses them.)"""
     s = settings_of("aws-p5-efa-lustre", "gpu")
     m = s.lustre[0]
     many = m.model_copy(update={"stripes": [{"path": f"ckpt/run-{i:04d}", "count": 1 + i % 16, "size": "4M"}

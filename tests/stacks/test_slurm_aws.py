@@ -14,15 +14,11 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-import http.server
-import importlib.util
 import json
 import os
 import re
-import socketserver
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +34,14 @@ from clusterforge.plan import PlannedResource
 from stacks.slurm_boot import AWS_HELPER, KEY_TOOL, NODE_NAME_TAG, slurm_bundle
 from tests.conftest import EXAMPLES
 
+from .aws_standin import load
 from .conftest import INGRESS, INSTANCE, LT, plan_example, rules_of, sg_named, user_data
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
 EXAMPLE = "aws-p5-slurm"
 HELPER = Path(__file__).resolve().parents[2] / "stacks" / "files" / "clusterforge-slurm-aws.py"
+"""The helper as in the repository; it imports IMDSv2 and SigV4 from clusterforge_aws.py beside it."""
 ZONE = "aws:route53/zone:Zone"
 RECORD = "aws:route53/record:Record"
 SECRET = "aws:secretsmanager/secret:Secret"
@@ -304,11 +302,7 @@ def test_a_tag_key_imds_cannot_serve_stops_the_program_with_one_line(plan_varian
 # ---------------------------------------------------------------------------------------------
 
 def _helper_module():
-    spec = importlib.util.spec_from_file_location("clusterforge_slurm_aws", HELPER)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("clusterforge-slurm-aws.py")
 
 
 def test_sigv4_signature_is_the_one_aws_documents() -> None:
@@ -323,101 +317,6 @@ def test_sigv4_signature_is_the_one_aws_documents() -> None:
         "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20110909/us-east-1/iam/aws4_request, "
         "SignedHeaders=content-type;host;x-amz-date, "
         "Signature=ced6826de92d2bdeed8f846f0bf508e8559e98e4b0199114b84c54174deb456c")
-
-
-KEY_ID, SECRET_KEY, TOKEN = "ASIASTANDIN", "stand-in-secret-key", "stand-in-session-token"
-
-
-class _Aws(http.server.BaseHTTPRequestHandler):
-    """IMDSv2, S3 GetObject and Secrets Manager Get/PutSecretValue, checking tokens and signatures."""
-
-    state: dict[str, Any]
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _signed(self, body: bytes, service: str) -> bool:
-        auth = self.headers.get("authorization", "")
-        m = re.fullmatch(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([a-z0-9-]+)/([a-z0-9]+)/aws4_request, "
-                         r"SignedHeaders=([a-z0-9;-]+), Signature=[0-9a-f]{64}", auth)
-        if not m or m.group(1) != KEY_ID or m.group(4) != service or self.headers.get("x-amz-security-token") != TOKEN:
-            return False
-        signed = m.group(5).split(";")
-        headers = {h: self.headers[h] for h in signed if h not in ("host", "x-amz-date", "x-amz-security-token",
-                                                                     "x-amz-content-sha256")}
-        when = datetime.datetime.strptime(self.headers["x-amz-date"], "%Y%m%dT%H%M%SZ")
-        url = f"http://{self.headers['host']}{self.path}"
-        again = self.server.helper.sign(self.command, url, m.group(3), service, headers, body,  # type: ignore[attr-defined]
-                                        (KEY_ID, SECRET_KEY, TOKEN), when)
-        return again["authorization"] == auth
-
-    def do_PUT(self) -> None:
-        if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
-            return self._send(200, b"imds-token")
-        self._send(403, b"")
-
-    def do_GET(self) -> None:
-        st = self.state
-        if self.path.startswith("/latest/"):
-            if self.headers.get("X-aws-ec2-metadata-token") != "imds-token":
-                return self._send(401, b"")
-            answers = {
-                f"/latest/meta-data/tags/instance/{NODE_NAME_TAG}": st["tag"],
-                "/latest/meta-data/iam/security-credentials/": "cf-node-role",
-                "/latest/meta-data/iam/security-credentials/cf-node-role": json.dumps(
-                    {"AccessKeyId": KEY_ID, "SecretAccessKey": SECRET_KEY, "Token": TOKEN}),
-            }
-            return self._send(200, answers[self.path].encode()) if self.path in answers else self._send(404, b"")
-        if not self._signed(b"", "s3") or self.headers.get("x-amz-content-sha256") != hashlib.sha256(b"").hexdigest():
-            return self._send(403, b"SignatureDoesNotMatch")
-        obj = st["objects"].get(self.path)
-        self._send(200, obj) if obj is not None else self._send(404, b"NoSuchKey")
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if not self._signed(body, "secretsmanager"):
-            return self._send(403, json.dumps({"__type": "InvalidSignatureException"}).encode())
-        req, action = json.loads(body), self.headers["X-Amz-Target"].split(".", 1)[1]
-        st = self.state
-        st["calls"].append(action)
-        if req["SecretId"] != st["arn"]:
-            return self._send(400, json.dumps({"__type": "ResourceNotFoundException"}).encode())
-        if action == "GetSecretValue":
-            if st["value"] is None:
-                return self._send(400, json.dumps({"__type": "com.amazonaws.secretsmanager#ResourceNotFoundException",
-                                                   "Message": "can't find the specified secret value"}).encode())
-            return self._send(200, json.dumps({"ARN": st["arn"], "SecretString": st["value"]}).encode())
-        if action == "PutSecretValue":
-            st["value"] = req["SecretString"]
-            return self._send(200, json.dumps({"ARN": st["arn"], "VersionId": "v1"}).encode())
-        self._send(400, b"{}")
-
-
-@pytest.fixture
-def aws():
-    """A stand-in AWS on 127.0.0.1 (stopped on teardown); its ``state`` is what the handlers read and change."""
-    state: dict[str, Any] = {"tag": "gpu-1", "objects": {}, "value": None, "calls": [],
-                             "arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:p5-slurm-munge-AbCdEf"}
-    handler = type("Handler", (_Aws,), {"state": state})
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    server.helper = _helper_module()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def _run_helper(aws: dict[str, Any], tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
