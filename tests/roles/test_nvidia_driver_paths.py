@@ -364,12 +364,18 @@ def test_secure_boot_on_a_flavour_the_archive_signs_nothing_for_stops_before_apt
     assert not [n for n in installed_packages(r["root"]) if "nvidia" in n or n.startswith("linux-image-")]
 
 
-def test_secure_boot_on_nvlink5_refuses_with_the_reason(tmp_path):
-    """HGX B200 under Secure Boot: NVSDM is not in the Ubuntu archive and the catalog lists no CUDA-repository
-    release at the archive's driver build, so the preflight stops the host and says why."""
+def test_secure_boot_on_nvlink5_passes_the_preflight_with_nvsdm_at_the_archive_release(tmp_path):
+    """HGX B200 under Secure Boot on Ubuntu 24.04: NVSDM is not in the Ubuntu archive, so the set takes it from the
+    CUDA repository at the archive driver's upstream release (catalog ``archive.580.ubuntu-24.04.driver``
+    580.173.02-0ubuntu0.24.04.1, which ``driver_releases`` lists since the default moved to 580.173.02): the preflight
+    passes and nothing says the set is unavailable. (When the archive row's release is not a catalogued CUDA release
+    the set is empty with the reason: tests/blueprints/test_settings.py.)"""
     r = _run(tmp_path, "ubuntu-24.04", "b200:8", tags=["nvidia_driver_preflight"],
-             extravars={"nvidia_driver_secure_boot": "true"})
-    assert r["rc"] != 0
-    msg = " ".join(str(f) for f in r["first"]["failures"])
-    assert "Secure Boot" in msg and "NVSDM" in msg and r["packages"].secure_boot_unavailable
-    assert not [n for n in installed_packages(r["root"]) if "nvidia" in n]
+             extravars=_secure_boot_host(UBUNTU_KERNELS["ubuntu-24.04"][0]))  # an archive kernel: the flavour check passes
+    assert r["rc"] == 0, r["first"]["failures"]
+    p = r["packages"]
+    upstream = bare_metal()["nvidia_driver"]["ubuntu_signed_precompiled"]["archive"]["580"]["ubuntu-24.04"]["driver"]
+    upstream = upstream.rsplit("-", 1)[0]
+    assert p.secure_boot_unavailable is None
+    nvsdm = [x for x in p.secure_boot_packages if x.startswith("libnvsdm")]
+    assert nvsdm and all(x.split("=", 1)[1].startswith(upstream) for x in nvsdm), (nvsdm, upstream)
