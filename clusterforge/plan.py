@@ -237,6 +237,9 @@ class PlanMocks(pulumi.runtime.Mocks):
             sid = a.get("id") or "subnet-mock"
             return {"id": sid, "vpcId": f"vpc-{_h('existing', sid)}", "availabilityZone": f"{self.region}a",
                     "cidrBlock": "10.0.0.0/20", "arn": f"arn:aws:ec2:{self.region}:{MOCK_ACCOUNT}:subnet/{sid}"}, []
+        if token == "aws:index/getPartition:getPartition":
+            return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com",
+                    "reverseDnsPrefix": "com.amazonaws"}, []
         if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             # a stand-in window that holds any day the plan runs: the plan shows the block's node groups at their
             # `count` (what `cost` prices); `up` before the block's start creates them at 0 nodes plus a scheduled

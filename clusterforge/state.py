@@ -90,7 +90,9 @@ class Deployment:
     ``stack``: Pulumi stack name; ``blueprint_file``: absolute path of the owning blueprint;
     ``name`` / ``region``: the blueprint's; ``blueprint``: the deployed blueprint as canonical JSON
     data (``Blueprint.model_dump(mode="json")``); ``images``: node group -> AMI id it was deployed
-    with (EC2 groups); ``resources``: number of resources Pulumi reported; ``deployed_at``: UTC ISO time.
+    with (EC2 groups); ``resources``: number of resources Pulumi reported; ``deployed_at``: UTC ISO time;
+    ``node_status_path``: the SSM path of the nodes' status records (:mod:`clusterforge.readiness`; ``""`` for a
+    stack deployed without them), which ``down`` empties after the stack is gone.
     """
 
     stack: str
@@ -101,6 +103,7 @@ class Deployment:
     images: dict[str, str] = field(default_factory=dict)
     resources: int = 0
     deployed_at: str = ""
+    node_status_path: str = ""
     format: int = RECORD_FORMAT
 
     @classmethod

@@ -30,8 +30,10 @@ from stacks.components import (
     PlacementArgs,
     SlurmCluster,
 )
+from stacks.components.status import NodeStatus, NodeStatusArgs
 from stacks.config import load_stack_blueprint, read_stack_config
 from stacks.inventory import InventoryError, NotAwsBlueprint, inventory
+from stacks.node_status import status_path
 from stacks.outputs import ansible_inventory
 
 stack_config = read_stack_config()
@@ -67,12 +69,18 @@ def in_placement_group(name: str) -> bool:
 slurm_settings = translate.slurm(bp)
 slurm = SlurmCluster(naming.name("slurm"), translate.slurm_cluster_args(bp, resolved, naming, vpc_id=network.vpc_id),
                      aws_opts) if slurm_settings is not None else None
+# EC2 nodes report each boot step to their status record under this path; `clusterforge up` waits on them
+# (EKS managed node groups: EKS's own status, no record)
+node_status = NodeStatus(naming.name("node-status"), NodeStatusArgs(
+    naming=naming, path=status_path(pulumi.get_stack()), region=target.region), aws_opts) if orchestrator is None else None
+status_policies = (node_status.policy_arn,) if node_status is not None else ()
 iam = NodeIam(naming.name("node-iam"), NodeIamArgs(
-    naming=naming, eks=orchestrator is not None, policy_arns=(slurm.node_policy_arn,) if slurm else ()), aws_opts)
+    naming=naming, eks=orchestrator is not None,
+    policy_arns=((slurm.node_policy_arn,) if slurm else ()) + status_policies), aws_opts)
 # the Slurm controller has its own role: the only one that may store the munge key
 controller_iam = NodeIam(naming.name("controller-iam"), NodeIamArgs(
-    naming=naming, policy_arns=(slurm.controller_policy_arn,), purpose="Slurm controller", role_tag="controller-role"),
-    aws_opts) if slurm is not None else None
+    naming=naming, policy_arns=(slurm.controller_policy_arn, *status_policies), purpose="Slurm controller",
+    role_tag="controller-role"), aws_opts) if slurm is not None else None
 
 
 def profile_of(name: str):
@@ -113,6 +121,7 @@ for r in resolved.groups:
             bp, r, zone_id=slurm.zone_id, munge_secret_arn=slurm.munge_secret_arn, bundle_urls=slurm.bundle_urls,
             bundles=slurm.bundle_objects, state_volume_id=slurm.state_volume_id) if slurm is not None else None,
         recorded_image=stack_config.images.get(r.name),
+        status_path=node_status.path if node_status is not None else None,
     ), aws_opts)
 
 if cluster is not None and orchestrator is not None:
@@ -139,6 +148,20 @@ pulumi.export("nodePrivateIps", {k: v.private_ips for k, v in groups.items()})
 pulumi.export("nodeImages", {k: v.image_id for k, v in ec2_groups.items() if v.image_id is not None})
 pulumi.export("fsx", {k: {"fileSystemId": fs.file_system_id, "dnsName": fs.dns_name, "mountName": fs.mount_name}
                       for k, fs in filesystems.items()})
+
+
+def readiness(group: NodeGroupComponent) -> dict[str, object]:
+    """What `clusterforge up` waits for in one node group (clusterforge.readiness): its EC2 nodes' status records by
+    instance name and id, or an EKS node group's own status."""
+    if group.eks_node_group_name is not None:
+        return {"eksCluster": cluster.cluster_name if cluster is not None else "",
+                "eksNodeGroup": group.eks_node_group_name}
+    names = list(group.instance_names)
+    return {"nodes": group.instance_ids.apply(lambda ids: dict(zip(names, ids, strict=True)))}
+
+
+pulumi.export("nodeReadiness", {"path": status_path(pulumi.get_stack()),
+                                "groups": {k: readiness(v) for k, v in groups.items()}})
 pulumi.export("ansibleInventory", pulumi.Output.all(*[v.private_ips for v in ec2_groups.values()]).apply(
     lambda ips: ansible_inventory(bp.name, {
         k: (bp.group(k).role, v.instance_names, list(ips[i])) for i, (k, v) in enumerate(ec2_groups.items())})))

@@ -550,9 +550,14 @@ def inventory(bp: Blueprint, cluster: ResolvedCluster) -> Inventory:
         add("aws:ec2/placementGroup:PlacementGroup", f"{pl}-pg", pl)
     if slurm:
         _slurm(add, component("clusterforge:aws:SlurmCluster", naming.name("slurm")), bundles)
-    _iam(add, component("clusterforge:aws:NodeIam", naming.name("node-iam")), eks, 1 if slurm else 0)
+    status = not eks  # EC2 nodes report their boot steps (stacks.node_status); their roles may write the records
+    if status:
+        st = component("clusterforge:aws:NodeStatus", naming.name("node-status"))
+        add("aws:ssm/parameter:Parameter", f"{st}-runner", st)
+        add("aws:iam/policy:Policy", f"{st}-policy", st)
+    _iam(add, component("clusterforge:aws:NodeIam", naming.name("node-iam")), eks, int(slurm) + int(status))
     if slurm:
-        _iam(add, component("clusterforge:aws:NodeIam", naming.name("controller-iam")), False, 1)
+        _iam(add, component("clusterforge:aws:NodeIam", naming.name("controller-iam")), False, 1 + int(status))
     for fs in filesystems:
         _file_system(add, component("clusterforge:aws:LustreFileSystem", fs.component), fs)
     if eks:

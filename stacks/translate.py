@@ -81,12 +81,13 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, spec: NodeGroupSpec, naming
                     node_role_arn: pulumi.Input[str],
                     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]],
                     eks: EksAttachment | None, slurm: SlurmGroupArgs | None = None,
-                    recorded_image: str | None = None) -> NodeGroupArgs:
+                    recorded_image: str | None = None, status_path: str | None = None) -> NodeGroupArgs:
     """:class:`NodeGroupArgs` of resolved group ``r`` and its inventory ``spec`` (instance type, count, purchase,
     root volume, NIC layout): its node group's labels and public IP, resolved settings and catalog entry, the
     target's AMI and key pair; the keyword arguments are other components' outputs (``slurm``:
-    :func:`slurm_group_args`). The AMI: ``target.ami_id``, else ``recorded_image`` (the one the group was
-    deployed with), else ``None`` (the stack reads the SSM parameter)."""
+    :func:`slurm_group_args`; ``status_path``: where EC2 nodes write their status records). The AMI:
+    ``target.ami_id``, else ``recorded_image`` (the one the group was deployed with), else ``None`` (the stack reads
+    the SSM parameter)."""
     target = aws_target(bp)
     g = r.group
     return NodeGroupArgs(
@@ -95,6 +96,7 @@ def node_group_args(bp: Blueprint, r: ResolvedGroup, spec: NodeGroupSpec, naming
         security_group_ids=security_group_ids, placement_group=placement_group,
         instance_profile_name=instance_profile_name, node_role_arn=node_role_arn,
         ami_id=target.ami_id or recorded_image, key_name=target.key_name, lustre=lustre, eks=eks, slurm=slurm,
+        status_path=status_path,
     )
 
 

@@ -42,16 +42,25 @@ def register(app: typer.Typer) -> None:
         yes: bool = typer.Option(False, "--yes", "-y",
                                  help="Do not ask: AWS: replace or delete what the changes need; on-prem: "
                                       "configure this machine (hosts with connection: local)."),
+        wait_timeout: str = typer.Option("60m", "--wait-timeout",
+                                         help="AWS: how long to wait for every node to report configured (90s, "
+                                              "45m, 2h; a bare number is minutes). Default 60m: a p5 node's first "
+                                              "boot builds MPI and nccl-tests."),
+        no_wait: bool = typer.Option(False, "--no-wait", help="AWS: return once Pulumi is done; do not wait for the "
+                                                              "nodes to configure themselves."),
     ) -> None:
-        """Deploy: AWS with Pulumi (asks before replacing or deleting), on-prem with Ansible."""
+        """Deploy: AWS with Pulumi (asks before replacing or deleting), then wait for the nodes; on-prem with Ansible."""
         from ..blueprint_io import load_checked
+        from ..readiness import parse_duration
         from ..targets import DeployOptions, checked_target
 
+        timeout_s = parse_duration(wait_timeout)  # a bad duration stops before anything runs
         loaded = load_checked(blueprint)
         target = checked_target(loaded)
         options = DeployOptions(state_dir=state_dir, preview=preview, output=output, check=check,
                                 tags=tuple(t.strip() for t in (tags or "").split(",") if t.strip()), limit=limit,
-                                yes=yes, refresh_ami=refresh_ami, adopt=adopt)
+                                yes=yes, refresh_ami=refresh_ami, adopt=adopt, wait=not no_wait,
+                                wait_timeout_s=timeout_s)
         target.up(loaded, options)
 
     @app.command("down")

@@ -250,14 +250,16 @@ class AwsTarget(Target):
             sizing_endpoints,
             user_data_payload,
         )
+        from stacks.node_status import status_path
 
         eks = isinstance(loaded.blueprint.orchestrator, KubernetesOrchestrator)
         region = str(getattr(loaded.blueprint.target, "region", "us-east-1"))
         # EKS merges its own bootstrap part into the launch template's user data: leave it room
         reserve = USER_DATA_LIMIT_BYTES - EKS_USER_DATA_BUDGET_BYTES if eks else 0
+        path = status_path(stack_name(loaded.blueprint.name, region))  # the status records' path `up` deploys
         out: list[Finding] = []
         for r in loaded.cluster.groups:
-            text = render_user_data(r.settings, sizing_endpoints(r.settings, region), eks=eks)
+            text = render_user_data(r.settings, sizing_endpoints(r.settings, region), eks=eks, status_path=path)
             size = len(user_data_payload(text))
             if size > USER_DATA_LIMIT_BYTES - reserve:
                 how = "as MIME text (EKS merges it uncompressed)" if eks else "gzip-compressed"
@@ -315,11 +317,15 @@ class AwsTarget(Target):
         blueprint file is refused (:class:`clusterforge.state.StackTakenError`, unless ``adopt``); on a
         deployed stack the changes are printed with their update policy and confirmed
         (:func:`clusterforge.updates.confirm`). The node images recorded at the last ``up`` are reused
-        unless ``refresh_ami``. Afterwards the record is written (:class:`clusterforge.state.Deployment`).
+        unless ``refresh_ami``. Afterwards the record is written (:class:`clusterforge.state.Deployment`) and,
+        unless ``options.wait`` is off, ``up`` waits until every node reports configured or one failed
+        (:func:`clusterforge.readiness.wait_for_nodes`, at most ``options.wait_timeout_s``; a failed or late node is
+        :class:`clusterforge.readiness.NodesNotReady`, exit 1).
         The Ansible options (``check``, ``tags``, ``limit``, ``output``) are refused with :class:`UsageError`."""
         from stacks.config import CONFIG_NAMESPACE
 
-        from ..console import ok
+        from ..console import ok, warn
+        from ..readiness import Expected, wait_for_nodes
 
         bp = loaded.blueprint
         if options.check or options.tags or options.limit or options.output:
@@ -351,11 +357,19 @@ class AwsTarget(Target):
         outputs = {k: getattr(v, "value", v) for k, v in result.outputs.items()}
         recorded = outputs.get("nodeImages") or {}
         changes = getattr(result.summary, "resource_changes", None) or {}
+        expected = Expected.from_output(outputs.get("nodeReadiness"))
         state.save(Deployment(
             stack=name, blueprint_file=str(Path(loaded.file).resolve()), name=bp.name, region=region,
             blueprint=blueprint_data(loaded), images={str(k): str(v) for k, v in dict(recorded).items()},
-            resources=int(sum(v for k, v in changes.items() if k != "delete")) if changes else 0))
+            resources=int(sum(v for k, v in changes.items() if k != "delete")) if changes else 0,
+            node_status_path=expected.path if expected is not None and expected.ec2 else ""))
         ok(f"{bp.name}: deployed ({result.summary.result}) as stack {name}; outputs: {', '.join(sorted(outputs))}")
+        if not options.wait:
+            return
+        if expected is None:  # a stack program without readiness (a clusterforge before it): nothing to wait on
+            warn(f"{name} exports no node readiness: `up` does not wait for the nodes (run `clusterforge validate`)")
+            return
+        wait_for_nodes(expected, region=region, timeout_s=options.wait_timeout_s)
 
     def changes_report(self, loaded: LoadedBlueprint, state_dir: Path | None) -> list[str]:
         """``plan``'s offline view of what ``up`` would do to the deployed stack of ``loaded``: the lines
@@ -430,6 +444,29 @@ class AwsTarget(Target):
         _run("destroy", stack.destroy)
         state.remove(rec.stack)
         ok(f"{rec.name}: destroyed stack {rec.stack}")
+        if rec.node_status_path:
+            _forget_node_status(rec)
+
+
+def _forget_node_status(rec: Deployment) -> None:
+    """Delete the nodes' status records of a destroyed stack (the nodes wrote them, the stack does not own them); a
+    record that cannot be deleted is a warning naming the path, never a failed ``down``."""
+    from ..console import ok, warn
+    from ..readiness import delete_records
+
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        n = delete_records(boto3.client("ssm", region_name=rec.region), rec.node_status_path)
+    except ImportError:
+        warn(f"the node status records under {rec.node_status_path} stay (no boto3 to delete them)")
+        return
+    except (BotoCoreError, ClientError) as e:
+        warn(f"the node status records under {rec.node_status_path} stay ({e}): delete them with `aws ssm "
+             f"delete-parameters` (the deploying identity needs ssm:DeleteParameters)")
+        return
+    ok(f"deleted {n} node status record(s) under {rec.node_status_path}")
 
 
 def blueprint_data(loaded: LoadedBlueprint) -> dict[str, Any]:

@@ -54,7 +54,9 @@ class DeployOptions:
     check mode; ``tags``: only these Ansible tags; ``limit``: only these hosts or groups; ``yes``: do not
     ask (configure this machine, replace or delete cloud resources, destroy); ``refresh_ami``: cloud:
     resolve the node images anew instead of reusing the recorded ones; ``adopt``: cloud: move a stack
-    recorded for another blueprint file to this one.
+    recorded for another blueprint file to this one; ``wait``: cloud: after the deploy, wait until every node
+    reports configured (:mod:`clusterforge.readiness`; on-prem the Ansible run is the wait); ``wait_timeout_s``: how
+    long (seconds, default :data:`clusterforge.readiness.DEFAULT_TIMEOUT_S`).
     """
 
     state_dir: Path | None = None
@@ -66,6 +68,8 @@ class DeployOptions:
     yes: bool = False
     refresh_ami: bool = False
     adopt: bool = False
+    wait: bool = True
+    wait_timeout_s: float = 3600.0
 
 
 class Target(ABC):

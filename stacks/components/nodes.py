@@ -134,7 +134,8 @@ class NodeGroupArgs:
     ``instance_profile_name`` / ``node_role_arn``: from :class:`.iam.NodeIam`; ``ami_id`` (``None`` = SSM
     lookup); ``key_name`` (``None``: no key pair); ``lustre``: FSx storage name -> (DNS name, mount name)
     outputs; ``eks``: set for EKS managed node groups; ``slurm``: set for the node groups of a Slurm cluster
-    (:class:`SlurmGroupArgs`). ``eks`` and ``slurm`` are set exactly when ``spec`` says so.
+    (:class:`SlurmGroupArgs`). ``eks`` and ``slurm`` are set exactly when ``spec`` says so. ``status_path``: where the
+    EC2 nodes write their status records (:func:`stacks.node_status.status_path` of the stack; ``None`` for EKS).
     """
 
     naming: Naming
@@ -154,12 +155,14 @@ class NodeGroupArgs:
     lustre: Mapping[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = field(default_factory=dict)
     eks: EksAttachment | None = None
     slurm: SlurmGroupArgs | None = None
+    status_path: str | None = None
 
 
 class NodeGroupComponent(pulumi.ComponentResource):
     """One node group. Outputs: ``launch_template_id``, ``private_ips`` (EC2 node groups; empty for
-    EKS), ``instance_names`` (EC2), ``eks_node_group_name`` (EKS), ``nic_layout`` and ``image_id``
-    (EC2: the AMI the launch template names; ``None`` for EKS).
+    EKS), ``instance_names`` and ``instance_ids`` (EC2, in the same order: what ``up`` waits for),
+    ``eks_node_group_name`` (EKS), ``nic_layout`` and ``image_id`` (EC2: the AMI the launch template names;
+    ``None`` for EKS).
 
     EC2 instances in a Capacity Block or capacity reservation are replaced delete-first
     (``delete_before_replace``): a block or reservation sized to the group has no slot for the new
@@ -170,6 +173,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
     image_id: pulumi.Output[str] | None
     private_ips: pulumi.Output[list[str]]
     instance_names: list[str]
+    instance_ids: pulumi.Output[list[str]]
     eks_node_group_name: pulumi.Output[str] | None
     nic_layout: list[NicSlot]
 
@@ -262,7 +266,8 @@ class NodeGroupComponent(pulumi.ComponentResource):
             if sl is not None:
                 arn, url, vol = values[2 * len(names):]
                 boot = SlurmBoot(arn, url, vol or None)
-            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None, slurm=boot)
+            text = cloud_init.render_user_data(settings, endpoints, eks=eks is not None, slurm=boot,
+                                               status_path=args.status_path)
             return cloud_init.encode_user_data(text)
 
         user_data = pulumi.Output.all(*endpoint_outputs).apply(lambda xs: render([str(x) for x in xs]))
@@ -312,8 +317,10 @@ class NodeGroupComponent(pulumi.ComponentResource):
         self.instance_names = []
         self.eks_node_group_name = None
         count = g.count
+        self.instance_ids = pulumi.Output.from_input([])
         if eks is None:
             ips: list[pulumi.Output[str]] = []
+            ids: list[pulumi.Output[str]] = []
             for i, host in enumerate(g.hosts):
                 inst_tags = {**tags, "Name": host}
                 if sl is not None:
@@ -327,6 +334,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
                 )
                 self.instance_names.append(host)
                 ips.append(inst.private_ip)
+                ids.append(inst.id)
                 if sl is not None:
                     aws.route53.Record(f"{host}-dns", zone_id=sl.zone_id, name=f"{sl.node_names[i]}.{sl.zone_name}",
                                        type="A", ttl=60, records=[inst.private_ip],
@@ -340,6 +348,7 @@ class NodeGroupComponent(pulumi.ComponentResource):
                                              volume_id=sl.state_volume_id, stop_instance_before_detaching=True,
                                              opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
             self.private_ips = pulumi.Output.all(*ips).apply(lambda xs: [str(x) for x in xs])
+            self.instance_ids = pulumi.Output.all(*ids).apply(lambda xs: [str(x) for x in xs])
         else:
             labels = {**args.labels, LABEL_NODE_GROUP: g.group, LABEL_SANDBOX: settings.sandbox.runtime}
             if len(self.nic_layout) > 1:

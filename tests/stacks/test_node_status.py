@@ -49,7 +49,7 @@ from stacks.node_status import (
 from tests.conftest import EXAMPLES
 
 from .aws_standin import FILES, INSTANCE_ID, REGION
-from .conftest import variant_yaml
+from .conftest import plan_example, user_data, variant_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_PATH = status_path("p5-train-us-east-1")
@@ -419,3 +419,60 @@ def test_a_runner_that_is_not_the_pinned_one_is_not_run_and_the_steps_still_are(
     assert "FAILED" in log and "no step runner from /clusterforge/p5-train-us-east-1/runner: 'step efa touch" in log
     failing = subprocess.run([str(shim), "step", "efa", "false"], capture_output=True, text=True, env=env, check=False)
     assert failing.returncode == 1, "a failing step still fails the boot script's command"
+
+
+# ---------------------------------------------------------------------------------------------
+# the stack (the program under the mock engine)
+# ---------------------------------------------------------------------------------------------
+
+POLICY = "aws:iam/policy:Policy"
+ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+PARAMETER = "aws:ssm/parameter:Parameter"
+
+
+def _status_policy(plan: Any, stack: str) -> tuple[Any, dict[str, Any]]:
+    (policy,) = [r for r in plan.of_type(POLICY) if r.name == f"{stack}-node-status-policy"]
+    return policy, json.loads(policy.inputs["policy"])
+
+
+@pytest.mark.parametrize(("example", "roles"), [("aws-p5-efa-lustre", ["node-iam"]),
+                                                ("aws-p5-slurm", ["controller-iam", "node-iam"])])
+def test_node_roles_may_put_records_only_under_their_stacks_path(example: str, roles: list[str]) -> None:
+    """Least privilege: PutParameter on ``/clusterforge/<stack>/nodes/*`` and GetParameter on the stack's runner, in
+    the stack's region and account (parameter ARNs as AWS writes them: catalog ``node_status.arn_form_source``); no
+    other action, no wildcard account or region, no other stack's path."""
+    plan = plan_example(example)
+    stack = plan.stack  # the plan's stack is named after the blueprint
+    policy, doc = _status_policy(plan, stack)
+    arn = f"arn:aws:ssm:us-east-1:123456789012:parameter/clusterforge/{stack}"
+    assert doc["Statement"] == [
+        {"Sid": "NodeStatusRecord", "Effect": "Allow", "Action": ["ssm:PutParameter"], "Resource": f"{arn}/nodes/*"},
+        {"Sid": "NodeStepRunner", "Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": f"{arn}/runner"}]
+    attached = sorted(a.inputs["role"].removeprefix(f"{stack}-").removesuffix("-role")
+                      for a in plan.of_type(ATTACH) if a.inputs["policyArn"] == policy.inputs.get("arn", policy.urn)
+                      or a.inputs["policyArn"].endswith(f":{stack}-node-status-policy"))
+    assert attached == roles, "every EC2 node role, and only those, gets the policy"
+    (runner,) = plan.of_type(PARAMETER)
+    assert runner.inputs["name"] == f"/clusterforge/{stack}/runner" and runner.inputs["tier"] == "Standard"
+    # (its value, runner_value(), is a secret input of aws.ssm.Parameter: the plan shows it masked)
+    # the nodes write where the policy lets them: the path in every EC2 node's user data
+    for lt in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        assert f'"path": "/clusterforge/{stack}/nodes"' in user_data(lt)
+
+
+def test_the_stack_exports_what_up_waits_for() -> None:
+    plan = plan_example("aws-p5-efa-lustre")
+    instances = {i.name: i.id for i in plan.of_type("aws:ec2/instance:Instance")}
+    assert plan.outputs["nodeReadiness"] == {"path": "/clusterforge/p5-train/nodes",
+                                             "groups": {"gpu": {"nodes": instances}}}
+    assert sorted(instances) == ["p5-train-gpu-0", "p5-train-gpu-1"]
+
+
+def test_eks_node_groups_wait_on_eks_and_get_no_status_permission() -> None:
+    plan = plan_example("aws-eks-p4d")
+    groups = plan.outputs["nodeReadiness"]["groups"]
+    ngs = {r.name for r in plan.of_type("aws:eks/nodeGroup:NodeGroup")}
+    assert {g["eksNodeGroup"] for g in groups.values()} == ngs and len(ngs) == 2
+    assert not [r for r in plan.resources if "node-status" in r.name], "EKS nodes write no status record"
+    for lt in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        assert NODE_COMMAND not in user_data(lt)
