@@ -231,6 +231,9 @@ def node_role_vars(s: NodeSettings, role: str, *, lustre_sources: Mapping[str, s
             "lustre_client_lnet_networks": ",".join(dict.fromkeys(m.lnet_networks for m in mounts)),
             "lustre_client_lnet_route_to": next((m.lnet_route_to for m in mounts if m.lnet_route_to), ""),
             "lustre_client_lnet_service": vendor_units()["lnet"],
+            # client tunings (NodeSettings.lustre_tuning): module options and lctl parameters, where any apply
+            **({"lustre_client_module_options": {m: dict(o) for m, o in s.lustre_tuning.module_options.items()},
+                "lustre_client_params": dict(s.lustre_tuning.params)} if s.lustre_tuning else {}),
             "lustre_client_packages": list(s.lustre_client_packages),
             "lustre_client_kernel": kernel_spec(s.os),
             **({} if s.lustre_client_repo is None else {  # on premises the site names its repository

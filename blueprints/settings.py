@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .aws import efa_group, instance_arch
-from .catalog import Catalog, GpuSpec, catalog
+from .catalog import Catalog, GpuSpec, InstanceTypeSpec, catalog
 from .hardware import group_hardware, instance_spec
 from .models import (
     Blueprint,
@@ -51,11 +51,13 @@ from .versions import version
 __all__ = [
     "SOURCES",
     "LustreClientRepo",
+    "LustreTuning",
     "NcclStackSettings",
     "NodeSettings",
     "SlurmNodeSettings",
     "cluster_settings",
     "generated_nccl_env",
+    "lustre_tuning",
     "nccl_stack_settings",
     "node_settings",
     "nvswitch_count",
@@ -152,6 +154,17 @@ class LustreMount(_Frozen):
     """Address of the first MGS NID when the LNet interface is discovered on the node: the
     interface the kernel routes that address through (``ip route get``)."""
     stripes: list[dict[str, object]]
+
+
+class LustreTuning(_Frozen):
+    """Lustre client tunings of a node: ``module_options`` (``{module: {option: value}}``, written as
+    ``options MODULE OPTION=VALUE`` lines of a modprobe file, read when the modules load) and ``params``
+    (``{lctl parameter pattern: value}``, applied with ``lctl set_param`` after the node's Lustre mounts, at every
+    boot since they do not persist). From AWS's recommended FSx client tunings for the node's vCPUs and memory
+    (catalog ``aws.fsx.client_tuning``, https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance-tips.html)."""
+
+    module_options: dict[str, dict[str, str]]
+    params: dict[str, str]
 
 
 class NfsMount(_Frozen):
@@ -440,6 +453,9 @@ class NodeSettings(_Frozen):
     """The NVMe scratch array (``local_nvme``); ``None`` when the group declares none."""
     lustre: list[LustreMount]
     """Lustre client mounts, one per ``storage`` entry of kind ``lustre``."""
+    lustre_tuning: LustreTuning | None = None
+    """Lustre client tunings (:func:`lustre_tuning`); ``None`` where none apply (no FSx mount, an EKS node, an instance
+    type at or below AWS's thresholds, or one the catalog does not describe)."""
     nfs: list[NfsMount]
     """NFS client mounts, one per ``storage`` entry of kind ``nfs``."""
     # containers and sandboxes
@@ -546,6 +562,26 @@ def _nccl_env(bp: Blueprint, g: NodeGroup, rdma_devices: list[str], gpu_count: i
     if user:
         env.update(net.nccl.env)
     return env
+
+
+def lustre_tuning(instance: InstanceTypeSpec | None) -> LustreTuning | None:
+    """AWS's recommended FSx for Lustre client tunings for an instance type (catalog ``aws.fsx.client_tuning``): with
+    more memory than its threshold (64 GiB) the LDLM LRU parameters (``lru_size`` = 100 x the vCPUs), with more vCPUs
+    than its threshold (64) the ptlrpc / ksocklnd module options and the OSC / MDC RPCs in flight. ``None`` when
+    neither applies or the type's vCPUs and memory are unknown (``instance`` ``None``). Source:
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance-tips.html"""
+    if instance is None or instance.vcpus is None or instance.memory_gib is None:
+        return None
+    t = catalog().aws["fsx"]["client_tuning"]
+    modules: dict[str, dict[str, str]] = {}
+    params: dict[str, str] = {}
+    if instance.memory_gib > float(t["memory_over_gib"]):
+        params.update({str(k): str(v) for k, v in t["memory_params"].items()})
+        params["ldlm.namespaces.*.lru_size"] = str(int(t["lru_size_per_vcpu"]) * instance.vcpus)
+    if instance.vcpus > int(t["vcpus_over"]):
+        modules = {str(m): {str(k): str(v) for k, v in o.items()} for m, o in t["vcpu_module_options"].items()}
+        params.update({str(k): str(v) for k, v in t["vcpu_params"].items()})
+    return LustreTuning(module_options=modules, params=params) if modules or params else None
 
 
 def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
@@ -726,6 +762,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         roce=roce,
         scratch=scratch,
         lustre=lustre,
+        # EKS nodes: none (the CSI driver mounts their volumes after boot, and their user data has no room left)
+        lustre_tuning=(lustre_tuning(hw.instance) if any(m.fsx for m in lustre)
+                       and not isinstance(bp.orchestrator, KubernetesOrchestrator) else None),
         nfs=nfs,
         container_shm_size="1G",
         container_default_runtime="nvidia" if gpu_count and not passthrough else "runc",

@@ -277,8 +277,8 @@ def driver_packages(*, os: str, branch: str, version: str, open_modules: bool, n
         fabricmanager_service=sw["services"]["fabricmanager"] if nvswitch else None,
         fabricmanager_config=sw["fabricmanager_config"] if nvswitch else None,
         fabric_mode=(sw["fabric_mode_key"], int(sw["fabric_modes"][fabric_manager_mode])) if nvswitch else None,
-        fabricmanager_modules=list(nvl5.get("modules", [])), dcgm_packages=dcgm_specs,
-        dcgm_legacy=list(dc["legacy_packages"]) if dcgm else [], **_imex_fields(sw, mnnvl), **sb)
+        fabricmanager_modules=list(nvl5.get("modules", [])), **_imex_fields(sw, mnnvl), dcgm_packages=dcgm_specs,
+        dcgm_legacy=list(dc["legacy_packages"]) if dcgm else [], **sb)
 
 
 def _imex_fields(sw: dict[str, Any], mnnvl: bool) -> dict[str, Any]:

@@ -6,7 +6,7 @@ template task gives path, mode and template, rendered here with the same variabl
 (:func:`blueprints.role_vars.node_role_vars`, :func:`blueprints.role_templates.role_file`) and
 written through ``write_files`` (:func:`role_files`). What a node gets at first boot:
 
-* ``/etc/clusterforge/node-settings.json`` — the settings themselves (read by validation probes);
+* ``/etc/clusterforge/node-settings.json`` — the settings themselves, unset (``None``) values left out, for reading;
 * from the ``host_tuning`` role: sysctls, locked-memory limit ``unlimited`` for PAM sessions and
   systemd services, the GRUB drop-in with the kernel command line;
 * from the ``rdma`` role: ``/etc/nccl.conf``; then ``/etc/profile.d/clusterforge-nccl.sh``
@@ -218,18 +218,27 @@ exec "$SCRIPT" --require
 """
 
 
-def _lustre_script() -> str:
+TUNING = """systemctl daemon-reload && systemctl enable clusterforge-lustre-tuning.service
+/usr/local/sbin/clusterforge-lustre-tuning
+"""
+"""The first-boot Lustre script's last lines on a node with the role's tuning script (:func:`_lustre_script`): AWS's
+client tunings now, and through the role's unit after the mounts at every boot (``lctl set_param`` does not persist).
+No comment lines: a p5 group with FSx, NVMe scratch and gVisor is within a few dozen bytes of EC2's 16 KiB."""
+
+
+def _lustre_script(tuning: bool = False) -> str:
     """First-boot Lustre script: the client, unless the AMI already has the ``lustre`` module, from
     the ``lustre_client`` role's install script (its source chosen by the settings: Amazon's FSx
     client repository and ``lustre-client-modules-<kernel>`` on Ubuntu, ``lustre-client`` with dnf
-    on AL2023, catalog ``aws.fsx_client``), then the role's mount script."""
+    on AL2023, catalog ``aws.fsx_client``), then the role's mount script; with ``tuning`` (the node has the role's
+    tuning script) then the client tunings, enabled for every boot (``lctl set_param`` does not persist)."""
     return """#!/bin/bash
 # clusterforge: Lustre client (the lustre_client role's install script), then the mounts (NodeSettings.lustre).
 set -euo pipefail
 modinfo lustre >/dev/null 2>&1 || /usr/local/sbin/clusterforge-lustre-client-install
 # fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)
 /usr/local/sbin/clusterforge-lustre-mounts
-"""
+""" + (TUNING if tuning else "")
 
 
 def _efa_script(settings: NodeSettings, platform: Platform) -> str:
@@ -374,6 +383,9 @@ SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
     ("rdma", "nccl.conf.j2", _ALL),
     ("lustre_client", "lustre-client-install.sh.j2", _ALL),
     ("lustre_client", "lustre-mounts.sh.j2", _ALL),
+    ("lustre_client", "lustre-tuning.conf.j2", _ALL),
+    ("lustre_client", "lustre-tuning.sh.j2", _ALL),
+    ("lustre_client", "lustre-tuning.service.j2", _ALL),
     ("nvme_scratch", "nvme-scratch.sh.j2", _ALL),
     ("sandbox", "runsc.toml.j2", _ALL),
     ("sandbox", "sandbox-runtime.sh.j2", _ALL),
@@ -382,7 +394,8 @@ SHARED_TEMPLATES: tuple[tuple[str, str, tuple[Platform, ...]], ...] = (
 hugepages, memlock limits for PAM sessions and systemd services, the GRUB kernel command line
 (Ubuntu's GRUB reads drop-ins; AL2023 boots through BLS entries that ``grubby`` edits),
 ``/etc/nccl.conf``, the Lustre client install and mount scripts (repository and packages; fstab
-entries, mounts, stripe layouts), the NVMe
+entries, mounts, stripe layouts) and its client tunings where ``NodeSettings.lustre_tuning`` has any (module
+options, the ``lctl`` parameters and their boot-time unit), the NVMe
 scratch script (drive discovery and signature refusal, RAID0, filesystem, mdadm.conf, fstab; its
 task is skipped where no scratch is declared), gVisor's ``runsc.toml`` and the sandbox runtime
 script (gVisor / Kata / libvirt install, containerd shim links, ``vfio-pci`` binding; skipped for
@@ -460,7 +473,7 @@ def render_cloud_config(
     Raises ``KeyError`` when an FSx mount has no endpoint.
     """
     files: list[dict[str, Any]] = [
-        _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None) + "\n"),
+        _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None, exclude_none=True) + "\n"),
     ]
     files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform, lustre)]
     # on EC2 every step runs through the node's status record (stacks.node_status): per-boot ones, then runcmd's;
@@ -501,7 +514,8 @@ def render_cloud_config(
         every_boot("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
                    BootStep("scratch", "/usr/local/sbin/clusterforge-scratch.sh"), scratch_script(settings.scratch))
     if settings.lustre:
-        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(), "0755"))
+        tuning = any(f["path"] == "/usr/local/sbin/clusterforge-lustre-tuning" for f in files)
+        files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(tuning), "0755"))
         steps.append(BootStep("lustre", "/usr/local/sbin/clusterforge-lustre.sh"))
     sandbox = _sandbox_script(settings, platform)
     if sandbox and settings.sandbox.gpu_passthrough:

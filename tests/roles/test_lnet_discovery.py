@@ -187,3 +187,52 @@ def test_discovery_unit_follows_the_blueprint_and_reruns_touch_apt_zero_times(tm
     assert _discovery(root) == (False, False, False) and set(STALE) <= set(_changed(tasks))
     assert _changed(run("no-lustre-again", no_lustre)) == []
 
+
+
+TUNING = ("etc/modprobe.d/clusterforge-lustre-tuning.conf", "usr/local/sbin/clusterforge-lustre-tuning",
+          "etc/systemd/system/clusterforge-lustre-tuning.service",
+          "etc/systemd/system/multi-user.target.wants/clusterforge-lustre-tuning.service")
+"""AWS's FSx client tunings on a node: module options, the lctl script, its boot-time unit and the unit's link."""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")
+def test_client_tunings_are_written_enabled_and_removed_with_the_settings(tmp_path):
+    """A p5.48xlarge's tunings (``NodeSettings.lustre_tuning`` of the aws-p5-efa-lustre example, the role variables
+    ``clusterforge render`` writes) run through the role for real: the modprobe options, the lctl script and its unit
+    (enabled: ``lctl set_param`` does not persist over a reboot), a rerun changes nothing, and settings without
+    tunings disable the unit and remove every file."""
+    from blueprints import load_blueprint
+    from blueprints.role_vars import node_role_vars
+    from blueprints.settings import node_settings
+    from tests.conftest import EXAMPLES
+
+    s = node_settings(load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint, "gpu")
+    assert s.lustre_tuning is not None
+    rv = node_role_vars(s, "lustre_client")
+    root = copy_rootfs(tmp_path / "root")
+    mount = {"name": "shared", "mount": "/fsx", "source": "192.168.100.2@tcp:/abcdefgh", "options": ["_netdev"],
+             "stripes": []}
+    base = {"lustre_client_mounts": [mount], "lustre_client_lnet_networks": "tcp0(ens32)",
+            "lustre_client_install_packages": False}
+    tuned = {**base, "lustre_client_module_options": rv["lustre_client_module_options"],
+             "lustre_client_params": rv["lustre_client_params"]}
+    tags = "lustre_client_preflight,lustre_client_configure"
+
+    def run(name: str, extravars: dict) -> list[tuple[str, str]]:
+        failures, tasks = role_run(root, tmp_path / name, "lustre_client", tags, extravars)
+        assert failures == [], failures
+        return tasks
+
+    run("tuned", tuned)
+    assert all((root / p).exists() or (root / p).is_symlink() for p in TUNING)
+    conf = (root / TUNING[0]).read_text()
+    assert "options ksocklnd credits=2560" in conf and "options ptlrpc ptlrpcd_per_cpt_max=32" in conf
+    script = (root / TUNING[1]).read_text()
+    assert "'ldlm.namespaces.*.lru_size=19200'" in script and "'mdc.*.max_mod_rpcs_in_flight=50'" in script
+    unit = (root / TUNING[2]).read_text()
+    assert "ExecStart=/usr/local/sbin/clusterforge-lustre-tuning" in unit and "After=remote-fs.target" in unit
+    assert _changed(run("tuned-again", tuned)) == []
+    run("untuned", base)
+    assert not any((root / p).exists() or (root / p).is_symlink() for p in TUNING)
+    assert _changed(run("untuned-again", base)) == []
