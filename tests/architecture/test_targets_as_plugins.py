@@ -93,7 +93,7 @@ def test_the_component_args_have_no_defaults_the_models_already_give() -> None:
     from stacks.components import LustreFileSystemArgs, NetworkArgs, NodeGroupArgs
     from stacks.inventory import FileSystemSpec, NodeGroupSpec
 
-    wiring = {"depends_on", "lustre", "eks", "slurm"}  # other components' outputs, not blueprint settings
+    wiring = {"depends_on", "lustre", "eks", "slurm", "status_path"}  # other components' outputs, not blueprint settings
     for cls in (NetworkArgs, NodeGroupArgs, LustreFileSystemArgs, NodeGroupSpec, FileSystemSpec):
         with_default = [f.name for f in dataclasses.fields(cls)
                         if f.name not in wiring and (f.default is not dataclasses.MISSING
