@@ -71,8 +71,9 @@ slurm = SlurmCluster(naming.name("slurm"), translate.slurm_cluster_args(bp, reso
                      aws_opts) if slurm_settings is not None else None
 # EC2 nodes report each boot step to their status record under this path; `clusterforge up` waits on them
 # (EKS managed node groups: EKS's own status, no record)
+status_records = status_path(pulumi.get_stack())
 node_status = NodeStatus(naming.name("node-status"), NodeStatusArgs(
-    naming=naming, path=status_path(pulumi.get_stack()), region=target.region), aws_opts) if orchestrator is None else None
+    naming=naming, path=status_records, region=target.region), aws_opts) if orchestrator is None else None
 status_policies = (node_status.policy_arn,) if node_status is not None else ()
 iam = NodeIam(naming.name("node-iam"), NodeIamArgs(
     naming=naming, eks=orchestrator is not None,
@@ -121,7 +122,7 @@ for r in resolved.groups:
             bp, r, zone_id=slurm.zone_id, munge_secret_arn=slurm.munge_secret_arn, bundle_urls=slurm.bundle_urls,
             bundles=slurm.bundle_objects, state_volume_id=slurm.state_volume_id) if slurm is not None else None,
         recorded_image=stack_config.images.get(r.name),
-        status_path=node_status.path if node_status is not None else None,
+        status_path=status_records if node_status is not None else None,
     ), aws_opts)
 
 if cluster is not None and orchestrator is not None:
@@ -160,7 +161,7 @@ def readiness(group: NodeGroupComponent) -> dict[str, object]:
     return {"nodes": group.instance_ids.apply(lambda ids: dict(zip(names, ids, strict=True)))}
 
 
-pulumi.export("nodeReadiness", {"path": status_path(pulumi.get_stack()),
+pulumi.export("nodeReadiness", {"path": status_records,
                                 "groups": {k: readiness(v) for k, v in groups.items()}})
 pulumi.export("ansibleInventory", pulumi.Output.all(*[v.private_ips for v in ec2_groups.values()]).apply(
     lambda ips: ansible_inventory(bp.name, {
