@@ -514,7 +514,7 @@ def render_cloud_config(
         every_boot("/var/lib/cloud/scripts/per-boot/10-clusterforge-scratch.sh",
                    BootStep("scratch", "/usr/local/sbin/clusterforge-scratch.sh"), scratch_script(settings.scratch))
     if settings.lustre:
-        tuning = any(f["path"] == "/usr/local/sbin/clusterforge-lustre-tuning" for f in files)
+        tuning = settings.lustre_tuning is not None and bool(settings.lustre_tuning.params)  # the role writes the script
         files.append(_file("/usr/local/sbin/clusterforge-lustre.sh", _lustre_script(tuning), "0755"))
         steps.append(BootStep("lustre", "/usr/local/sbin/clusterforge-lustre.sh"))
     sandbox = _sandbox_script(settings, platform)
