@@ -303,20 +303,25 @@ def _in_work_tree() -> None:
     sys.path.insert(0, os.getcwd())
 
 
-def _write_cover_map(module: str, out: Path, tests: list[str]) -> int:
-    """(In the work tree) run ``tests`` once under :class:`LineTracer` and write the coverage map to ``out``."""
+def _write_cover_maps(plan: Path, tests: list[str]) -> int:
+    """(In the work tree) run ``tests`` once under :class:`LineTracer` for every module of ``plan`` (a JSON file:
+    module path -> the coverage map's output path) and write each module's map: one traced run serves an area."""
     import pytest
     from mutate_cover import LineTracer
 
     _in_work_tree()
-    tracer = LineTracer(Path(module))
+    outs = {m: Path(o) for m, o in json.loads(plan.read_text()).items()}
+    tracer = LineTracer([Path(m) for m in outs])
     rc = pytest.main([*PYTEST_ARGS[1:], *tests], plugins=[tracer])
-    cover = tracer.result()
-    if not cover["outside"]:
-        print(f"mutate: {module} was not imported from {os.getcwd()} (an installed copy shadows it?)", file=sys.stderr)
-        return 2
-    cover["source"] = Path(module).read_text()
-    out.write_text(json.dumps(cover))
+    for module, out in outs.items():
+        cover = tracer.result(Path(module))
+        source = Path(module).read_text()
+        if not cover["outside"] and ast.parse(source).body:
+            print(f"mutate: {module} was not imported from {os.getcwd()} (an installed copy shadows it?)",
+                  file=sys.stderr)
+            return 2
+        cover["source"] = source
+        out.write_text(json.dumps(cover))
     return int(rc)
 
 
@@ -342,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--run-mutant"] and len(argv) >= 4 and argv[2] == "--cover-map":
         return _run_mutant(argv[1], Path(argv[3]), argv[4:])
-    if argv[:1] == ["--write-cover-map"] and len(argv) >= 4 and argv[2] == "--out":
-        return _write_cover_map(argv[1], Path(argv[3]), argv[4:])
+    if argv[:1] == ["--write-cover-maps"] and len(argv) >= 2:
+        return _write_cover_maps(Path(argv[1]), argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--area", action="append", choices=sorted(AREAS), help="an area to mutate (repeatable)")
     ap.add_argument("--module", action="append", help="one module (a .py file inside an area; repeatable)")
@@ -392,30 +397,40 @@ def main(argv: list[str] | None = None) -> int:
                                 text=True, check=True).stdout.strip()
     all_survivors: list[dict[str, object]] = []
     checked_baselines: set[tuple[str, ...]] = set()
+    module_commit = args.module_at or commit
+    sessions: dict[str, Path] = {}
+    maps: dict[tuple[str, ...], dict[str, str]] = {}  # test list -> {module: coverage map to write}
     for module, tests in jobs:
         missing = [t for t in tests if not (work / t).exists()]
         if missing:
             print(f"mutate: the tests of {module} are not in commit {commit[:12]}: {', '.join(missing)} "
                   "(commit them, or fix AREAS in tools/mutate.py)", file=sys.stderr)
             return 2
-        module_commit = args.module_at or commit
         _restore(work, module, module_commit)
         source = (work / module).read_text()
         key = hashlib.sha256(json.dumps([source, args.sample, args.seed]).encode()).hexdigest()[:12]
-        session = STATE / f"{module.replace('/', '+')}-{key}.sqlite"
+        sessions[module] = STATE / f"{module.replace('/', '+')}-{key}.sqlite"
+        cover_path = sessions[module].with_suffix(f".cover-{commit[:12]}.json")
+        if args.select == "covering" and not cover_path.exists():
+            maps.setdefault(tests, {})[module] = str(cover_path)
+    for tests, outs in maps.items():  # one traced run of a test list maps every module it guards
+        plan = STATE / f"cover-plan-{os.getpid()}.json"
+        plan.write_text(json.dumps(outs))
+        made = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--write-cover-maps", str(plan), *tests],
+                              cwd=work, capture_output=True, text=True, check=False)
+        plan.unlink(missing_ok=True)
+        if made.returncode:
+            for o in outs.values():
+                Path(o).unlink(missing_ok=True)
+            print(f"mutate: the unmutated tests fail for {', '.join(outs)} ({' '.join(tests)}): fix them first\n"
+                  f"{made.stdout[-1500:]}{made.stderr[-1500:]}", file=sys.stderr)
+            return 2
+    for module, tests in jobs:
+        _restore(work, module, module_commit)
+        source = (work / module).read_text()
+        session = sessions[module]
         judged_with = session.with_suffix(".tests")
-        cover: Path | None = None
-        if args.select == "covering":
-            cover = session.with_suffix(f".cover-{commit[:12]}.json")
-            if not cover.exists():
-                made = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--write-cover-map", module,
-                                       "--out", str(cover), *tests], cwd=work, capture_output=True, text=True,
-                                      check=False)
-                if made.returncode:
-                    cover.unlink(missing_ok=True)
-                    print(f"mutate: the unmutated tests fail for {module} ({' '.join(tests)}): fix them first\n"
-                          f"{made.stdout[-1500:]}{made.stderr[-1500:]}", file=sys.stderr)
-                    return 2
+        cover: Path | None = session.with_suffix(f".cover-{commit[:12]}.json") if args.select == "covering" else None
         cfg = _config(work, module, tests, args.timeout, cover)
         judged_key = json.dumps([tests_tree, args.select, tests])
         if args.fresh and session.exists():

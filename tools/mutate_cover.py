@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,22 +28,28 @@ OUTSIDE = "<outside tests>"
 
 
 class LineTracer:
-    """pytest plugin: ``lines[nodeid]`` the target module's lines each test ran, ``seconds[nodeid]`` its duration."""
+    """pytest plugin: per test, the lines it ran of each target module, and its duration.
 
-    def __init__(self, target: Path) -> None:
-        self.target = str(target.resolve())
+    ``target``: one module's path, or several (one traced run maps a whole area: :meth:`result` answers per module).
+    """
+
+    def __init__(self, target: Path | Sequence[Path]) -> None:
+        paths = [target] if isinstance(target, Path) else list(target)
+        self.targets = [str(p.resolve()) for p in paths]
+        self._wanted = frozenset(self.targets)
         self.current = OUTSIDE
-        self.lines: dict[str, set[int]] = {}
-        self.fixture_lines: dict[int, set[int]] = {}
+        self.lines: dict[str, dict[str, set[int]]] = {}
+        """``lines[test or fixture or OUTSIDE][file]``: the lines of target ``file`` run there."""
+        self.fixture_lines: dict[int, dict[str, set[int]]] = {}
         self.seconds: dict[str, float] = {}
         self._items: list[Any] = []
 
     def _global(self, frame: FrameType, event: str, arg: object) -> Any:
-        return self._local if frame.f_code.co_filename == self.target else None
+        return self._local if frame.f_code.co_filename in self._wanted else None
 
     def _local(self, frame: FrameType, event: str, arg: object) -> Any:
         if event == "line":
-            self.lines.setdefault(self.current, set()).add(frame.f_lineno)
+            self.lines.setdefault(self.current, {}).setdefault(frame.f_code.co_filename, set()).add(frame.f_lineno)
         return self._local
 
     def pytest_configure(self, config: Any) -> None:
@@ -56,30 +62,34 @@ class LineTracer:
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Iterator[None]:
         outer, self.current = self.current, f"fixture:{id(fixturedef)}"
         yield
-        self.fixture_lines.setdefault(id(fixturedef), set()).update(self.lines.pop(self.current, set()))
+        into = self.fixture_lines.setdefault(id(fixturedef), {})
+        for f, lines in self.lines.pop(self.current, {}).items():
+            into.setdefault(f, set()).update(lines)
         self.current = outer
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Iterator[None]:
         self.current = item.nodeid
-        self.lines.setdefault(item.nodeid, set())
+        self.lines.setdefault(item.nodeid, {})
         self._items.append(item)
         t0 = time.perf_counter()
         yield
         self.seconds[item.nodeid] = time.perf_counter() - t0
         self.current = OUTSIDE
 
-    def result(self) -> dict[str, Any]:
-        """``{"tests": {nodeid: {"lines": [...], "seconds": s}}, "outside": [...]}`` (JSON-ready)."""
+    def result(self, target: Path | None = None) -> dict[str, Any]:
+        """``{"tests": {nodeid: {"lines": [...], "seconds": s}}, "outside": [...]}`` (JSON-ready) for ``target``
+        (one of the traced modules; default the first)."""
+        f = str(target.resolve()) if target is not None else self.targets[0]
         tests = {}
         for item in self._items:
-            lines = set(self.lines.get(item.nodeid, set()))
+            lines = set(self.lines.get(item.nodeid, {}).get(f, set()))
             info = getattr(item, "_fixtureinfo", None)
             for defs in (info.name2fixturedefs.values() if info else []):
                 for d in defs:
-                    lines |= self.fixture_lines.get(id(d), set())
+                    lines |= self.fixture_lines.get(id(d), {}).get(f, set())
             tests[item.nodeid] = {"lines": sorted(lines), "seconds": round(self.seconds.get(item.nodeid, 0.0), 4)}
-        return {"tests": tests, "outside": sorted(self.lines.get(OUTSIDE, set()))}
+        return {"tests": tests, "outside": sorted(self.lines.get(OUTSIDE, {}).get(f, set()))}
 
 
 def changed_lines(original: str, mutated: str) -> set[int]:

@@ -123,3 +123,28 @@ def test_stable_keys_do_not_move_when_other_lines_change():
     specs = [("Lt_Gt", 2), ("Lt_Gt", 3), ("Lt_Gt", 4)]
     assert keys(specs, before) == [("Lt_Gt", "if a < 2:", 0), ("Lt_Gt", "b = a < 3", 0), ("Lt_Gt", "if a < 2:", 1)]
     assert keys([(op, row + 1) for op, row in specs], after) == keys(specs, before)
+
+
+def test_one_traced_run_maps_every_module_of_an_area(tmp_path):
+    # make mutate maps an area's modules in one run of its tests: each module's map holds only its own lines
+    import pytest as _pytest
+
+    (tmp_path / "mod_a.py").write_text("def f(x):\n    return x + 1\n")
+    (tmp_path / "mod_b.py").write_text("X = 3\n\ndef g(x):\n    return x * X\n")
+    (tmp_path / "test_ab.py").write_text(
+        "import mod_a\nimport mod_b\n\ndef test_f():\n    assert mod_a.f(1) == 2\n\n"
+        "def test_g():\n    assert mod_b.g(2) == 6\n")
+    tracer = _cover_tool().LineTracer([tmp_path / "mod_a.py", tmp_path / "mod_b.py"])
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_ab.py")],
+                            plugins=[tracer]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("mod_a", None)
+        sys.modules.pop("mod_b", None)
+    a, b = tracer.result(tmp_path / "mod_a.py"), tracer.result(tmp_path / "mod_b.py")
+    assert {n.split("::")[1]: t["lines"] for n, t in a["tests"].items()} == {"test_f": [2], "test_g": []}
+    assert {n.split("::")[1]: t["lines"] for n, t in b["tests"].items()} == {"test_f": [], "test_g": [4]}
+    assert (a["outside"], b["outside"]) == ([1], [1, 3])
+    assert tracer.result() == a  # the first target without an argument, as for one module
