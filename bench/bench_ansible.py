@@ -4,8 +4,9 @@
    wall seconds for load + rules, ``render_ansible`` (inventory, group_vars, roles copy) and
    ``plan_ansible``, and the size of the rendered inventory.
 2. Converge (needs root and debootstrap): each (example, OS) pair of the converge tests run with ``run_site``
-   against root filesystems through the chroot connection (one per node group; Ubuntu releases are Debian
-   roots whose os-release says Ubuntu), with the vendor installs on against the stand-in vendor repositories
+   against root filesystems through the chroot connection (one per node group, prepared as the converge tests
+   prepare them: Ubuntu releases are Debian roots whose os-release says Ubuntu, with the stand-in Ubuntu archive
+   packages Debian's lacks), with the vendor installs on against the stand-in vendor repositories
    of the tests (NVIDIA driver stack, container toolkit, Kata) served on 127.0.0.1: first converge wall
    time, idempotent rerun wall time, the CPU seconds of each (this process and its children: ansible-playbook,
    its workers, the modules in the chroots; steadier than wall time on a shared machine), the load average,
@@ -160,9 +161,8 @@ def bench_converge(examples: list[str], profile: bool = False, keep: Path | None
         VENDOR_OFF,
         blueprint_for,
         build_rootfs,
-        copy_rootfs,
         harvest_debs,
-        shape_as,
+        prepare_roots,
         vendor_mirror,
     )
 
@@ -180,9 +180,7 @@ def bench_converge(examples: list[str], profile: bool = False, keep: Path | None
                 work = Path(tmp) / pair
                 loaded = load_blueprint(blueprint_for(example, os_name, work / "blueprint", mirror.lustre_client_repo()))
                 hosts = [g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts]
-                roots = {h: copy_rootfs(work / h) for h in hosts}
-                for r in roots.values():
-                    shape_as(r, os_name)
+                roots = prepare_roots(work, hosts, os_name, mirror)
                 out = work / "out"
                 override = chroot_connection(roots)
                 t0, c0 = time.perf_counter(), cpu_seconds()
@@ -196,6 +194,9 @@ def bench_converge(examples: list[str], profile: bool = False, keep: Path | None
                 t2, cpu2 = time.perf_counter() - t0, cpu_seconds() - c0
                 second = load_summary(out)
                 if profile:
+                    print("  first converge:")
+                    profile_run(out / "runs" / first["ident"], top=25)
+                    print("  rerun:")
                     profile_run(out / "runs" / second["ident"])
                 ran = [r for r in second["results"] if r["status"] != "skipped"]
                 changed = sum(1 for r in first["results"] if r["status"] == "changed")
@@ -222,7 +223,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="copy each pair's runner artefacts (job_events, summary.json) to DIR/EXAMPLE@OS")
     ap.add_argument("--profile", action="store_true",
-                    help="print where the rerun's seconds went (per role, per module, slowest tasks)")
+                    help="print where the first converge's and the rerun's seconds went (per role, per module, slowest tasks)")
     ap.add_argument("examples", nargs="*", default=[f"{e}@{o}" for e, o in CONVERGES],
                     help="EXAMPLE@OS pairs to converge (default: the converge tests' pairs)")
     args = ap.parse_args()

@@ -1,15 +1,15 @@
 """Fixtures for the real Ansible converges: a cached Debian 12 root filesystem and per-example runs.
 
-The root filesystem is built ONCE with debootstrap (minbase + python3, python3-apt, systemd,
-ca-certificates) under ``.cache/rootfs/debian-12-<hash>/root`` and reused by later test runs; the
-hash covers the package list, the mirror and this recipe. A file lock keeps pytest-xdist workers
+The root filesystem is built ONCE per machine with debootstrap (minbase + python3, python3-apt, systemd,
+ca-certificates) under ``~/.cache/clusterforge-tests/debian-12-<hash>/root`` (:data:`CACHE`) and reused by later test
+runs and other checkouts; the hash covers the package list, the mirror and this recipe. A file lock keeps pytest-xdist workers
 from building it twice. Every converge works on its own ``cp -a`` copy, reached through the
 ``community.general.chroot`` connection, so tests never see each other's changes.
 
 Converges are shared by the xdist workers of a run (see :class:`ConvergeCache`): each example is
 converged once per run whichever worker gets to it first.
 
-Downloaded ``.deb`` files are kept in ``.cache/rootfs/apt-archives`` and hard-linked into each copy
+Downloaded ``.deb`` files are kept in ``~/.cache/clusterforge-tests/apt-archives`` and hard-linked into each copy
 before a converge (and harvested after it), so only the first converge on a machine downloads the
 small Debian packages the roles install (rdma-core, perftest, mdadm, xfsprogs, fio, containerd ...).
 """
@@ -43,7 +43,24 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("CLUSTERFORGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 INCLUDE = ("python3", "python3-apt", "systemd", "systemd-sysv", "ca-certificates")
 RECIPE_VERSION = "1"
-CACHE = Path(os.environ.get("CLUSTERFORGE_ROOTFS_CACHE", REPO / ".cache" / "rootfs"))
+
+def _machine_cache() -> Path:
+    """Where the content-keyed, build-once artefacts live: ``$CLUSTERFORGE_ROOTFS_CACHE``, else
+    ``$XDG_CACHE_HOME/clusterforge-tests`` (``~/.cache/clusterforge-tests``), shared by every checkout on the machine
+    as pip's cache is. Each entry's name carries the hash of what it was built from, so a checkout never reuses an
+    entry built from other sources."""
+    explicit = os.environ.get("CLUSTERFORGE_ROOTFS_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "clusterforge-tests"
+
+
+CACHE = _machine_cache()
+"""The machine-wide cache: the debootstrap root filesystem, the harvested ``.deb`` files, the stand-in vendor mirror."""
+RUNS = REPO / ".cache" / "rootfs" / "converge"
+"""This checkout's converge copies, one folder per pytest run (never shared between checkouts: a run removes the
+copies of this checkout's finished runs)."""
 
 VENDOR_OFF: dict[str, object] = {}
 """Extra vars of the real converge: vendor installs that have no stand-in repository (none left: DOCA-OFED
@@ -113,6 +130,18 @@ def use_standin_archive(root: Path, mirror: VendorMirror, tree: str, os_name: st
     (root / f"etc/apt/sources.list.d/{tree}-standin.sources").write_text(
         f"Types: deb\nURIs: {mirror.base_url}/{tree}/{os_name}/\nSuites: /\n"
         f"Signed-By: /etc/apt/keyrings/{tree}-standin.asc\n")
+
+
+def prepare_roots(work: Path, hosts: list[str], os_name: str, mirror: VendorMirror) -> dict[str, Path]:
+    """One private root filesystem per host under ``work/root-<host>``, shaped as ``os_name``: a Ubuntu-shaped root
+    also gets the stand-in for the Ubuntu archive packages Debian's lacks (a Ubuntu host has its archive configured).
+    What the converge tests and ``bench/bench_ansible.py`` converge against."""
+    roots = {host: copy_rootfs(work / f"root-{host}") for host in hosts}
+    for r in roots.values():
+        shape_as(r, os_name)
+        if os_name in UBUNTU:
+            use_standin_archive(r, mirror, "ubuntu-base", os_name)
+    return roots
 
 
 def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[str, Any]) -> list[str]:
@@ -362,8 +391,8 @@ class ConvergeCache:
     """Converges each (example, OS) pair once per pytest run, shared by all xdist workers through files and locks.
 
     The first worker that needs a converge runs it while holding ``<id>.lock`` and stores the result as JSON;
-    other workers wait on the lock and reuse it. Copies live under ``.cache/rootfs/converge/<run uid>``;
-    copies of earlier runs are removed when a run starts. Vendor packages come from the stand-in mirror
+    other workers wait on the lock and reuse it. Copies live under ``.cache/rootfs/converge/<run uid>`` in the checkout (:data:`RUNS`);
+    copies of this checkout's earlier runs are removed when a run starts. Vendor packages come from the stand-in mirror
     (:mod:`tests.roles.vendor_repo`) that this worker serves on 127.0.0.1.
     """
 
@@ -396,11 +425,7 @@ class ConvergeCache:
         groups = {g.name: g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts}
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
-        roots = {host: copy_rootfs(work / f"root-{host}") for host in groups.values()}
-        for r in roots.values():
-            shape_as(r, os_name)
-            if os_name in UBUNTU:  # a Ubuntu host has its archive configured: the stand-in for what Debian's lacks
-                use_standin_archive(r, self.mirror, "ubuntu-base", os_name)
+        roots = prepare_roots(work, list(groups.values()), os_name, self.mirror)
         seconds["copy"] = time.perf_counter() - t0
         out = work / "ansible"
         override = chroot_connection(roots)
@@ -418,17 +443,34 @@ class ConvergeCache:
         return c
 
 
+MIRROR_SOURCES = ("tests/roles/vendor_repo.py", "tests/roles/cuda_repos.py", "tests/roles/nccl_stack_standins.py",
+                  "tests/fixtures/cuda-repos", "tests/fixtures/nvidia-smi", "blueprints")
+"""What the stand-in vendor mirror is built from (files or folders, repository-relative): the builders, the recorded
+repository indexes and ``nvidia-smi`` outputs, and the whole ``blueprints`` package (catalogs, settings, vendor
+facts; the examples choose which driver releases the mirror carries)."""
+
+
+def mirror_key() -> str:
+    """SHA-256 (12 hex digits) over the path and bytes of every file of :data:`MIRROR_SOURCES`: the mirror's cache
+    entry, so an edit to any of them builds a new mirror, in this checkout or any other on the machine."""
+    h = hashlib.sha256()
+    for src in MIRROR_SOURCES:
+        p = REPO / src
+        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(f"{f.relative_to(REPO)}\0{f.stat().st_size}\0".encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def vendor_mirror() -> VendorMirror:
     """The stand-in vendor mirror (built once per machine under the cache lock), served by this process."""
-    here = Path(__file__).parent
-    src = ((here / "vendor_repo.py").read_bytes() + (here / "nccl_stack_standins.py").read_bytes()
-           + (REPO / "blueprints/data/catalog-extras.yaml").read_bytes()
-           + (REPO / "blueprints/data/software-catalog.yaml").read_bytes())
-    # the examples choose which driver releases the mirror carries
-    src += b"".join(p.read_bytes() for p in sorted((REPO / "blueprints/examples").glob("onprem-*.yaml")))
-    root = CACHE / f"vendor-mirror-{hashlib.sha256(src).hexdigest()[:12]}"
+    root = CACHE / f"vendor-mirror-{mirror_key()}"
     with _locked(CACHE / "vendor-mirror.lock"):
         mirror = build_mirror(root)
+        os.utime(root)  # in use: the pruning below measures from the last use
+        for old in CACHE.glob("vendor-mirror-*"):  # mirrors of sources no checkout used for a week
+            if old.is_dir() and not root.name.startswith(old.name[:26]) and time.time() - old.stat().st_mtime > 7 * 86400:
+                shutil.rmtree(old, ignore_errors=True)
     return mirror.start()
 
 
@@ -437,9 +479,10 @@ def converges() -> Iterator[ConvergeCache]:
     """Cross-worker cache of converged examples (needs root for chroot)."""
     if os.geteuid() != 0:
         pytest.skip("the chroot connection needs root (CI runs as root)")
-    runs = CACHE / "converge"
+    runs = RUNS
     uid = _run_uid()
-    with _locked(CACHE / "converge.lock"):
+    runs.mkdir(parents=True, exist_ok=True)
+    with _locked(runs.parent / "converge.lock"):
         for old in runs.glob("*") if runs.is_dir() else []:
             # copies of finished runs (untouched for 15 minutes) are removed; this run's stay
             if old.name != uid and time.time() - old.stat().st_mtime > 900:
