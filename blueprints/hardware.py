@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .catalog import Catalog, GpuSpec, InstanceTypeSpec, catalog
 from .models import Blueprint, NodeGroup
 
-__all__ = ["GB", "GIB", "GroupHardware", "group_hardware", "instance_spec"]
+__all__ = ["GB", "GIB", "GroupHardware", "group_hardware", "instance_spec", "nvidia_device_files"]
 
 GIB = 2**30
 """Bytes in a GiB (AWS publishes GPU memory per instance type in GiB)."""
@@ -47,6 +47,13 @@ class GroupHardware:
         """GPUs per node that take the NVIDIA stack (driver, container toolkit, NCCL): unknown
         models count as NVIDIA (a rule reports them), other vendors' accelerators do not."""
         return self.gpus if self.gpu is None or self.gpu.vendor == "nvidia" else 0
+
+
+def nvidia_device_files(count: int) -> list[str]:
+    """The device files of a node's ``count`` NVIDIA GPUs, ``["/dev/nvidia0", ...]`` (the driver names them
+    ``/dev/nvidiaN``, https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html#device-node-verification):
+    what Slurm's gres.conf lists and the health check looks for."""
+    return [f"/dev/nvidia{i}" for i in range(count)]
 
 
 def instance_spec(g: NodeGroup, cat: Catalog | None = None) -> InstanceTypeSpec | None:

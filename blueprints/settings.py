@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .aws import efa_group, instance_arch
 from .catalog import Catalog, GpuSpec, InstanceTypeSpec, catalog
-from .hardware import group_hardware, instance_spec
+from .hardware import group_hardware, instance_spec, nvidia_device_files
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -53,12 +53,14 @@ __all__ = [
     "LustreClientRepo",
     "LustreTuning",
     "NcclStackSettings",
+    "NodeHealth",
     "NodeSettings",
     "SlurmNodeSettings",
     "cluster_settings",
     "generated_nccl_env",
     "lustre_tuning",
     "nccl_stack_settings",
+    "node_health",
     "node_settings",
     "nvswitch_count",
 ]
@@ -242,6 +244,34 @@ class NcclStackSettings(_Frozen):
     """Where enroot imports go (``/var/lib/clusterforge/containers``), one ``<repository>+<tag>.sqsh`` per image."""
 
 
+class NodeHealth(_Frozen):
+    """What the node suite's quick checks expect of a node of one group: the contract of the health check
+    (``roles/slurm_node/files/clusterforge-slurm-health``, the node suite's rules of ``validate/node_checks.py`` for GPU
+    devices, count and model, driver branch, ECC, MIG and mounts). Every node gets it: a Slurm compute node's health
+    check reads it with its time limit and drain prefix (:attr:`SlurmNodeSettings.health`), and an EC2 node runs the
+    same checks at the end of its first boot (:mod:`stacks.node_status`). Computed once, by :func:`node_health`."""
+
+    gpu_count: int
+    """NVIDIA GPUs the host itself uses (0: none, or every GPU is passed into guests, where ``vfio-pci`` owns it)."""
+    gpu_model: str | None
+    """Their hardware-catalog key (``h100-sxm``); ``None`` without GPUs."""
+    gpu_names: list[str]
+    """The names ``nvidia-smi`` prints for that model (catalog ``gpu_aliases``); empty: any name."""
+    gpu_devices: list[str]
+    """Their device files, ``/dev/nvidia0`` .. (:func:`blueprints.hardware.nvidia_device_files`)."""
+    driver_branch: str
+    """The driver branch the GPUs must run (``software.driver_branch``'s major, ``580``); ``""`` without GPUs."""
+    training_node: bool
+    """A compute node training on its GPUs: MIG must be off."""
+    mounts: list[str]
+    """Mount points that must be mounted: the NVMe scratch, then every Lustre and NFS mount, in declared order."""
+
+    @property
+    def checks_anything(self) -> bool:
+        """Whether there is something to check: GPUs the host uses, or a mount."""
+        return bool(self.gpu_count or self.mounts)
+
+
 class SlurmNodeSettings(_Frozen):
     """What a node of one group needs for Slurm (:mod:`blueprints.slurm` renders the cluster's files once).
 
@@ -251,7 +281,9 @@ class SlurmNodeSettings(_Frozen):
     controller and login nodes and for compute nodes that are not configless (``slurmdbd.conf`` is separate,
     ``dbd_conf``, and has no password); ``conf_server``: ``host:port`` configless slurmds fetch from (``""`` when the
     node reads its own files); ``munge_key_host``: the inventory host that generates the one munge key;
-    ``gpu_devices``: the device files slurmd waits for; ``health``: the health check's expectations (JSON document).
+    ``gpu_devices``: the device files slurmd waits for; ``health``: the health check's expectations (JSON document:
+    :attr:`NodeSettings.health` with the check's time limit and drain prefix, :func:`blueprints.slurm.health_expectations`;
+    empty off compute nodes).
     """
 
     part: Literal["controller", "node", "login"]
@@ -490,6 +522,8 @@ class NodeSettings(_Frozen):
     """EFA interfaces attached to each node (``network.efa.interfaces``; ``max``: the instance type's
     ``max_efa_interfaces`` in the catalog); 0 for nodes without EFA. A Kubernetes pod that uses
     them requests this many ``vpc.amazonaws.com/efa`` devices."""
+    health: NodeHealth
+    """What the node suite's quick checks expect of the node (:func:`node_health`): GPUs, driver branch, mounts."""
     slurm: SlurmNodeSettings | None = None
     """The group's part in the Slurm cluster (``orchestrator: slurm``); ``None`` without Slurm and for groups that take
     no part (storage)."""
@@ -695,6 +729,7 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
             fabric_manager=fabric_manager, dcgm=not passthrough, cuda=stack.cuda,
             fabric_manager_mode="shared-nvswitch" if plan == "shared-nvswitch" else "default",
             mnnvl=gpu_model in cat.mnnvl_gpus)
+    health = node_health(bp, g, ([scratch.mount] if scratch else []) + [m.mount for m in lustre] + [m.mount for m in nfs])
     opensm = (isinstance(net, InfinibandNetwork) and net.infiniband.subnet_manager.kind == "opensm"
               and any(h.name == net.infiniband.subnet_manager.host for h in g.hosts))
     return NodeSettings(
@@ -794,8 +829,8 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
         **_lustre_client(bp),
         instance_type=g.instance_type if bp.target.instance_types else None,
         efa_interfaces=_efa_interfaces(bp, g),
-        slurm=_slurm_node(bp, g, ([scratch.mount] if scratch else []) + [m.mount for m in lustre]
-                          + [m.mount for m in nfs]),
+        health=health,
+        slurm=_slurm_node(bp, g, health),
         # training nodes outside Kubernetes (pods bring their own stack in the image)
         nccl_stack=(nccl_stack_settings(stack, net.fabric, pyxis=isinstance(bp.orchestrator, SlurmOrchestrator)
                                                          and bp.orchestrator.pyxis)
@@ -803,9 +838,9 @@ def node_settings(bp: Blueprint, group: NodeGroup | str) -> NodeSettings:
     )
 
 
-def _slurm_node(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> SlurmNodeSettings | None:
+def _slurm_node(bp: Blueprint, g: NodeGroup, health: NodeHealth) -> SlurmNodeSettings | None:
     """:attr:`NodeSettings.slurm` of group ``g`` (:func:`blueprints.slurm.slurm_settings` renders the cluster once per
-    call; it is a pure function of the blueprint)."""
+    call; it is a pure function of the blueprint); ``health``: the group's :attr:`NodeSettings.health`."""
     from .slurm import health_expectations, slurm_catalog, slurm_files, slurm_settings
 
     s = slurm_settings(bp)
@@ -831,23 +866,26 @@ def _slurm_node(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> SlurmNodeSett
         conf_server=s.conf_server if configless_node else "",
         munge_key_host=s.controller or "",
         gpu_devices=nodes[0].gpu_devices if nodes else [],
-        health=({**health_expectations(s, g.name, mounts), **_health_gpu(bp, g)} if part == "node" else {}),
+        health=health_expectations(health.model_dump()) if part == "node" else {},
         pyxis=s.pyxis and part in ("node", "login"),
         cgroup_version=s.cgroup_version,
         **(_containers(s, "arm64" if arm else "amd64") if s.pyxis and part in ("node", "login") else {}),
     )
 
 
-def _health_gpu(bp: Blueprint, g: NodeGroup) -> dict[str, Any]:
-    """The GPU facts the Slurm health check judges with the node suite's rules: the names nvidia-smi prints for the
-    group's GPU (catalog ``gpu_aliases``), the driver branch, and whether the node trains (MIG off)."""
+def node_health(bp: Blueprint, g: NodeGroup, mounts: list[str]) -> NodeHealth:
+    """:attr:`NodeSettings.health` of group ``g``: its NVIDIA GPUs unless they are passed into guests
+    (:attr:`blueprints.hardware.GroupHardware.nvidia_gpus`), the names ``nvidia-smi`` prints for their model (catalog
+    ``gpu_aliases``), their device files, the driver branch, whether the node trains (MIG off), and ``mounts`` (mount
+    points, in order)."""
     hw = group_hardware(bp, g)
-    key = hw.gpu_key if hw.nvidia_gpus else None
+    gpus = 0 if g.sandbox.passthrough else hw.nvidia_gpus
+    key = hw.gpu_key if gpus else None
     aliases = catalog().extras["gpu_aliases"]["names"]
-    names = sorted(n for n, k in aliases.items() if k == key)
-    training = g.compute and hw.nvidia_gpus > 0 and not g.sandbox.passthrough
-    return {"gpu_names": names, "driver_branch": bp.software.driver_branch.split(".")[0] if key else "",
-            "training_node": training}
+    return NodeHealth(gpu_count=gpus, gpu_model=key, gpu_names=sorted(n for n, k in aliases.items() if k == key),
+                      gpu_devices=nvidia_device_files(gpus),
+                      driver_branch=bp.software.driver_branch.split(".")[0] if key else "",
+                      training_node=g.compute and gpus > 0, mounts=list(mounts))
 
 
 def _containers(s: Any, arch: str) -> dict[str, Any]:

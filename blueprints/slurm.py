@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .catalog import Catalog, catalog
-from .hardware import group_hardware
+from .hardware import group_hardware, nvidia_device_files
 from .models import (
     Blueprint,
     EfaNetwork,
@@ -120,8 +120,8 @@ class SlurmNode:
 
     @property
     def gpu_devices(self) -> list[str]:
-        """Every GPU device file of the node, ``["/dev/nvidia0", ...]``."""
-        return [f"/dev/nvidia{i}" for i in range(self.gpus)]
+        """Every GPU device file of the node, ``["/dev/nvidia0", ...]`` (:func:`blueprints.hardware.nvidia_device_files`)."""
+        return nvidia_device_files(self.gpus)
 
 
 @dataclass(frozen=True)
@@ -713,16 +713,11 @@ def describe(s: SlurmSettings) -> str:
             f"{'; ' if extras else ''}{', '.join(extras)}")
 
 
-def health_expectations(s: SlurmSettings, group: str, mounts: list[str]) -> dict[str, Any]:
-    """What the health check of a node of ``group`` expects (``/etc/clusterforge/slurm-health.json``): GPU count and
-    model, the device files, the mounts, its own time limit and the drain reason's prefix."""
-    nodes = s.group_nodes(group)
-    n = nodes[0] if nodes else None
-    return {
-        "gpu_count": n.gpus if n else 0,
-        "gpu_model": n.gpu_type if n else None,
-        "gpu_devices": n.gpu_devices if n else [],
-        "mounts": list(mounts),
-        "timeout_s": HEALTH_TIMEOUT_S,
-        "reason_prefix": HEALTH_REASON,
-    }
+def health_expectations(health: Mapping[str, Any]) -> dict[str, Any]:
+    """What the health check of a Slurm compute node expects (``/etc/clusterforge/slurm-health.json``): the node's
+    quick-check expectations (:attr:`blueprints.settings.NodeSettings.health`: GPU count, model and names, device
+    files, driver branch, training node, mounts) with the check's own time limit inside slurmd's kill
+    (:data:`HEALTH_TIMEOUT_S`) and the drain reason's prefix (:data:`HEALTH_REASON`)."""
+    first = ("gpu_count", "gpu_model", "gpu_devices", "mounts")  # the order the role's variables have always had
+    return {**{k: health[k] for k in first}, "timeout_s": HEALTH_TIMEOUT_S, "reason_prefix": HEALTH_REASON,
+            **{k: v for k, v in health.items() if k not in first}}

@@ -270,3 +270,20 @@ def test_sandbox_runtime_handler_is_what_the_node_registers(example, group, runt
         assert sb.runtime_handler == ("runsc" if runtime == "gvisor" else bp.group(group).sandbox.runtime_class_name)
     else:
         assert sb.runtime_handler == bp.group(group).sandbox.runtime_class_name
+
+
+def test_every_group_has_the_quick_checks_expectations_and_slurm_reads_the_same():
+    """``NodeSettings.health``: GPUs the host uses (model, the names nvidia-smi prints, device files, driver branch),
+    the mounts in order; a Slurm compute node's health check reads the very same with its time limit and prefix."""
+    s = _settings("onprem-dgx-h100-ib.yaml", "dgx")
+    h = s.health
+    assert (h.gpu_count, h.gpu_model, h.driver_branch, h.training_node) == (8, "h100-sxm", "580", True)
+    assert h.gpu_devices == [f"/dev/nvidia{i}" for i in range(8)] and "NVIDIA H100 80GB HBM3" in h.gpu_names
+    assert h.mounts == ["/raid", "/lustre"] and h.checks_anything
+    assert s.slurm is not None and s.slurm.health == {**h.model_dump(), "timeout_s": 50, "reason_prefix": "cf-health"}
+    mgmt = _settings("onprem-dgx-h100-ib.yaml", "mgmt").health
+    assert (mgmt.gpu_count, mgmt.gpu_model, mgmt.gpu_devices, mgmt.driver_branch) == (0, None, [], "")
+    # a host whose GPUs go to its guests (vfio-pci owns them) checks its mounts only
+    kata = cluster_settings(load_blueprint(EXAMPLES / "onprem-sandbox-kata.yaml").blueprint)
+    hosts = [g for g in kata.values() if g.passthrough_host]
+    assert hosts and all(g.health.gpu_count == 0 and g.health.gpu_devices == [] for g in hosts)
