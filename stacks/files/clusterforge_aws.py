@@ -1,12 +1,13 @@
 """clusterforge_aws: AWS requests from a node with its instance role (written by cloud-init; stdlib only).
 
 IMDSv2 (:func:`imds`, :func:`credentials`), SigV4 (:func:`sign`), the JSON 1.1 APIs (:func:`json_api`) and SSM
-PutParameter (:func:`put_parameter`). Imported by the Slurm helper (``clusterforge-slurm-aws``) and by the boot step
+PutParameter and GetParameter (:func:`put_parameter`, :func:`get_parameter`). Imported by the Slurm helper (``clusterforge-slurm-aws``) and by the boot step
 runner (``clusterforge_node.py``) on images without the AWS CLI; it has no command line of its own.
 
 Sources: SigV4 https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv4-signing.html ; role credentials
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html ; PutParameter
-https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_PutParameter.html (JSON 1.1, target AmazonSSM).
+https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_PutParameter.html (JSON 1.1, target AmazonSSM);
+GetParameter https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_GetParameter.html .
 Environment (tests): CLUSTERFORGE_IMDS, CLUSTERFORGE_AWS_ENDPOINT (one endpoint for every service), CLUSTERFORGE_ROOT
 (prefix of the paths the Slurm helper writes), CLUSTERFORGE_RETRY_S (first retry wait, default 2).
 """
@@ -114,15 +115,28 @@ def json_api(service, target, region, action, payload, creds):
         return status, {}
 
 
-def put_parameter(region, request):
-    """SSM PutParameter of ``request`` (the API's JSON request) with the instance role, retried on throttling and
-    server errors (bounded: about a minute). Raises :class:`Failed` with the error's type and message."""
+def ssm(region, action, request):
+    """One SSM call (``action``, the API's JSON ``request``) with the instance role, retried on throttling and server
+    errors (bounded: about a minute); returns the answer. Raises :class:`Failed` with the error's type and message."""
     for attempt in range(6):
-        code, answer = json_api("ssm", "AmazonSSM", region, "PutParameter", request, credentials())
+        code, answer = json_api("ssm", "AmazonSSM", region, action, request, credentials())
         kind = str(answer.get("__type", "")).rsplit("#", 1)[-1]
         if code == 200:
-            return
+            return answer
         if code < 500 and "Throttl" not in kind and kind != "TooManyUpdates":
             break
         time.sleep(float(os.environ.get("CLUSTERFORGE_RETRY_S", "2")) * 2 ** attempt)
-    raise Failed(f"PutParameter {request.get('Name')}: HTTP {code} {kind} {str(answer.get('message', ''))[:200]}")
+    raise Failed(f"{action} {request.get('Name')}: HTTP {code} {kind} {str(answer.get('message', ''))[:200]}")
+
+
+def put_parameter(region, request):
+    """SSM PutParameter of ``request`` (:func:`ssm`)."""
+    ssm(region, "PutParameter", request)
+
+
+def get_parameter(region, name):
+    """The value of SSM parameter ``name`` (GetParameter, :func:`ssm`)."""
+    value = ssm(region, "GetParameter", {"Name": name}).get("Parameter", {}).get("Value")
+    if not isinstance(value, str):
+        raise Failed(f"GetParameter {name}: no value in the answer")
+    return value

@@ -1,5 +1,5 @@
 """A stand-in AWS on 127.0.0.1 for the node-side programs in ``stacks/files`` (IMDSv2, S3 GetObject, Secrets Manager
-Get/PutSecretValue, SSM PutParameter), checking IMDS tokens and every request's SigV4 signature against
+Get/PutSecretValue, SSM PutParameter and GetParameter), checking IMDS tokens and every request's SigV4 signature against
 ``clusterforge_aws.sign`` (itself checked against AWS's own signed-request example in test_slurm_aws.py).
 
 ``aws`` (a pytest fixture, import it into a test module) yields the server's ``state``: what the handlers read and
@@ -40,7 +40,7 @@ def load(name: str) -> Any:
 
 
 class _Aws(http.server.BaseHTTPRequestHandler):
-    """IMDSv2, S3 GetObject, Secrets Manager Get/PutSecretValue and SSM PutParameter."""
+    """IMDSv2, S3 GetObject, Secrets Manager Get/PutSecretValue and SSM Put/GetParameter."""
 
     state: dict[str, Any]
 
@@ -106,6 +106,12 @@ class _Aws(http.server.BaseHTTPRequestHandler):
                 return self._send(400, json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode())
             st["parameters"].setdefault(req["Name"], []).append(req)
             return self._send(200, json.dumps({"Version": len(st["parameters"][req["Name"]]), "Tier": req["Tier"]}).encode())
+        if action == "GetParameter":  # the last value put
+            if not st["parameters"].get(req["Name"]):
+                return self._send(400, json.dumps({"__type": "ParameterNotFound", "message": ""}).encode())
+            value = st["parameters"][req["Name"]][-1]["Value"]
+            return self._send(200, json.dumps({"Parameter": {"Name": req["Name"], "Type": "String", "Value": value,
+                                                             "Version": len(st["parameters"][req["Name"]])}}).encode())
         if req["SecretId"] != st["arn"]:
             return self._send(400, json.dumps({"__type": "ResourceNotFoundException"}).encode())
         if action == "GetSecretValue":
