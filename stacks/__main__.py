@@ -15,6 +15,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from stacks import translate
+from stacks.cloud_init import node_programs
 from stacks.components import (
     EksAttachment,
     EksCluster,
@@ -73,7 +74,9 @@ slurm = SlurmCluster(naming.name("slurm"), translate.slurm_cluster_args(bp, reso
 # (EKS managed node groups: EKS's own status, no record)
 status_records = status_path(pulumi.get_stack())
 node_status = NodeStatus(naming.name("node-status"), NodeStatusArgs(
-    naming=naming, path=status_records, region=target.region), aws_opts) if orchestrator is None else None
+    naming=naming, path=status_records, region=target.region,
+    programs=tuple(p for r in resolved.groups for p in node_programs(r.settings))), aws_opts) \
+    if orchestrator is None else None
 status_policies = (node_status.policy_arn,) if node_status is not None else ()
 iam = NodeIam(naming.name("node-iam"), NodeIamArgs(
     naming=naming, eks=orchestrator is not None,

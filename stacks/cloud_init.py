@@ -15,7 +15,8 @@ written through ``write_files`` (:func:`role_files`). What a node gets at first 
   plugin;
 * on EFA node groups only: the EFA software when the AMI has none (the installer's record and the
   ``efa`` kernel module tell; what the AMI ships is never replaced), and a check that the OFI
-  plugin is in one of the catalog's plugin directories;
+  plugin is in one of the catalog's plugin directories (on EC2 the script is one of the group's programs the step
+  runner fetches from SSM, :func:`node_programs`: a p5 group's user data has no room left for it);
 * NVMe scratch: the Deep Learning AMI's own instance-store volume bound at the declared mount,
   or the ``nvme_scratch`` role's script ``clusterforge-nvme-scratch``, run at every boot (the
   instance store is blank after a stop/start): it finds the instance-store drives by their NVMe
@@ -72,18 +73,21 @@ from .node_status import (
     AWS_MODULE,
     NODE_COMMAND,
     NODE_MODULE,
+    NODE_SETTINGS,
     READY_AFTER_REBOOT,
+    RUNNER,
     STATUS_CONFIG,
     BootStep,
+    NodeProgram,
     image_has_aws_cli,
     module_source,
+    quick_checks,
     ready_after_reboot,
-    runner_parameter,
     shim,
     status_config,
 )
 from .pkg_shell import PKG_INSTALL as _PKG
-from .slurm_boot import AWS_HELPER, SlurmBoot, quick_checks, sizing_boot, slurm_script
+from .slurm_boot import AWS_HELPER, SlurmBoot, sizing_boot, slurm_script
 
 __all__ = [
     "COMPRESS_OVER_BYTES",
@@ -98,6 +102,7 @@ __all__ = [
     "encode_user_data",
     "lustre_source",
     "nccl_stack_file",
+    "node_programs",
     "placeholder_endpoints",
     "placeholder_status_path",
     "render_cloud_config",
@@ -239,6 +244,21 @@ modinfo lustre >/dev/null 2>&1 || /usr/local/sbin/clusterforge-lustre-client-ins
 # fstab entries, mounts and stripe layouts: the lustre_client role's script (written by cloud-init)
 /usr/local/sbin/clusterforge-lustre-mounts
 """ + (TUNING if tuning else "")
+
+
+EFA_SCRIPT = "/usr/local/sbin/clusterforge-efa.sh"
+"""The EFA software script (:func:`_efa_script`), boot step ``efa``."""
+
+
+def node_programs(settings: NodeSettings) -> tuple[NodeProgram, ...]:
+    """The programs of an EC2 node of ``settings``'s group that the stack keeps in SSM parameters instead of the user
+    data (:class:`stacks.node_status.NodeProgram`, ``programs/<program>/<group>``): the step runner fetches each,
+    checked against the SHA-256 its status settings pin, before the step that runs it. Today the EFA script of an EFA
+    group (``efa/<group>``; the largest file of the user data that no role writes); ``()`` for other groups. EKS nodes
+    have no runner: their user data carries theirs."""
+    if not settings.efa_installer:
+        return ()
+    return (NodeProgram(f"efa/{settings.group}", EFA_SCRIPT, content=_efa_script(settings, "ubuntu")),)
 
 
 def _efa_script(settings: NodeSettings, platform: Platform) -> str:
@@ -468,12 +488,13 @@ def render_cloud_config(
     last, and cloud-init keeps the hostname that script sets from the node's tag (``preserve_hostname``).
     ``status_path``: the SSM parameter path of the stack's status records (:func:`stacks.node_status.status_path`;
     ``None``: :func:`placeholder_status_path`). Every step (the per-boot scripts, then each ``runcmd`` entry) runs as a
-    reported step (:class:`stacks.node_status.BootStep`), and ``runcmd`` ends with ``clusterforge-node ready``.
+    reported step (:class:`stacks.node_status.BootStep`), and ``runcmd`` ends with ``clusterforge-node ready``, which
+    runs the node's quick checks where it has something to check (:func:`stacks.node_status.quick_checks`).
     Returns YAML text starting with ``#cloud-config``.
     Raises ``KeyError`` when an FSx mount has no endpoint.
     """
     files: list[dict[str, Any]] = [
-        _file("/etc/clusterforge/node-settings.json", settings.model_dump_json(indent=None, exclude_none=True) + "\n"),
+        _file(NODE_SETTINGS, settings.model_dump_json(indent=None, exclude_none=True) + "\n"),
     ]
     files += [_file(f.path, f.content, f.mode) for f in role_files(settings, platform, lustre)]
     # on EC2 every step runs through the node's status record (stacks.node_status): per-boot ones, then runcmd's;
@@ -501,9 +522,10 @@ def render_cloud_config(
         libdirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
         if libdirs:
             files.append(_file("/etc/ld.so.conf.d/clusterforge-nccl.conf", "".join(d + "\n" for d in libdirs)))
-    if settings.efa_installer:  # set for EFA fabrics only
-        files.append(_file("/usr/local/sbin/clusterforge-efa.sh", _efa_script(settings, platform), "0755"))
-        steps.append(BootStep("efa", "/usr/local/sbin/clusterforge-efa.sh"))
+    if settings.efa_installer:  # set for EFA fabrics only; on EC2 the runner fetches the script (node_programs)
+        if not reported:
+            files.append(_file(EFA_SCRIPT, _efa_script(settings, platform), "0755"))
+        steps.append(BootStep("efa", EFA_SCRIPT))
     if env.get("LD_LIBRARY_PATH"):
         steps.append(BootStep("ldconfig", "ldconfig"))
     stack = nccl_stack_file(settings, platform)
@@ -545,13 +567,14 @@ def render_cloud_config(
         names = [st.name for st in per_boot + steps] + (["checks"] if checks else []) + ["ready"]
         path = status_path or placeholder_status_path(settings)
         cli = image_has_aws_cli(settings)  # then the runner comes from SSM and puts the records with the CLI
-        files += [_file(NODE_COMMAND, shim(runner_parameter(path) if cli else None), "0755"),
-                  _file(STATUS_CONFIG, status_config(path, settings.group, names, checks))]
+        files += [_file(NODE_COMMAND, shim(RUNNER.parameters(path) if cli else None), "0755"),
+                  _file(STATUS_CONFIG, status_config(path, settings.group, names, checks, node_programs(settings)))]
         if not cli:
             files.append(_file(NODE_MODULE, module_source("clusterforge_node.py"), "0755"))
         if settings.kernel_cmdline and settings.passthrough_host:  # `ready` waits for power_state's reboot
             files.append(_file(READY_AFTER_REBOOT, ready_after_reboot(), "0755"))
         if settings.slurm is not None or not cli:  # the Slurm helper's SigV4 client, and the runner's without CLI
+            # (its PutParameter for the records, its GetParameter for the quick checks' program)
             files.append(_file(AWS_MODULE, module_source("clusterforge_aws.py"), "0644"))
         doc["runcmd"] = [st.runcmd() for st in steps] + [f"{NODE_COMMAND} ready"]
     if compress_files:

@@ -41,6 +41,8 @@ from blueprints.models import (
 from blueprints.naming import TAG_NODE_GROUP, Naming
 from blueprints.resolved import ResolvedCluster, ResolvedGroup
 
+from .node_status import PROGRAMS
+
 __all__ = [
     "EKS_NODE_POLICIES",
     "LUSTRE_PORTS",
@@ -553,7 +555,12 @@ def inventory(bp: Blueprint, cluster: ResolvedCluster) -> Inventory:
     status = not eks  # EC2 nodes report their boot steps (stacks.node_status); their roles may write the records
     if status:
         st = component("clusterforge:aws:NodeStatus", naming.name("node-status"))
-        add("aws:ssm/parameter:Parameter", f"{st}-runner", st)
+        from .cloud_init import node_programs
+
+        # the programs the nodes fetch (every node's, then each group's own), one parameter per 4 KB part
+        for prog in PROGRAMS + tuple(p for r in cluster.groups for p in node_programs(r.settings)):
+            for i in range(len(prog.values())):
+                add("aws:ssm/parameter:Parameter", f"{st}-{prog.name.replace('/', '-')}-{i}", st)
         add("aws:iam/policy:Policy", f"{st}-policy", st)
     _iam(add, component("clusterforge:aws:NodeIam", naming.name("node-iam")), eks, int(slurm) + int(status))
     if slurm:

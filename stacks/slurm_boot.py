@@ -63,7 +63,6 @@ __all__ = [
     "SlurmBoot",
     "bundle_key",
     "placeholder_boot",
-    "quick_checks",
     "sizing_boot",
     "slurm_bundle",
     "slurm_bundle_files",
@@ -205,17 +204,6 @@ def slurm_bundle_files(settings: NodeSettings) -> list[RoleFile]:
         nv = node_role_vars(settings, "nccl_stack")
         out += [f for t in ("nccl-stack.sh.j2",) if (f := _templated("nccl_stack", t, nv)) is not None]
     return out
-
-
-def quick_checks(settings: NodeSettings) -> list[str] | None:
-    """The argv of a node's quick checks at the end of its first boot (:mod:`stacks.node_status`): on a Slurm compute
-    node the slurm_node role's health check from its bundle (GPU devices, count and model, driver branch, ECC, MIG and
-    the mounts, with the node suite's rules) with ``--dry-run``, so booting never drains the node (slurmd's own runs
-    do); ``None`` elsewhere (no checker is on the node)."""
-    sl = settings.slurm
-    if sl is None or sl.part != "node" or not sl.health:
-        return None
-    return [_copied("slurm_node", "clusterforge-slurm-health").path, "--dry-run"]
 
 
 def _copied_text(role: str, name: str) -> str:

@@ -7,25 +7,39 @@
   ready                   the last step: the node's quick checks (when it has some) as step `checks`, then state ready;
                           a host that must first reboot into its kernel command line reports ready after that reboot
 
+A program of the settings' "programs" ({path: {"parameters": its SSM parameters in order, "sha256"}}: the quick
+checks' health check, a node group's EFA script) is fetched before the step whose command names its path, unless the
+file there already has that SHA-256: the parameters' values joined are the program gzip'd and base64-encoded. A
+program that cannot be fetched or unpacked, or whose SHA-256 is not the pinned one, is not run: its step fails saying
+so. The quick checks' verdict is their exit status; the failure reported is their last FAIL line (the check's name and
+what is wrong).
+
 The record is the SSM parameter <path>/<instance id>, a String of the Standard tier (values up to 4 KB) holding JSON
 {"state", "step", "index", "total", "message", "group", "instance", "log", "time"}. Path, node group, step names,
 checks and boot log come from /etc/clusterforge/node-status.json; instance id and region from cloud-init's instance
-data (v1 keys). The record is put with the AWS CLI when the image has it (the request as --cli-input-json), else with
-clusterforge_aws.py (SigV4 with the instance role) beside this file; a record that cannot be put is logged, never a
-failed step.
+data (v1 keys). The record is put (and the programs' parameters read) with the AWS CLI when the image has it (the
+request as --cli-input-json; get-parameter), else with clusterforge_aws.py (SigV4 with the instance role) beside this
+file; a record that cannot be put is logged, never a failed step.
 
-Sources: https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_PutParameter.html ; cloud-init instance
+Sources: https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_PutParameter.html ;
+https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_GetParameter.html ; cloud-init instance
 data https://cloudinit.readthedocs.io/en/latest/explanation/instancedata.html . Environment (tests): CLUSTERFORGE_ROOT
-(prefix of every path read and written), CLUSTERFORGE_AWS_CLI (the CLI's name, default aws).
+(prefix of every path read and written, and of a fetched program's path in its step's command), CLUSTERFORGE_AWS_CLI
+(the CLI's name, default aws), CLUSTERFORGE_RETRY_S (first wait before fetching a program again, default 5).
 """
 
+import base64
 import collections
 import datetime
+import gzip
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
+import zlib
 
 ROOT = os.environ.get("CLUSTERFORGE_ROOT", "")
 CONFIG = "/etc/clusterforge/node-status.json"
@@ -58,36 +72,46 @@ def _log(c, line):
         pass
 
 
-def _put(region, request):
-    """PutParameter ``request``: with the AWS CLI, else clusterforge_aws.py beside this file."""
+def _ssm(region, action, request):
+    """SSM ``action`` (PutParameter or GetParameter) of ``request`` (the API's JSON request): with the AWS CLI, else
+    clusterforge_aws.py beside this file. Returns GetParameter's value."""
     cli = shutil.which(os.environ.get("CLUSTERFORGE_AWS_CLI", "aws"))
     if cli:
-        r = subprocess.run([cli, "ssm", "put-parameter", "--region", region, "--cli-input-json", json.dumps(request)],
-                           capture_output=True, text=True, timeout=120, check=False)
+        argv = (["put-parameter", "--region", region, "--cli-input-json", json.dumps(request)] if action == "PutParameter"
+                else ["get-parameter", "--region", region, "--name", request["Name"], "--query", "Parameter.Value",
+                      "--output", "text"])
+        r = subprocess.run([cli, "ssm", *argv], capture_output=True, text=True, timeout=120, check=False)
         if r.returncode:
-            raise RuntimeError(f"aws ssm put-parameter: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
-        return
+            raise RuntimeError(f"aws ssm {argv[0]}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
+        return r.stdout.strip()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import clusterforge_aws  # only on images without the AWS CLI
 
     try:
-        clusterforge_aws.put_parameter(region, request)
+        if action == "PutParameter":
+            return clusterforge_aws.put_parameter(region, request)
+        return clusterforge_aws.get_parameter(region, request["Name"])
     except clusterforge_aws.Failed as e:
         raise RuntimeError(str(e)) from None
+
+
+def _v1():
+    with open(_path(INSTANCE_DATA), encoding="utf-8") as f:
+        return json.load(f)["v1"]
 
 
 def report(c, state, step, message=""):
     """Put this node's status record (settings ``c``); a record that cannot be put is logged."""
     try:
-        with open(_path(INSTANCE_DATA), encoding="utf-8") as f:
-            v1 = json.load(f)["v1"]
+        v1 = _v1()
         steps = c["steps"]
         record = {"state": state, "step": step, "index": steps.index(step) + 1 if step in steps else None,
                   "total": len(steps), "message": " ".join(message.split())[:600], "group": c["group"],
                   "instance": v1["instance_id"], "log": c["log"],
                   "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}  # noqa: UP017
-        _put(v1["region"], {"Name": f"{c['path']}/{v1['instance_id']}", "Value": json.dumps(record, sort_keys=True),
-                            "Type": "String", "Overwrite": True, "Tier": c["tier"]})
+        request = {"Name": f"{c['path']}/{v1['instance_id']}", "Value": json.dumps(record, sort_keys=True),
+                   "Type": "String", "Overwrite": True, "Tier": c["tier"]}
+        _ssm(v1["region"], "PutParameter", request)
     except (OSError, ValueError, KeyError, ImportError, RuntimeError, subprocess.SubprocessError) as e:
         _log(c, f"status {state} {step} not reported: {e}")
 
@@ -99,6 +123,13 @@ def step(c, name, argv):
         return 1
     if not (os.path.exists(_path(READY)) or os.path.exists(_path(FAILED))):
         report(c, "configuring", name)  # the first boot; a later boot reports only a failure
+    for dest, k in c.get("programs", {}).items():
+        if dest in argv:
+            why = fetch(dest, k)
+            if why:
+                _log(c, why)
+                return _failed(c, name, why, 1)
+            argv = [_path(a) if a == dest else a for a in argv]
     tail = collections.deque(maxlen=40)
     with open(_path(c["log"]), "a", encoding="utf-8") as log:
         log.write(f"clusterforge-node: step {name}: {' '.join(argv)}\n")
@@ -115,12 +146,53 @@ def step(c, name, argv):
                 tail.append(line.strip())
             rc = p.wait()
     if rc:
-        _touch(FAILED_NOW, name)
-        _touch(FAILED, name)
         why = [x for x in tail if "ERROR" in x or "FAIL" in x] or [x for x in tail if x] or [f"exit status {rc}"]
-        report(c, "failed", name, why[-1])
-        _log(c, f"step {name} failed (exit status {rc})")
+        _failed(c, name, why[-1], rc)
     return rc
+
+
+def _failed(c, name, why, rc):
+    """Step ``name`` failed (exit status ``rc``) because of ``why``: no later step of this boot runs."""
+    _touch(FAILED_NOW, name)
+    _touch(FAILED, name)
+    report(c, "failed", name, why)
+    _log(c, f"step {name} failed (exit status {rc})")
+    return rc
+
+
+def fetch(dest, k):
+    """Program ``dest`` in place (``k``: its parameters and SHA-256; see the module docstring); returns why it is not,
+    else ``""``."""
+    try:
+        with open(_path(dest), "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() == k["sha256"]:
+                return ""  # fetched before
+    except OSError:
+        pass
+    where = k["parameters"][0].rsplit("/", 1)[0]
+    for attempt in range(3):  # the instance role's permissions may still be reaching this region
+        try:
+            region = _v1()["region"]
+            text = gzip.decompress(base64.b64decode("".join(_ssm(region, "GetParameter", {"Name": n})
+                                                            for n in k["parameters"])))
+            break
+        except (OSError, ValueError, KeyError, EOFError, zlib.error, ImportError, RuntimeError,
+                subprocess.SubprocessError) as e:
+            why = f"ERROR: {dest} from {where}/* could not be fetched ({e}): not run"
+            if attempt < 2:
+                time.sleep(float(os.environ.get("CLUSTERFORGE_RETRY_S", "5")) * 2 ** attempt)
+    else:
+        return why
+    got = hashlib.sha256(text).hexdigest()
+    if got != k["sha256"]:
+        return (f"ERROR: {dest} from {where}/* has SHA-256 {got[:16]}..., not the pinned {k['sha256'][:16]}...: "
+                "not run (update the stack: clusterforge up)")
+    os.makedirs(os.path.dirname(_path(dest)), exist_ok=True)
+    with open(_path(dest) + ".new", "wb") as f:
+        f.write(text)
+    os.chmod(_path(dest) + ".new", 0o755)
+    os.replace(_path(dest) + ".new", _path(dest))
+    return ""
 
 
 def ready(c):

@@ -120,6 +120,35 @@ def test_a_failed_node_stops_the_wait_and_names_node_step_message_and_log(capsys
     assert f"aws ec2 get-console-output --instance-id {a} --region us-east-1 --latest" in out
 
 
+def test_a_failed_quick_check_names_the_node_and_the_check(capsys: pytest.CaptureFixture[str]) -> None:
+    """The last step of a node's first boot runs the node suite's quick checks (step ``checks``); a failed one is
+    reported with the health check's FAIL line (tests/stacks/test_node_status.py runs the runner and the check for
+    real and asserts this message), and ``up`` names the node, the step and the check."""
+    ssm, stub = client("ssm")
+    a, b = NODES.values()
+    steps = [*STEPS[:-1], "checks", "ready"]
+    why = ("clusterforge-slurm-health: FAIL gpu.count: 7 of 8 GPUs visible: check `dmesg` for XID errors and `lspci | "
+           "grep -i nvidia`; reseat or replace the GPU")
+
+    def checked(instance: str, state: str, step: str, message: str = "") -> dict[str, Any]:
+        p = record(instance, state, "ready", message)
+        value = json.loads(p["Value"])
+        value.update(step=step, index=steps.index(step) + 1, total=len(steps))
+        return {**p, "Value": json.dumps(value)}
+
+    polls(stub, [checked(a, "configuring", "checks"), checked(b, "configuring", "checks")],
+          [checked(a, "failed", "checks", why), checked(b, "ready", "ready", "quick checks passed")])
+    with stub:
+        err, out = wait(Expected.from_output(OUTPUT), ssm)  # type: ignore[arg-type]
+    assert isinstance(err, NodesNotReady) and err.exit_code == 1
+    assert str(err).startswith("1 node(s) failed to configure (p5-train-gpu-0)")
+    assert f"  p5-train-gpu-0 ({a}): configuring at step checks (10/11)" in out
+    assert f"  p5-train-gpu-1 ({b}): ready" in out
+    # (the console wraps the long line at its width)
+    assert f"p5-train-gpu-0 ({a}): failed at step checks (10/11): {why}" in " ".join(out.split())
+    assert capsys.readouterr().err.strip() == f"✗ node p5-train-gpu-0 ({a}) failed at step checks (10/11): {why}"
+
+
 def test_the_timeout_names_nodes_that_never_reported_and_where_the_others_are(capsys: pytest.CaptureFixture[str]) -> None:
     ssm, stub = client("ssm")
     a, b = NODES.values()

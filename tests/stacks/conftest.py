@@ -7,6 +7,7 @@ import base64
 import copy
 import gzip
 import io
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from blueprints import load_blueprint
+from blueprints.settings import NodeSettings
 from clusterforge.plan import PlannedResource, PlanResult, plan_aws
+from stacks.cloud_init import node_programs, placeholder_endpoints, render_cloud_config
 from tests.conftest import EXAMPLES
 
 from .aws_standin import aws  # noqa: F401 (the stand-in AWS on 127.0.0.1, a fixture of every stack test)
@@ -134,3 +137,33 @@ def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Every stack test sees an empty clusterforge state directory of its own, never the user's
     (``plan`` and ``up`` read deployment records from it: :mod:`clusterforge.state`)."""
     monkeypatch.setenv("CLUSTERFORGE_STATE_DIR", str(tmp_path_factory.mktemp("cf-state")))
+
+
+def with_programs(text: str, settings: NodeSettings) -> str:
+    """User data ``text`` of a node of ``settings``, followed by the programs the node's step runner fetches from the
+    stack's SSM parameters before the steps that run them (:func:`stacks.cloud_init.node_programs`, as the stack
+    creates their parameters), each only where the user data pins its SHA-256: what the node runs, for tests that
+    read it. A program the user data neither pins nor carries fails the test."""
+    out = text
+    for p in node_programs(settings):
+        if f'"sha256": "{p.sha256()}"' in text:
+            out += f"\n# fetched by the step runner: {p.dest}\n{p.text()}"
+        else:
+            assert f"path: {p.dest}" in text, f"{p.dest}: neither pinned nor carried by the user data"
+    return out
+
+
+def node_file(settings: NodeSettings, path: str, platform: str = "ubuntu") -> str:
+    """The file ``path`` a node of ``settings`` gets at first boot (``platform``: ``ubuntu`` for EC2, ``al2023`` for
+    EKS): from its user data, or, for a program its step runner fetches (:func:`with_programs`), the program whose
+    SHA-256 its status settings pin."""
+    doc = YAML(typ="safe", pure=True).load(render_cloud_config(settings, placeholder_endpoints(settings),
+                                                               platform=platform))  # type: ignore[arg-type]
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    if path in files:
+        return str(files[path])
+    pinned = json.loads(files["/etc/clusterforge/node-status.json"])["programs"]
+    assert path in pinned, f"{path} neither rendered nor fetched; files: {sorted(files)}"
+    (program,) = [p for p in node_programs(settings) if p.dest == path]
+    assert program.sha256() == pinned[path]["sha256"]
+    return program.text()

@@ -27,6 +27,7 @@ from blueprints.aws import efa_group, kvm_source, reserved_groups
 from blueprints.catalog import catalog, ec2_instance_type_names
 from blueprints.models import Blueprint, CapacityBlockCapacity, SpotCapacity
 from blueprints.naming import TAG_NODE_GROUP
+from blueprints.settings import node_settings
 from clusterforge.plan import PlanResult, plan_aws
 from stacks.components.network import LUSTRE_PORTS
 from tests.conftest import EXAMPLES
@@ -45,6 +46,7 @@ from .conftest import (
     sg_named,
     user_data,
     variant_yaml,
+    with_programs,
 )
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
@@ -140,7 +142,7 @@ def assert_aws_facts(bp: Blueprint, plan: PlanResult) -> None:
         nested = lt.inputs.get("cpuOptions", {}).get("nestedVirtualization")
         assert (nested == "enabled") == (g.sandbox.runtime in ("kata", "vm") and kvm == "nested"), where
         # 3. the group's hardware decides its EFA software and environment
-        text = user_data(lt)
+        text = with_programs(user_data(lt), node_settings(bp, g))  # and the programs its runner fetches
         spec = catalog().instance_type(g.instance_type) if g.instance_type in catalog().instance_type_names else None
         has_efa = efa_group(bp, g)
         efas = [n for n in lt.inputs["networkInterfaces"] if n["interfaceType"] in ("efa", "efa-only")]

@@ -25,9 +25,10 @@ def test_plan_prints_a_tree_with_counts(capsys: pytest.CaptureFixture[str]) -> N
     rc = main(["plan", str(EXAMPLES / "aws-p5-efa-lustre.yaml")])
     out = capsys.readouterr().out
     assert rc == 0
-    # 38 + the node status runner parameter, its policy and the policy's attachment to the node role
-    assert out.startswith("plan p5-train (aws us-east-1 us-east-1a): 41 cloud resources"), out[:200]
-    assert "clusterforge:aws:NodeStatus p5-train-node-status (2 resources)" in out
+    # 38 + the node status policy and its attachment to the node role + the programs' parameters: the runner (one),
+    # the health check (two) and the GPU group's EFA script (one)
+    assert out.startswith("plan p5-train (aws us-east-1 us-east-1a): 44 cloud resources"), out[:200]
+    assert "clusterforge:aws:NodeStatus p5-train-node-status (5 resources)" in out
     assert "clusterforge:aws:NodeGroup p5-train-gpu (3 resources)" in out
     assert "aws:ec2:LaunchTemplate p5-train-gpu-lt" in out
     assert "aws:ec2:Instance p5-train-gpu-0" in out and "aws:ec2:Instance p5-train-gpu-1" in out

@@ -41,8 +41,8 @@ from blueprints.vendor import (
     kata_sha256,
     mpi_operator_manifest_ref,
 )
-from stacks.cloud_init import render_cloud_config
-from stacks.render import placeholder_endpoints
+
+from .conftest import node_file
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "blueprints" / "examples"
@@ -57,9 +57,8 @@ UNPINNED = "1.99.0"
 def _efa_script(tmp: Path, version: str = "1.34.0") -> str:
     s = node_settings(load_blueprint(EXAMPLES / "aws-p5-efa-lustre.yaml").blueprint, "gpu")
     s = s.model_copy(update={"efa_installer": version})
-    doc = YAML(typ="safe", pure=True).load(render_cloud_config(s, placeholder_endpoints(s), platform="ubuntu"))  # type: ignore[arg-type]
-    files = {f["path"]: f["content"] for f in doc["write_files"]}
-    return files[EFA].replace("/opt/amazon/ofi-nccl", str(tmp / "opt/amazon/ofi-nccl"))
+    # the EC2 node's EFA script: one of its group's programs, fetched by the step runner (pinned in the user data)
+    return node_file(s, EFA).replace("/opt/amazon/ofi-nccl", str(tmp / "opt/amazon/ofi-nccl"))
 
 
 def test_user_data_pins_the_installers_sha256_or_else_the_efa_key_fingerprint(tmp_path: Path) -> None:

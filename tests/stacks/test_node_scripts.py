@@ -33,7 +33,7 @@ from stacks.cloud_init import (
 )
 from tests.conftest import EXAMPLES
 
-from .conftest import variant_yaml
+from .conftest import node_file, variant_yaml
 
 BASH = shutil.which("bash") or "/bin/bash"
 SW = catalog().aws["efa_software"]
@@ -51,11 +51,7 @@ def _settings(example: str, group: str, patch: dict | None = None, tmp: Path | N
 
 
 def _script(settings, path: str, platform: str = "ubuntu") -> str:
-    doc = YAML(typ="safe", pure=True).load(render_cloud_config(settings, placeholder_endpoints(settings),
-                                                               platform=platform))  # type: ignore[arg-type]
-    files = {f["path"]: f["content"] for f in doc["write_files"]}
-    assert path in files, f"{path} not rendered; files: {sorted(files)}"
-    return files[path]
+    return node_file(settings, path, platform)  # from the user data, or the program the runner fetches
 
 
 def _stubs(tmp: Path, **exit_codes: int) -> tuple[Path, Path]:

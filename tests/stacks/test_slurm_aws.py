@@ -134,8 +134,10 @@ def test_only_the_controller_role_may_store_the_munge_key_and_nodes_may_only_rea
     for pol in plan.of_type(POLICY):
         for st in _policy(plan, pol)["Statement"]:
             assert st["Effect"] == "Allow" and st["Resource"] != "*", f"{pol.urn}: {st}"
-            if pol.name == "p5-slurm-node-status-policy":  # the boot status records (tests/stacks/test_node_status.py)
-                assert all(a.startswith("ssm:") for a in st["Action"]) and ":parameter/clusterforge/" in st["Resource"]
+            if pol.name == "p5-slurm-node-status-policy":  # the boot status records and the nodes' programs
+                resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+                assert all(a.startswith("ssm:") for a in st["Action"])  # (tests/stacks/test_node_status.py)
+                assert resources and all(":parameter/clusterforge/" in r for r in resources)
                 continue
             if st["Resource"] == secret_arn:
                 actions[pol.name] = set(st["Action"])
