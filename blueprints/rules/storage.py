@@ -42,6 +42,24 @@ def fsx_only_on_aws(ctx: RuleContext) -> Iterator[Hit]:
                   f"`{ctx.bp.target.provider}`")
 
 
+@rule(
+    id="nfs-on-aws",
+    severity="error",
+    summary="The AWS targets create and mount FSx for Lustre only: no node mounts an NFS export, so the node's "
+            "quick checks at first boot (and the node suite) would find the mount missing.",
+    fix="declare the shared file system as `kind: lustre` with `fsx:` (the stack creates and mounts it), or remove "
+        "the NFS entry and mount it yourself",
+    source="https://docs.aws.amazon.com/fsx/latest/LustreGuide/what-is.html",
+)
+def nfs_on_aws(ctx: RuleContext) -> Iterator[Hit]:
+    if not ctx.bp.is_aws:
+        return
+    for i, s in enumerate(ctx.bp.storage):
+        if isinstance(s, NfsStorage):
+            yield Hit(("storage", i, "kind"), f"`storage.{i}` (`{s.name}` at {s.mount}) is an NFS export on an AWS "
+                      "target, which mounts none")
+
+
 def _capacity_steps(fsx: FsxLustre, table: dict[str, Any]) -> tuple[list[int], int] | None:
     """``(first allowed values, increment)`` for the deployment/storage type; ``None`` when unknown."""
     if fsx.storage_type == "HDD":

@@ -221,6 +221,11 @@ CASES: list[Case] = [
     Case("fsx-backup-s3", "p5", [S(f"{FSX}.s3", {"data_repository_path": "s3://bucket/data"}),
                                  S(f"{FSX}.automatic_backup_retention_days", 7)], f"{FSX}.automatic_backup_retention_days",
          good=[S(f"{FSX}.automatic_backup_retention_days", 7)]),
+    # the AWS stacks mount FSx only: an NFS export would be missing on every node (issue 27, the quick checks)
+    Case("nfs-on-aws", "p5", [A("storage", {"kind": "nfs", "name": "home", "mount": "/home2", "server": "10.0.0.9",
+                                            "export": "/export/home"})], "storage.1.kind",
+         good=[A("storage", {"kind": "lustre", "name": "home", "mount": "/home2",
+                             "fsx": {"storage_capacity_gib": 1200, "deployment_type": "SCRATCH_2"}})]),
     Case("fsx-efa-client", "p5", [S(f"{FSX}.efa_enabled", True)], f"{FSX}.efa_enabled", good=[S(f"{FSX}.efa_enabled", False)]),
     Case("gpudirect-rdma-unavailable", "p5", [S("node_groups.0.instance_type", "g5.48xlarge"),
                                               S("network.gpudirect_rdma", {"enabled": True})], "network.gpudirect_rdma.enabled",
