@@ -84,14 +84,20 @@ def test_a_second_run_on_a_busy_folder_is_refused_naming_the_holder_and_a_dead_h
     out = tmp_path / "run"
     first = start("validate", str(bp), "-o", str(out))
     _wait_for(lambda: _running(out, "amp"), first)
-    raw_before = sorted(p.name for p in (out / "raw").iterdir())
-    # a --resume and a --force while it runs: both refused in one line naming the holder; nothing touched
-    for extra in ("--resume", "--force"):
-        p = cli("validate", str(bp), "-o", str(out), extra)
-        assert p.returncode == 2, p.stdout + p.stderr
-        assert f"pid {first.pid} on " in p.stderr and "in use by `clusterforge validate`" in p.stderr
-        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
-        assert sorted(q.name for q in (out / "raw").iterdir()) == raw_before
+    # the holder is stopped (SIGSTOP, its whole group) while the others try, so whatever the folder gains meanwhile
+    # could only come from them (on a loaded machine the holder's amp test otherwise finishes during the attempts)
+    os.killpg(first.pid, signal.SIGSTOP)
+    try:
+        raw_before = sorted(p.name for p in (out / "raw").iterdir())
+        # a --resume and a --force while it runs: both refused in one line naming the holder; nothing touched
+        for extra in ("--resume", "--force"):
+            p = cli("validate", str(bp), "-o", str(out), extra)
+            assert p.returncode == 2, p.stdout + p.stderr
+            assert f"pid {first.pid} on " in p.stderr and "in use by `clusterforge validate`" in p.stderr
+            assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+            assert sorted(q.name for q in (out / "raw").iterdir()) == raw_before
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
     _, err = first.communicate(timeout=240)
     assert first.returncode == 0, err
     lines = read_results_lines(out / "results.jsonl")
