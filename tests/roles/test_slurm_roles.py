@@ -4,7 +4,9 @@
 ``site.yml``) and ``site.yml`` runs with the Slurm roles' tags into root filesystems, one per host, through the chroot
 connection (``tests/roles/conftest.py``: cached Debian 12 debootstrap root, ``.deb`` cache, Ubuntu-shaped copies).
 
-* Debian 12: the L40S example (controller with slurmdbd + MariaDB, a configless compute node, a login host);
+* Debian 12: the L40S example (controller with slurmdbd + MariaDB, a configless compute node, a login host), whose
+  whole-site converge and rerun the converge tests run anyway: this module reads that shared converge (every role,
+  the Slurm ones included) and runs its check run on copies of its roots;
 * Ubuntu 22.04 (the DGX example's own release): the DGX example with ``configless: false`` and an external accounting
   database whose password file the site put on the controller. The root is Debian's with Ubuntu's os-release, so
   Ansible selects the Ubuntu paths while apt still installs Debian bookworm's packages (Slurm 22.05.8, not the 21.08.5
@@ -57,6 +59,9 @@ def _dgx_external_db(tmp: Path) -> Path:
     return path
 
 
+SHARED = {"debian-12"}
+"""Cases whose converge is the example's whole-site converge of the converge tests (shared through ConvergeCache)."""
+
 CASES = {
     "debian-12": ("onprem-l40s-roce", {"controller": "ctl-01", "node": "l40s-01", "login": "login-01"}),
     "ubuntu-22.04": ("dgx-external-db", {"controller": "mgmt-01", "node": "dgx-01"}),
@@ -74,58 +79,84 @@ def _secrets(root: Path) -> dict[str, bytes]:
     return out
 
 
+def _log_dir(slurm: dict[str, Any], path: Path) -> Path:
+    """The folder of ``slurm["logs"]`` that holds ``path`` (the fixture's own, or the shared converge's runs)."""
+    return next(d for d in slurm["logs"] if path.is_relative_to(d))
+
+
 def _changed(summary: dict[str, Any]) -> list[str]:
     return [f"{r['host']}: {r['task']}" for r in summary["results"] if r["status"] == "changed"]
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def slurm(request, tmp_path_factory):
-    """One converge, its rerun and a ``--check --diff`` run after the secret files were altered, for one OS."""
+    """One converge, its rerun and a ``--check --diff`` run after the secret files were altered, for one OS.
+
+    The Debian case is the L40S example's whole-site converge, which the converge tests run anyway (:data:`SHARED`,
+    from the run's ConvergeCache); its check run works on copies of those roots, so the shared roots stay as
+    converged. The Ubuntu case converges the Slurm roles alone (its blueprint differs from the example's)."""
     os_name = request.param
     example, hosts = CASES[os_name]
     tmp = tmp_path_factory.mktemp(f"slurm-{os_name}")
-    source = _dgx_external_db(tmp) if example == "dgx-external-db" else blueprint_for(example, os_name, tmp / "bp")
-    loaded = load_blueprint(source)
     seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    roots = {h: copy_rootfs(tmp / f"root-{h}") for h in hosts.values()}
-    for r in roots.values():
-        shape_as(r, os_name)
-    ctl = roots[hosts["controller"]]
-    if example == "dgx-external-db":  # the site's secret store put the external database's password there
-        (ctl / "etc/slurm").mkdir(parents=True, exist_ok=True)
-        pw = ctl / "etc/slurm/site-dbpass"
-        pw.write_text(SITE_PASSWORD + "\n")
-        pw.chmod(0o600)
-    seconds["copy"] = time.perf_counter() - t0
-    run = {"tags": TAGS, "connection_override": chroot_connection(roots)}
+    logs = [tmp]
     runs = []
     try:
-        for name in ("converge", "rerun"):
+        if os_name in SHARED:
+            c = request.getfixturevalue("converges").get(example, os_name)
+            loaded = load_blueprint(blueprint_for(example, os_name, tmp / "bp"))
+            roots = {h: c.roots[h] for h in hosts.values()}
+            runs += [(c.rc, c.first), (c.rerun_rc, c.rerun)]
+            seconds.update({k: c.seconds[k] for k in ("converge", "rerun")})
+            logs.append(c.out)
             t0 = time.perf_counter()
-            rc = run_site(loaded, tmp / f"ansible-{name}", **run)
-            seconds[name] = time.perf_counter() - t0
-            runs.append((rc, load_summary(tmp / f"ansible-{name}")))
-            if name == "converge":
-                for r in roots.values():
-                    harvest_debs(r)
+            check_roots = {}
+            for h, r in roots.items():
+                subprocess.run(["cp", "-a", str(r), str(tmp / f"root-{h}")], check=True)
+                check_roots[h] = tmp / f"root-{h}"
+            seconds["copy"] = time.perf_counter() - t0
+        else:
+            source = _dgx_external_db(tmp) if example == "dgx-external-db" else blueprint_for(example, os_name, tmp / "bp")
+            loaded = load_blueprint(source)
+            t0 = time.perf_counter()
+            roots = {h: copy_rootfs(tmp / f"root-{h}") for h in hosts.values()}
+            for r in roots.values():
+                shape_as(r, os_name)
+            ctl = roots[hosts["controller"]]
+            if example == "dgx-external-db":  # the site's secret store put the external database's password there
+                (ctl / "etc/slurm").mkdir(parents=True, exist_ok=True)
+                pw = ctl / "etc/slurm/site-dbpass"
+                pw.write_text(SITE_PASSWORD + "\n")
+                pw.chmod(0o600)
+            seconds["copy"] = time.perf_counter() - t0
+            for name in ("converge", "rerun"):
+                t0 = time.perf_counter()
+                rc = run_site(loaded, tmp / f"ansible-{name}", tags=TAGS, connection_override=chroot_connection(roots))
+                seconds[name] = time.perf_counter() - t0
+                runs.append((rc, load_summary(tmp / f"ansible-{name}")))
+                if name == "converge":
+                    for r in roots.values():
+                        harvest_debs(r)
+            check_roots = roots
         # alter the files that hold secrets, then ask what would change, with diffs: nothing secret may be shown
         # (check mode changes nothing; the converged files are put back afterwards for the other tests)
-        dbd_conf = ctl / "etc/slurm/slurmdbd.conf"
-        node_key = roots[hosts["node"]] / "etc/munge/munge.key"
+        dbd_conf = check_roots[hosts["controller"]] / "etc/slurm/slurmdbd.conf"
+        node_key = check_roots[hosts["node"]] / "etc/munge/munge.key"
         converged = {p: p.read_bytes() for p in (dbd_conf, node_key)}
         dbd_conf.write_bytes(converged[dbd_conf] + b"DebugLevel=debug5\n")
         node_key.chmod(0o600)
         node_key.write_bytes(os.urandom(1024))
         t0 = time.perf_counter()
-        rc = run_site(loaded, tmp / "ansible-check", check=True, verbosity=2, **run)
+        rc = run_site(loaded, tmp / "ansible-check", check=True, verbosity=2, tags=TAGS,
+                      connection_override=chroot_connection(check_roots))
         seconds["check"] = time.perf_counter() - t0
         runs.append((rc, load_summary(tmp / "ansible-check")))
         for p, data in converged.items():
             p.write_bytes(data)
         node_key.chmod(0o400)
         print(f"\nslurm roles on {os_name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()))
-        yield {"os": os_name, "hosts": hosts, "roots": roots, "runs": runs, "tmp": tmp, "seconds": seconds}
+        yield {"os": os_name, "hosts": hosts, "roots": roots, "runs": runs, "tmp": tmp, "logs": logs,
+               "seconds": seconds}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -182,8 +213,8 @@ def test_no_secret_in_logs_rendered_files_or_diffs(slurm):
     secrets = _secrets(ctl)
     assert len(secrets) == 4
     searched = 0
-    for path in slurm["tmp"].rglob("*"):
-        if not path.is_file() or path.is_symlink() or "root-" in path.relative_to(slurm["tmp"]).parts[0]:
+    for path in (p for d in slurm["logs"] for p in d.rglob("*")):
+        if not path.is_file() or path.is_symlink() or "root-" in path.relative_to(_log_dir(slurm, path)).parts[0]:
             continue
         data = path.read_bytes()
         searched += 1
@@ -219,8 +250,8 @@ def test_slurmdbd_conf_carries_the_password_and_only_there(slurm):
     assert lines == [f"StoragePass={pw}"]
     assert conf.endswith(f"StoragePass={pw}\n")
     # the rendered slurmdbd.conf (clusterforge render) never holds it
-    for rendered in slurm["tmp"].rglob("slurmdbd.conf"):
-        if "root-" not in str(rendered):
+    for rendered in (p for d in slurm["logs"] for p in d.rglob("slurmdbd.conf")):
+        if "root-" not in str(rendered.relative_to(_log_dir(slurm, rendered))):
             assert "StoragePass" not in rendered.read_text()
 
 
