@@ -611,3 +611,48 @@ def test_vendor_unit_names_come_from_the_catalog_in_validate() -> None:
     assert f"systemctl status {vendor_units()['fabricmanager']}" in fm.fix
     # NVLSM has no unit of its own (Fabric Manager's unit starts it): the text names the process, never a unit
     assert "nvlsm" not in vendor_units() and "nvlsm.service" not in fm.cause + fm.fix and "nvlsm" in fm.cause
+
+
+def test_nvlink_failure_names_each_gpu_with_its_inactive_links(fixtures_dir: Path, dgx_bp) -> None:
+    # the measured text names the GPUs and how many links each lost; "no link reported" only when nvidia-smi
+    # reported no link at all
+    n = node(fixtures_dir, "dgx-h100", "dgx-01")
+    nvlink_down(n, 2)
+    nvlink_down(n, 5)
+    (r,) = judge_node_documents([n.doc()], dgx_bp, "dgx", source="node.json")
+    c = checks_of(r)["gpu.nvlink"]
+    assert (c["verdict"], c["measured"]) == ("fail", "GPU 2: 1 inactive, GPU 5: 1 inactive")
+
+
+def test_a_bmc_display_adapter_is_not_taken_for_a_gpu_under_the_acs_check(fixtures_dir: Path, dgx_bp) -> None:
+    # servers carry a BMC's VGA function (ASPEED, vendor 0x1a03, class 0x0300): a display device but no NVIDIA GPU,
+    # so the bridges above it are not the GPUs' and NICs' and the check counts the same devices as without it
+    n = node(fixtures_dir, "dgx-h100", "dgx-01")
+    (before,) = judge_node_documents([n.doc()], dgx_bp, "dgx", source="node.json")
+    bmc = "/sys/bus/pci/devices/0000:03:00.0"
+    n.files["links.tsv"] += f"{bmc}\t/sys/devices/pci0000:00/0000:00:1c.0/0000:02:00.0/0000:03:00.0\n"
+    n.set_sysfs(f"{bmc}/class", "0x030000")
+    n.set_sysfs(f"{bmc}/vendor", "0x1a03")
+    (after,) = judge_node_documents([n.doc()], dgx_bp, "dgx", source="node.json")
+    a, b = checks_of(after)["pcie.acs"], checks_of(before)["pcie.acs"]
+    assert (a["verdict"], a["measured"]) == (b["verdict"], b["measured"]) == ("pass", b["measured"])
+
+
+def test_ipoib_address_is_the_one_declared_for_the_checked_interface(fixtures_dir: Path, dgx_bp) -> None:
+    # a host with addresses on two IPoIB interfaces: the check expects the address of the group's interface,
+    # not the first one listed
+    import dataclasses
+
+    from validate.node_checks import check_ipoib, node_expectation
+    from validate.parsers.node import parse_document
+
+    e = node_expectation(dgx_bp, "dgx")
+    nd = e.ns.ipoib_netdev
+    assert nd == "ibp24s0"
+    host_key = next(h for h in e.ipoib if h.split(".")[0] == "dgx-01")
+    want = next(a["address"] for a in e.ipoib[host_key] if a["netdev"] == nd)
+    e2 = dataclasses.replace(e, ipoib={**e.ipoib, host_key: [{"netdev": "ib0", "address": "10.9.9.9/24"},
+                                                            *e.ipoib[host_key]]})
+    f = parse_document(node(fixtures_dir, "dgx-h100", "dgx-01").doc())
+    c = check_ipoib(f, e2)
+    assert c.verdict == "pass" and want in c.expected and "10.9.9.9" not in c.expected, c

@@ -215,3 +215,44 @@ def test_render_replaces_file_symlinks_and_refuses_folder_links_out(tmp_path, ca
     rc, out_text, err = _run(capsys, "render", bp, "-o", out2)
     assert rc == 2 and "outside the output folder" in out_text + err
     assert list(elsewhere.iterdir()) == []
+
+
+# --- the bounds themselves (validate/parsers/bounds.py), at their edges ---------------------------------------------
+
+def test_a_depth_over_the_bound_is_refused_however_the_brackets_mix():
+    # one '[' and five '{' nest six deep: the quick count that skips the walk adds the two kinds of bracket
+    from validate.parsers.bounds import JsonLimitError, loads
+
+    doc = '[{"a": {"b": {"c": {"d": {}}}}}]'
+    assert loads(doc, max_depth=6) == [{"a": {"b": {"c": {"d": {}}}}}]
+    with pytest.raises(JsonLimitError, match="nested deeper than 5 levels"):
+        loads(doc, max_depth=5)
+    with pytest.raises(JsonLimitError):
+        loads('[[[[[{"a": 1}]]]]]', max_depth=5)  # five '[' and one '{'
+
+
+def test_limit_errors_keep_no_copy_of_the_text_and_point_at_its_start():
+    # an over-long text is refused before any parse and the error holds none of it; a document too deep for
+    # Python's own parser is named at its first line whatever its length in lines
+    from validate.parsers.bounds import JsonLimitError, loads
+
+    with pytest.raises(JsonLimitError) as long:
+        loads('{"a": "' + "x" * 100 + '"}', max_chars=50)
+    assert (long.value.doc, long.value.pos, long.value.lineno) == ("", 0, 1)
+    deep = "[\n" * 50_000 + "]\n" * 50_000
+    with pytest.raises(JsonLimitError) as too_deep:
+        loads(deep, max_depth=10**6)
+    assert (too_deep.value.pos, too_deep.value.lineno) == (0, 1)
+    assert str(too_deep.value).endswith("(line 1)")
+
+
+def test_decode_at_reads_the_first_slice_from_where_the_document_starts():
+    # the slices are counted from the document's start (256 characters, then doubled while it runs past the slice),
+    # and what they read is charged to the scan budget
+    from validate.parsers.bounds import ScanBudget, decode_at
+
+    text = "x" * 300 + '{"busbw": 1.5}' + " " * 700
+    budget = ScanBudget(text)
+    before = budget.left
+    assert decode_at(json.JSONDecoder(), text, 300, budget) == ({"busbw": 1.5}, 314)  # end index in the text
+    assert before - budget.left == 256
