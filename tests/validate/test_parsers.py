@@ -840,3 +840,34 @@ def test_fio_defaults_and_buffered(fixtures_dir):
             "  read: IOPS=2861, BW=2861MiB/s (3000MB/s)(168GiB/60001msec)\n")
     (job,) = parse_fio_text(text).jobs
     assert job.buffered is None and job.rw == "read" and job.block_size == 2**20
+
+
+def test_fio_job_line_without_the_decimal_rate_reads_the_binary_one():
+    # fio prints the decimal rate in parentheses after BW=; without it (a cut or edited line) the binary one counts
+    rep = parse_fio_text(FIO_TEXT.replace("BW=2694MiB/s (2825MB/s)(15.8GiB/6001msec)", "BW=2694MiB/s"))
+    assert rep.jobs[0].read.bw_bytes_per_s == 2694 * 2**20
+
+
+def test_detection_window_keeps_texts_up_to_twice_its_size_whole():
+    # outputs longer than twice WINDOW_BYTES (256 Ki characters) are cut to their first and last WINDOW_BYTES; up to
+    # that, whole. The one character at index WINDOW_BYTES is the first a cut drops.
+    from validate.parsers.detect import WINDOW_BYTES, window
+
+    assert WINDOW_BYTES == 256 * 1024
+    for length, whole in ((2 * WINDOW_BYTES, True), (2 * WINDOW_BYTES + 1, False)):
+        text = list(("x" * 79 + "\n") * (length // 80 + 1))[:length]
+        text[WINDOW_BYTES] = "Z"
+        assert ("Z" in window("".join(text))) == whole, length
+
+
+def test_a_non_utf8_file_of_backspaces_is_binary(tmp_path):
+    # control characters other than tab, newline, vertical tab, form feed and carriage return (9-13) mark binary
+    # data in a file that is not UTF-8; backspace (8) is one of them
+    from validate.parsers.detect import NotText, open_raw
+
+    p = tmp_path / "out.log"
+    p.write_bytes(b"\xff header\n" + b"\x08" * 20 + b"a" * 980)
+    with pytest.raises(NotText, match="binary data"):
+        open_raw(p)
+    p.write_bytes(b"\xff header\n" + b"\t\n\x0b\x0c\r" * 4 + b"a" * 980)
+    assert open_raw(p).encoding == "latin-1"
