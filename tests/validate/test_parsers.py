@@ -871,3 +871,13 @@ def test_a_non_utf8_file_of_backspaces_is_binary(tmp_path):
         open_raw(p)
     p.write_bytes(b"\xff header\n" + b"\t\n\x0b\x0c\r" * 4 + b"a" * 980)
     assert open_raw(p).encoding == "latin-1"
+
+
+def test_fio2_job_line_rates_are_binary_units():
+    # fio 2 prints `read : io=..., bw=...KB/s, iops=...` with KB meaning 1024 bytes (fio's HOWTO, kb_base: 1024 is
+    # the default; fio 3 prints KiB for those and kB for 1000)
+    for bw, unit, factor in (("2758656", "KB/s", 1024), ("2694.0", "MB/s", 1024**2), ("2825000000", "B/s", 1)):
+        text = FIO_TEXT.replace("  read: IOPS=2694, BW=2694MiB/s (2825MB/s)(15.8GiB/6001msec)",
+                                f"  read : io=15.8GB, bw={bw}{unit}, iops=2694")
+        (job,) = parse_fio_text(text).jobs
+        assert (job.read.bw_bytes_per_s, job.read.iops) == (float(bw) * factor, 2694), unit
