@@ -206,3 +206,27 @@ def test_host_unique_duplicate_address(docs, monkeypatch):
     text, _ = _build(docs, "dgx", [])
     assert "10.0.0.11" in text  # the address of another host of the example
     assert [(p, f) for p, _, f in found] == [("node_groups.1.hosts.1.address", "give every host its own address")]
+
+
+def test_a_long_user_value_is_cut_to_40_characters_in_the_message(docs, monkeypatch):
+    # user values quoted in a finding (here a host address that is no IP address or DNS name) are cut to 40
+    # characters, the last three '...'; a value of exactly 40 is quoted whole, as is a short one (printable values
+    # as they are, without repr's quotes)
+    base = "roce"
+    for address, shown in (("bad_host", "bad_host"), ("bad_" + "a" * 36, "bad_" + "a" * 36),
+                           ("bad_" + "a" * 37, "bad_" + "a" * 33 + "...")):
+        ops = [S("node_groups.0.hosts.0.address", address)]
+        text, _ = _build(docs, base, ops)
+        found = [f for f in _check(text, Case("host-address-valid", base, ops, ""), monkeypatch)
+                 if f.rule_id == "host-address-valid"]
+        assert len(found) == 1 and f"`{shown}` is neither" in found[0].message, (address, found)
+
+
+def test_vpc_layout_checks_the_public_subnet_only_when_a_nat_gateway_uses_it(docs, monkeypatch):
+    # the public (NAT) subnet exists only with `nat_gateway: true`: outside the VPC it is refused then, ignored without
+    outside = {"cidr_block": "10.0.0.0/16", "public_subnet_cidr_block": "10.9.0.0/24"}
+    with_nat = [S("target.vpc", {**outside, "nat_gateway": True})]
+    assert [p for _, p in _fired(docs, "vpc-cidr-layout", with_nat, monkeypatch, base="p5")] == [
+        "target.vpc.public_subnet_cidr_block"]
+    without = [S("target.vpc", {**outside, "nat_gateway": False})]
+    assert _fired(docs, "vpc-cidr-layout", without, monkeypatch, base="p5") == []
