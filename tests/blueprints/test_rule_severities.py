@@ -271,3 +271,32 @@ def test_firing_case_carries_the_reviewed_severity(case: Case, docs: dict[str, d
     # the printed line says so too: a warning is prefixed, an error is not
     for f in findings:
         assert (": warning: " in f.format()) == (SEVERITIES[case.rule] == WARNING), f.format()
+
+
+def test_every_rule_function_is_documented_and_written_docstrings_are_kept() -> None:
+    # help() on a rule function describes it: an undocumented one gets the registry's text (id, severity, summary,
+    # fix, source); one with its own docstring keeps it
+    from blueprints.rules import registry
+
+    own = {r.id for r in all_rules() if r.check.__doc__ and not r.check.__doc__.startswith(f"Rule ``{r.id}``")}
+    for r in all_rules():
+        assert r.check.__doc__, r.id
+        if r.id not in own:
+            assert r.check.__doc__.startswith(f"Rule ``{r.id}`` ({r.severity}): {r.summary}"), r.id
+            assert f"Source: {r.source}" in r.check.__doc__, r.id
+
+    def documented(ctx):  # type: ignore[no-untyped-def]
+        """Its own words."""
+        return iter(())
+
+    def bare(ctx):  # type: ignore[no-untyped-def]
+        return iter(())
+
+    try:
+        registry.rule("zz-documented", "warning", "s", "f", "https://example.org/a")(documented)
+        registry.rule("zz-bare", "warning", "s", "f", "https://example.org/b")(bare)
+        assert documented.__doc__ == "Its own words."
+        assert bare.__doc__ and bare.__doc__.startswith("Rule ``zz-bare`` (warning): s")
+    finally:
+        registry._RULES.pop("zz-documented", None)
+        registry._RULES.pop("zz-bare", None)
