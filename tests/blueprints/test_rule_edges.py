@@ -230,3 +230,11 @@ def test_vpc_layout_checks_the_public_subnet_only_when_a_nat_gateway_uses_it(doc
         "target.vpc.public_subnet_cidr_block"]
     without = [S("target.vpc", {**outside, "nat_gateway": False})]
     assert _fired(docs, "vpc-cidr-layout", without, monkeypatch, base="p5") == []
+
+
+def test_imds_tag_key_rule_is_for_slurm_clusters_only(docs, monkeypatch):
+    # only a Slurm cluster reads its node names from instance tags through IMDS; another AWS blueprint may use any
+    # tag key EC2 accepts (a '/' included)
+    tags = [S("target.tags", {"team/owner": "ml"})]
+    assert _fired(docs, "slurm-aws-tag-keys", tags, monkeypatch, base="p5") == []
+    assert [p for _, p in _fired(docs, "slurm-aws-tag-keys", tags, monkeypatch, base="p5s")] == ["target.tags.team/owner"]
