@@ -238,3 +238,12 @@ def test_imds_tag_key_rule_is_for_slurm_clusters_only(docs, monkeypatch):
     tags = [S("target.tags", {"team/owner": "ml"})]
     assert _fired(docs, "slurm-aws-tag-keys", tags, monkeypatch, base="p5") == []
     assert [p for _, p in _fired(docs, "slurm-aws-tag-keys", tags, monkeypatch, base="p5s")] == ["target.tags.team/owner"]
+
+
+def test_nvls_needs_nvlink_4(docs, monkeypatch):
+    # NVLink SHARP (NVLS) came with NVLink 4 NVSwitches (HGX H100, NCCL 2.17.1 release notes); an NVSwitch system of
+    # NVLink 3 GPUs (HGX A100) has none, so an older NCCL leaves nothing unused there
+    old = [S("software.cuda", "12.0"), S("software.nccl", "2.16.5")]
+    assert [p for _, p in _fired(docs, "nccl-nvls", old, monkeypatch, base="dgx")] == ["software.nccl"]
+    a100 = [*old, S("node_groups.1.hardware.gpu", "a100-80gb-sxm:8")]
+    assert _fired(docs, "nccl-nvls", a100, monkeypatch, base="dgx") == []
