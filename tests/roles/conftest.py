@@ -132,11 +132,13 @@ def use_standin_archive(root: Path, mirror: VendorMirror, tree: str, os_name: st
         f"Signed-By: /etc/apt/keyrings/{tree}-standin.asc\n")
 
 
-def prepare_roots(work: Path, hosts: list[str], os_name: str, mirror: VendorMirror) -> dict[str, Path]:
+def prepare_roots(work: Path, hosts: list[str], os_name: str, mirror: VendorMirror, *,
+                  module_owned: bool = True) -> dict[str, Path]:
     """One private root filesystem per host under ``work/root-<host>``, shaped as ``os_name``: a Ubuntu-shaped root
     also gets the stand-in for the Ubuntu archive packages Debian's lacks (a Ubuntu host has its archive configured).
-    What the converge tests and ``bench/bench_ansible.py`` converge against."""
-    roots = {host: copy_rootfs(work / f"root-{host}") for host in hosts}
+    What the converge tests and ``bench/bench_ansible.py`` converge against. ``module_owned=False`` for copies that
+    outlive the test module (the run's shared converges, see :func:`copy_rootfs`)."""
+    roots = {host: copy_rootfs(work / f"root-{host}", module_owned=module_owned) for host in hosts}
     for r in roots.values():
         shape_as(r, os_name)
         if os_name in UBUNTU:
@@ -320,12 +322,51 @@ def _harvest(root: Path, archives: Path) -> None:
             _link(deb, dst)
 
 
-def copy_rootfs(dest: Path) -> Path:
-    """A private copy of the cached root filesystem at ``dest`` with the shared .deb cache linked in."""
+COPIES: list[Path] = []
+"""Every root filesystem copy this process made, in order. A copy takes about 0.3 GB before the roles install
+anything and up to 1.5 GB after; ``tests/conftest.py`` removes the copies a test module made when the module's
+fixtures are torn down (see :func:`remove_copies`), so a run's disk use stays near one module's copies plus the
+converges (the run's own, removed when the run ends)."""
+
+
+def remove_copies(since: int = 0) -> None:
+    """Remove the root filesystem copies made after the first ``since`` (Ansible's logs and results, kept beside the
+    copies in the test's folder, stay). ``CLUSTERFORGE_KEEP_ROOTS=1`` keeps them to look into after a run."""
+    if os.environ.get("CLUSTERFORGE_KEEP_ROOTS") == "1":
+        return
+    while len(COPIES) > since:
+        shutil.rmtree(COPIES.pop(), ignore_errors=True)
+
+
+ROOM_GB = 3.0
+"""Free space (GB, 1e9 bytes) a root filesystem copy asks for before it starts: the copy (0.3 GB) and what a whole
+node's roles install into it (the DGX example's largest host: about 1.5 GB), with room to spare."""
+
+
+def check_room(where: Path, need_gb: float = ROOM_GB) -> None:
+    """Fail the test with one line (where, how much is free, what to free) when the file system holding ``where`` has
+    less than ``need_gb`` free, instead of letting every later copy and write fail on ENOSPC."""
+    probe = where
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free / 1e9
+    if free < need_gb:
+        pytest.fail(f"no room for a root filesystem copy at {where}: {free:.1f} GB free, {need_gb:.1f} GB needed; "
+                    "free space on that file system (old pytest folders under /tmp/pytest-of-*, old clones) "
+                    "or point TMPDIR elsewhere", pytrace=False)
+
+
+def copy_rootfs(dest: Path, *, module_owned: bool = True) -> Path:
+    """A private copy of the cached root filesystem at ``dest`` with the shared .deb cache linked in. A
+    ``module_owned`` copy is recorded in :data:`COPIES` and removed when the test module that made it ends; fails
+    the test with one line when there is no room for it (:func:`check_room`)."""
     base = build_rootfs()
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    check_room(dest)
+    if module_owned:
+        COPIES.append(dest)
     _run(["cp", "-a", str(base), str(dest)])
     shutil.copy2("/etc/resolv.conf", dest / "etc/resolv.conf")
     # The copy is thrown away after the test, so dpkg's fsync after every unpacked file buys nothing; without it
@@ -380,19 +421,18 @@ class Converged:
 
 
 def _run_uid() -> str:
-    """Identifier shared by every xdist worker of one pytest run (a fresh one without xdist)."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not uid:
-        uid = os.environ.setdefault("CLUSTERFORGE_TEST_RUN_UID", uuid.uuid4().hex)
-    return uid
+    """Identifier shared by every xdist worker of one pytest run: ``tests/conftest.py`` sets
+    ``CLUSTERFORGE_TEST_RUN_UID`` in the controlling process before the workers start (a fresh one if unset)."""
+    return os.environ.setdefault("CLUSTERFORGE_TEST_RUN_UID", uuid.uuid4().hex)
 
 
 class ConvergeCache:
     """Converges each (example, OS) pair once per pytest run, shared by all xdist workers through files and locks.
 
     The first worker that needs a converge runs it while holding ``<id>.lock`` and stores the result as JSON;
-    other workers wait on the lock and reuse it. Copies live under ``.cache/rootfs/converge/<run uid>`` in the checkout (:data:`RUNS`);
-    copies of this checkout's earlier runs are removed when a run starts. Vendor packages come from the stand-in mirror
+    other workers wait on the lock and reuse it. Copies live under ``.cache/rootfs/converge/<run uid>`` in the checkout (:data:`RUNS`)
+    and are removed when the run ends (:func:`remove_run`); copies an interrupted run left are removed when the next
+    run starts. Vendor packages come from the stand-in mirror
     (:mod:`tests.roles.vendor_repo`) that this worker serves on 127.0.0.1.
     """
 
@@ -425,7 +465,7 @@ class ConvergeCache:
         groups = {g.name: g.hosts[0].name for g in loaded.blueprint.node_groups if g.hosts}
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
-        roots = prepare_roots(work, list(groups.values()), os_name, self.mirror)
+        roots = prepare_roots(work, list(groups.values()), os_name, self.mirror, module_owned=False)
         seconds["copy"] = time.perf_counter() - t0
         out = work / "ansible"
         override = chroot_connection(roots)
@@ -441,6 +481,13 @@ class ConvergeCache:
         c = Converged(example, out, roots, groups, rc, first, rerun_rc, load_summary(out), seconds)
         c.os_name = os_name
         return c
+
+
+def remove_run(uid: str) -> None:
+    """Remove the converge copies of run ``uid`` (called by the controlling process once every worker has finished;
+    ``CLUSTERFORGE_KEEP_ROOTS=1`` keeps them)."""
+    if os.environ.get("CLUSTERFORGE_KEEP_ROOTS") != "1":
+        shutil.rmtree(RUNS / uid, ignore_errors=True)
 
 
 MIRROR_SOURCES = ("tests/roles/vendor_repo.py", "tests/roles/cuda_repos.py", "tests/roles/nccl_stack_standins.py",
