@@ -773,7 +773,7 @@ def netdev_required(ctx: RuleContext) -> Iterator[Hit]:
             j = nics.index(ports[0])
             yield Hit(("node_groups", gi, "hardware", "nics", j), f"`node_groups.{gi}.hardware.nics.{j}` (`{ports[0].device}`) "
                       f"has no `netdev` for its IPoIB address (`network.infiniband.ipoib.cidr`)",
-                      f"add `netdev:` (e.g. `ibp{12 + j}s0`) to `node_groups.{gi}.hardware.nics.{j}`")
+                      f"add `netdev:` (the port's interface as `ip -br link` lists it) to `node_groups.{gi}.hardware.nics.{j}`")
     if ib is not None and o2ib and ib.infiniband.ipoib.enabled and not ib.infiniband.ipoib.cidr:
         si, s = o2ib[0]
         yield Hit(("network", "infiniband", "ipoib"), f"`storage.{si}` (`{s.name}`) is mounted over `o2ib` but "

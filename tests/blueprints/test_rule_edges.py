@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from blueprints import load_blueprint
+from blueprints.catalog import Catalog, catalog
 
-from .test_rules import BASES, EXAMPLES, Case, D, S, _build, _check
+from .test_rules import BASES, EXAMPLES, A, Case, D, S, _build, _check
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +248,121 @@ def test_nvls_needs_nvlink_4(docs, monkeypatch):
     assert [p for _, p in _fired(docs, "nccl-nvls", old, monkeypatch, base="dgx")] == ["software.nccl"]
     a100 = [*old, S("node_groups.1.hardware.gpu", "a100-80gb-sxm:8")]
     assert _fired(docs, "nccl-nvls", a100, monkeypatch, base="dgx") == []
+
+
+# --- the words users act on, and the sizing figures at their documented formulas -------------------------------------
+
+def test_sandbox_allow_list_says_where_the_driver_lives(docs, monkeypatch):
+    # Kata passes the GPU into a guest that carries its own driver; gVisor's nvproxy uses the host's (catalog
+    # `driver_on`, from each runtime's release notes): the message names the place to change (kills
+    # `driver_on == "guest"` -> `is "guest"`: the catalog's strings are not the interned literal)
+    cat = catalog()
+    kata = cat.runtime_release("kata", str(docs["kata"]["software"]["kata"]))
+    (_, msg, _), = _found(docs, "sandbox-driver-allow-list", "kata", [S("software.driver_version", "595.44.02")],
+                          monkeypatch)
+    assert kata.driver_on == "guest" and f"(in the guest image: {', '.join(kata.drivers)})" in msg
+    gv = cat.runtime_releases("gvisor")[0]
+    unlisted = next(d for d in cat.driver_releases(gv.drivers[0].split(".")[0]) if d not in gv.drivers)
+    ops = [S("node_groups.1.sandbox", "gvisor"), S("software.gvisor", gv.release),
+           S("software.driver_branch", unlisted.split(".")[0]), S("software.driver_version", unlisted)]
+    (_, msg, _), = _found(docs, "sandbox-driver-allow-list", "dgx", ops, monkeypatch)
+    assert gv.driver_on == "host" and f"(on the host: {', '.join(gv.drivers)})" in msg
+
+
+def _catalog_without_nvlsm() -> Catalog:
+    c = catalog()
+    extras = copy.deepcopy(c.extras)
+    extras["bare_metal"]["nvidia_driver"]["nvswitch"].pop("nvlsm_versions", None)
+    return Catalog(c.data, extras, c.aws)
+
+
+def test_nvlsm_release_with_no_release_catalogued_says_none(docs, monkeypatch):
+    # kills `', '.join(known) or 'none'` -> `and`: with no NVLSM release in the catalog the message says so
+    ops = [S("node_groups.1.hardware.gpu", "b200:8"), S("software.driver_branch", "590")]
+    text, _ = _build(docs, "dgx", ops)
+    found = _check(text, Case("nvlsm-release", "dgx", ops, "", patch=_catalog_without_nvlsm), monkeypatch)
+    (msg,) = [f.message for f in found if f.rule_id == "nvlsm-release"]
+    assert msg.endswith("no NVLSM release for driver branch 590 (known: none)"), msg
+
+
+def test_ipoib_netdev_fix_says_where_to_read_the_name(docs, monkeypatch):
+    # the fix used to invent a name from the NIC's index (`ibp{12 + j}s0`); it now says where the real one is shown
+    ops = [S("network.infiniband.ipoib", {"enabled": True, "cidr": "192.168.100.0/24"}),
+           D("node_groups.0.hardware.nics.0.netdev"), S("storage", [])]  # no Lustre over o2ib: the IPoIB branch
+    hits = [(p, f) for p, _, f in _found(docs, "netdev-required", "dgx", ops, monkeypatch)]
+    assert hits == [("node_groups.0.hardware.nics.0.device",  # the NIC's line (a flow mapping)
+                     "add `netdev:` (the port's interface as `ip -br link` lists it) to `node_groups.0.hardware.nics.0`")]
+
+
+def test_socket_interface_on_efa_is_never_judged_as_plain_ethernet(docs, monkeypatch):
+    # kills `fabric == "ethernet"` -> `<= "ethernet"` ("efa" sorts before "ethernet"): NICs written on an AWS group
+    # are refused for what they are, not read as the Ethernet data NICs of a socket transport
+    ops = [S("node_groups.0.hardware", {"nics": [{"device": "ens5", "netdev": "ens5", "link_layer": "ethernet",
+                                                  "speed_gbps": 100}]}),
+           S("network.nccl", {"env": {"NCCL_SOCKET_IFNAME": "=eth9"}})]
+    text, _ = _build(docs, "p5", ops)
+    ids = {f.rule_id for f in _check(text, Case("aws-node-group-fields", "p5", ops, ""), monkeypatch)}
+    assert "aws-node-group-fields" in ids and "nccl-env-disables-fabric" not in ids
+
+
+def _catalog_trn1_without_rdma_write() -> Catalog:
+    c = catalog()
+    data = copy.deepcopy(c.data)
+    data["aws_instance_types"]["trn1.32xlarge"]["efa_rdma"]["write"] = False
+    return Catalog(data, c.extras, c.aws)
+
+
+def test_efa_env_capability_judges_only_the_groups_that_run_nccl(docs, monkeypatch):
+    # NCCL's environment reaches the NVIDIA GPU groups; a Trainium group (Neuron's collectives, not NCCL) is not
+    # judged by it even where its EFA lacked the capability (a catalog variant: every catalogued trn type has RDMA
+    # write). Kills `it is None or not r.nvidia_gpus` -> `and`.
+    trn = {"name": "trn", "role": "compute", "count": 2, "instance_type": "trn1.32xlarge"}
+    ops = [S("network.nccl", {"env": {"FI_EFA_USE_DEVICE_RDMA_WRITE": "1"}}), A("node_groups", trn)]
+    text, _ = _build(docs, "p5", ops)
+    found = _check(text, Case("efa-env-capability", "p5", ops, "", patch=_catalog_trn1_without_rdma_write), monkeypatch)
+    assert [f for f in found if f.rule_id == "efa-env-capability"] == []
+    p4d = [S("node_groups.0.instance_type", "p4d.24xlarge"), *ops]  # p4d's EFA has RDMA read only (catalog)
+    (_, msg, _), = _found(docs, "efa-env-capability", "p5", p4d, monkeypatch)
+    assert "`p4d.24xlarge` (node group `gpu`) does not have" in msg
+
+
+def test_parallel_fabric_demand_figures(docs, monkeypatch):
+    # Llama 3.1 70B (L = 80, h = 8192, 64 heads of 128, 8 KV heads; 70.6e9 parameters) on two p4d (A100 bf16
+    # 312 TFLOP/s; 400 Gbit/s for 8 GPUs = 6.25 GB/s per GPU). PaLM FLOPs per token: 6 x 70.6e9 + 12 x 80 x 64 x
+    # 128 x s.
+    # TP16, s = 4096: 4 x 2 x 15/16 x 4096 x 8192 x 2 bytes x 80 layers = 40.3 GB = 6,442 ms; compute
+    # 4096 x 455.8e9 / 16 / 312e12 = 374 ms. PP2 halves both (40 layers per stage): 3,221 ms vs 187 ms (kills
+    # `tp * cp * pp` -> `tp * cp ** pp`).
+    tp = {"model": "llama-3.1-70b", "tensor_parallel": 16}
+    for extra, moves, ms, compute in [({}, "40 GB", "6,442", "374"), ({"pipeline_parallel": 2}, "20 GB", "3,221", "187")]:
+        (_, msg, _), = _found(docs, "parallel-fabric-demand", "eks", [S("workload", tp | extra)], monkeypatch)
+        assert msg == (f"`workload.tensor_parallel` 16 across nodes moves {moves} per GPU per micro-batch: {ms} ms over "
+                       f"the inter-node fabric (6.25 GB/s per GPU) vs {compute} ms of compute at peak"), msg
+    # CP16, s = 32768: 2048 tokens per rank; each of the 15 ring steps passes a rank's K and V (2 x 2048 x 8 x 128 x
+    # 2 bytes = 8.4 MB per layer), three times (forward; backward K/V and their gradients): 3 x 15 x 8.4 MB x 80 =
+    # 30.2 GB = 4,832 ms; compute 32768 x 681.3e9 / 16 / 312e12 = 4,472 ms (kills `(cp - 1)` -> `(cp / 1)` and
+    # `2 * tokens * kv_heads` -> `2 * tokens % kv_heads`)
+    cp = {"model": "llama-3.1-70b", "context_parallel": 16, "sequence_length": 32768}
+    (_, msg, _), = _found(docs, "parallel-fabric-demand", "eks", [S("workload", cp)], monkeypatch)
+    assert msg == ("`workload.context_parallel` 16 across nodes moves 30 GB per GPU per micro-batch: 4,832 ms over "
+                   "the inter-node fabric (6.25 GB/s per GPU) vs 4,472 ms of compute at peak"), msg
+
+
+def test_moe_all_to_all_names_the_link_it_crosses(docs, monkeypatch):
+    # test_sizing's EP16 case (8.1 GB per GPU, 1.29 s at 6.25 GB/s vs 1.10 s of compute): across two nodes it is the
+    # fabric's bandwidth, and the message says so (kills `if crosses` -> `if not crosses`, which named NVLink)
+    ops = [S("workload", {"model": "mixtral-8x7b", "architecture": "moe", "expert_parallel": 16})]
+    (_, msg, _), = _found(docs, "moe-fabric-bandwidth", "eks", ops, monkeypatch)
+    assert msg == ("expert parallelism (`workload.expert_parallel`) 16 across nodes moves 8.1 GB per GPU per micro-batch "
+                   "in all-to-all: 1,288 ms over the inter-node fabric (6.25 GB/s per GPU) vs 1,101 ms of compute at peak")
+
+
+def test_kv_concurrency_is_silent_when_not_one_request_fits(docs, monkeypatch):
+    # Llama 3.1 405B fp8 on one p5: 406 GB of weights leave 213 GB; one request of 524,288 tokens needs 0.516 MB x
+    # 524,288 = 271 GB of KV cache. inference-memory-fit says so; the concurrency warning has nothing to add (kills
+    # `or sv.fit == 0` -> `and`, which warned about 4 requests when none fits)
+    ops = [S("workload", {"purpose": "inference", "model": "llama-3.1-405b", "quantization": "fp8",
+                          "sequence_length": 524288, "concurrency": 4})]
+    (_, fit, _), = _found(docs, "inference-memory-fit", "p5", ops, monkeypatch)
+    assert "one request of 524288 tokens needs 271 GB of KV cache" in fit
+    assert _found(docs, "inference-kv-concurrency", "p5", ops, monkeypatch) == []
