@@ -146,6 +146,15 @@ def prepare_roots(work: Path, hosts: list[str], os_name: str, mirror: VendorMirr
     return roots
 
 
+def rewritten_files(summary: dict[str, Any]) -> list[str]:
+    """``host: role : task`` of each file-writing task (copy, template) that ran in the run ``summary`` describes
+    instead of being skipped. Every file a role writes is probed first (one stat and hash per file, issue 28), so on a
+    rerun each write is skipped; one that still runs compares its probe with something else than what lands on disk
+    (e.g. ``copy: content:`` of a JSON-looking string, which Ansible turns into a dict and writes compact)."""
+    return [f"{r['host']}: {r['role']} : {r['task']}" for r in summary["results"]
+            if r["status"] == "ok" and r["action"].rsplit(".", 1)[-1] in ("copy", "template")]
+
+
 def role_failures(root: Path, tmp: Path, role: str, tags: str, extravars: dict[str, Any]) -> list[str]:
     """Run ``role`` (with ``tags``) against the root filesystem ``root`` through the chroot connection, facts
     gathered; returns the failure messages (one line each). Asserts that the playbook ran."""

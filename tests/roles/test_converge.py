@@ -28,7 +28,7 @@ from blueprints.vendor import bare_metal, nvidia_services, vendor_units
 from clusterforge.ansible.render import inventory_data, roles_for
 from tests.conftest import EXAMPLES
 
-from .conftest import CONVERGES, GPU_EXAMPLES, converge_id, installed_packages
+from .conftest import CONVERGES, GPU_EXAMPLES, converge_id, installed_packages, rewritten_files
 from .cuda_repos import revision
 from .vendor_repo import FIXTURES
 
@@ -98,6 +98,8 @@ def test_converge_succeeds_and_second_run_changes_nothing(converges, example, os
     assert set(c.rerun["hosts"]) == set(c.roots), "every representative host took part in the run"
     assert all(h["changed"] == 0 and h["failed"] == 0 for h in c.rerun["hosts"].values()), c.rerun["hosts"]
     assert sum(1 for r in c.first["results"] if r["status"] == "changed") > 0, "the first run configured something"
+    rewritten = rewritten_files(c.rerun)
+    assert rewritten == [], f"{example}: the second run wrote these files again (their probe misses): {rewritten}"
     # image mode: nothing touches the running kernel or starts a service inside a root filesystem
     live = [f"{r['host']}: {r['task']}" for r in c.first["results"] if r["status"] != "skipped" and (
         r["action"].endswith(("modprobe", "reboot", "driverctl"))

@@ -37,7 +37,7 @@ from clusterforge.ansible.render import ROLES_DIR
 from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 from tests.conftest import EXAMPLES
 
-from .conftest import blueprint_for, copy_rootfs, harvest_debs, installed_packages, shape_as
+from .conftest import blueprint_for, copy_rootfs, harvest_debs, installed_packages, rewritten_files, shape_as
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")]
@@ -176,6 +176,7 @@ def test_the_roles_converge_and_rerun_with_nothing_changed(slurm):
     ran = {r["role"] for r in first["results"] if r["status"] != "skipped"}
     assert set(TAGS) - ({"slurm_login"} if "login" not in slurm["hosts"] else set()) <= ran, ran
     assert _changed(rerun) == []
+    assert rewritten_files(rerun) == []
     assert slurm["seconds"]["rerun"] < slurm["seconds"]["converge"]
 
 
