@@ -58,6 +58,18 @@ def test_no_room_is_one_line_naming_the_place_and_the_fix(tmp_path: Path) -> Non
     roles.check_room(tmp_path, need_gb=0.001)  # room: no failure
 
 
-def test_the_run_has_one_identifier_for_all_workers() -> None:
-    # set by tests/conftest.py's pytest_configure in the controlling process, inherited by every xdist worker
-    assert os.environ["CLUSTERFORGE_TEST_RUN_UID"] == roles._run_uid()
+def test_the_controller_names_the_run_before_the_workers_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/conftest.py's pytest_configure sets the identifier in the controlling process only (xdist's workers
+    # inherit it with the environment); a worker never makes its own
+    from types import SimpleNamespace
+
+    from tests.conftest import pytest_configure
+
+    monkeypatch.delenv("CLUSTERFORGE_TEST_RUN_UID", raising=False)
+    pytest_configure(SimpleNamespace(workerinput={"workerid": "gw0"}))  # type: ignore[arg-type]
+    assert "CLUSTERFORGE_TEST_RUN_UID" not in os.environ
+    pytest_configure(SimpleNamespace())  # type: ignore[arg-type]
+    uid = os.environ["CLUSTERFORGE_TEST_RUN_UID"]
+    assert len(uid) == 32 and roles._run_uid() == uid
+    pytest_configure(SimpleNamespace())  # type: ignore[arg-type]
+    assert os.environ["CLUSTERFORGE_TEST_RUN_UID"] == uid  # an identifier already set (a rerun's) is kept
