@@ -65,7 +65,7 @@ AREAS: dict[str, Area] = {
         "tests/blueprints/test_stack_rules.py", "tests/blueprints/test_aws_rules.py",
         "tests/blueprints/test_field_rules.py", "tests/blueprints/test_slurm.py",
         "tests/blueprints/test_lustre_client_source.py", "tests/blueprints/test_rule_edges.py",
-        "tests/blueprints/test_secret_scan_edges.py")),
+        "tests/blueprints/test_secret_scan_edges.py", "tests/blueprints/test_rule_messages.py")),
     "suites": Area(("validate/suites",), (
         "tests/validate/test_judge.py", "tests/validate/test_judge_accelerators.py",
         "tests/validate/test_judge_counts.py", "tests/validate/test_judge_diagnosis.py",

@@ -12,15 +12,9 @@ from typing import Any
 
 import pytest
 
-from blueprints import load_blueprint
 from blueprints.catalog import Catalog, catalog
 
-from .test_rules import BASES, EXAMPLES, A, Case, D, S, _build, _check
-
-
-@pytest.fixture(scope="module")
-def docs() -> dict[str, dict[str, Any]]:
-    return {k: load_blueprint(EXAMPLES / f"{v}.yaml").data for k, v in BASES.items()}
+from .test_rules import A, Case, D, S, _build, _check
 
 
 def _fired(docs: dict[str, dict[str, Any]], rule: str, ops: list[Any], monkeypatch: pytest.MonkeyPatch,
@@ -366,3 +360,78 @@ def test_kv_concurrency_is_silent_when_not_one_request_fits(docs, monkeypatch):
     (_, fit, _), = _found(docs, "inference-memory-fit", "p5", ops, monkeypatch)
     assert "one request of 524288 tokens needs 271 GB of KV cache" in fit
     assert _found(docs, "inference-kv-concurrency", "p5", ops, monkeypatch) == []
+
+
+# --- seed-41 survivors of `tools/mutate.py --sample 3 --seed 41` ------------------------------------------------------
+
+def test_mount_inside_an_image_dir_is_refused_but_a_dir_of_its_own_under_opt_is_not(docs, monkeypatch):
+    # EFA's installer and the OFI plugin live in `/opt/amazon` (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    # efa-start.html): a mount at `/opt/amazon/efa` covers part of it; `/opt` itself only when mounted on exactly
+    # (kills `d != "/opt"` -> `d is "/opt"`: the catalog's strings are not the interned literal)
+    (_, msg, _), = _found(docs, "mount-over-image-dir", "p5", [S("storage.0.mount", "/opt/amazon/efa")], monkeypatch)
+    assert msg == "`storage.0.mount` `/opt/amazon/efa` (lustre storage `shared`) would cover `/opt/amazon`", msg
+    assert _found(docs, "mount-over-image-dir", "p5", [S("storage.0.mount", "/opt/scratch")], monkeypatch) == []
+    (_, msg, _), = _found(docs, "mount-over-image-dir", "p5", [S("storage.0.mount", "/opt")], monkeypatch)
+    assert msg.endswith("would cover `/opt`"), msg
+
+
+def test_inventory_group_name_says_who_generates_the_group(docs, monkeypatch):
+    # Ansible's own groups (https://docs.ansible.com/ansible/latest/inventory_guide/intro_inventory.html#default-groups),
+    # the renderer's node-role groups and its Ansible-role groups are named apart (kills the AddNot on the first choice)
+    said = {name: _found(docs, "inventory-group-name", "dgx", [S("node_groups.0.name", name)], monkeypatch)[0][1]
+            for name in ("all", "ungrouped", "role-compute", "with-rdma")}
+    assert said["all"].endswith("inventory group `all`, which clusterforge generates for every inventory"), said
+    assert said["ungrouped"].endswith("`ungrouped`, which clusterforge generates for every inventory"), said
+    assert said["role-compute"].endswith("`role_compute`, which clusterforge generates for a node role"), said
+    assert said["with-rdma"].endswith("`with_rdma`, which clusterforge generates for an Ansible role"), said
+
+
+@pytest.mark.parametrize("per_vm, idle", [(1, None), (2, None), (3, 1), (4, None)])
+def test_vm_gpus_idle_is_the_remainder_of_the_hosts_gpus(docs, monkeypatch, per_vm, idle):
+    # the Kata example's GPU group has 4 GPUs per host: VMs of 1, 2 or 4 GPUs use them all, VMs of 3 leave 1 idle
+    # (kills `gpus % per_vm` -> `gpus ^ per_vm`: 4 ^ 2 = 6, 4 ^ 1 = 5)
+    found = _found(docs, "vm-gpus-idle", "kata", [S("node_groups.1.sandbox.vm.gpus_per_vm", per_vm)], monkeypatch)
+    if idle is None:
+        assert found == []
+    else:
+        (_, msg, _), = found
+        assert msg.startswith(f"4 GPUs per host in VMs of `node_groups.1.sandbox.vm.gpus_per_vm` {per_vm} leave "
+                              f"{idle} GPU(s) idle"), msg
+
+
+def test_a_second_controller_group_names_the_first(docs, monkeypatch):
+    # one slurmctld per cluster here: the second controller group is refused and the message names the one kept
+    second = copy.deepcopy(docs["dgx"]["node_groups"][0])
+    second["name"] = "mgmt-b"
+    second["hosts"] = [{"name": "mgmt-02", "address": "10.0.0.20"}]
+    (path, msg, _), = _found(docs, "slurm-controller", "dgx", [A("node_groups", second)], monkeypatch)
+    assert path == "node_groups.2.role"
+    assert msg == "node group `mgmt-b` is a second controller group; Slurm runs one slurmctld here (`mgmt`)", msg
+
+
+@pytest.mark.parametrize("trays, fires", [(18, False), (19, True)])
+def test_imex_domain_holds_one_nvl72_rack(docs, monkeypatch, trays, fires):
+    # a GB200 NVL72 rack is one NVLink domain of 72 GPUs, 18 compute trays of 4 (NVIDIA Mission Control, high-speed
+    # fabric management): 18 trays fit in one node group, 19 do not; the message gives the product
+    hosts = [{"name": f"gb-{k:02d}", "address": f"10.0.1.{k + 10}"} for k in range(trays)]
+    ops = [S("node_groups.1.hardware.gpu", "gb200:4"), S("node_groups.1.hosts", hosts)]
+    found = [(p, m, f) for p, m, f in _found(docs, "imex-domain", "dgx", ops, monkeypatch) if "domain holds" in m]
+    if not fires:
+        assert found == []
+        return
+    (_, msg, fix), = found
+    assert msg == ("node group `dgx` is one NVLink domain for IMEX but holds 19 hosts x 4 gb200-per-gpu = 76 GPUs; "
+                   "one domain holds 72"), msg
+    assert fix == "split `dgx` into groups of at most 18 hosts, one per rack"
+
+
+def test_cuda_driver_compat_reads_the_branch_of_a_dotted_driver_branch(docs, monkeypatch):
+    # `software.driver_branch` may carry a point release (`470.199`): the branch is its first number. 470 is a base
+    # branch of CUDA 12's forward compatibility (https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html),
+    # so with `cuda_compat` an H100 runs CUDA 12.4 on it; without it the driver cannot (kills `branch[0]` -> `branch[-1]`)
+    ops = [S("software.driver_branch", "470.199"), S("software.cuda", "12.4")]
+    assert _found(docs, "cuda-driver-compat", "dgx", [*ops, S("software.cuda_compat", True)], monkeypatch) == []
+    (_, msg, fix), = _found(docs, "cuda-driver-compat", "dgx", ops, monkeypatch)
+    assert msg == ("`software.driver_branch` 470.199 cannot run CUDA 12.4 (`software.cuda`); CUDA 12.x needs driver 525 "
+                   "or newer"), msg
+    assert fix == 'set `software.driver_branch: "525"` or newer'

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from blueprints import all_rules, load_blueprint
+from blueprints import all_rules
 
-from .test_rules import BASES, CASES, EXAMPLES, Case, _build, _check
+from .test_rules import CASES, Case, _build, _check
 
 ERROR = "error"
 WARNING = "warning"
@@ -254,11 +254,6 @@ def test_registry_has_exactly_these_rules_and_severities() -> None:
     assert not unreviewed, f"registered rules without a reviewed severity (add a row here): {unreviewed}"
     changed = {k: (SEVERITIES[k], v) for k, v in registered.items() if v != SEVERITIES[k]}
     assert not changed, f"severity changed (reviewed, registered): {changed}"
-
-
-@pytest.fixture(scope="module")
-def docs() -> dict[str, dict[str, Any]]:
-    return {k: load_blueprint(EXAMPLES / f"{v}.yaml").data for k, v in BASES.items()}
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

@@ -197,3 +197,16 @@ def test_info_and_warn_lines_do_not_fail_the_run(base, line):
     run = _run(text)
     assert run.errors == []
     assert _judge(text).verdict == "pass"
+
+
+def test_a_header_of_one_placement_reads_rows_of_one_placement(base):
+    # The parser reads the column groups the header prints (each starts at `time`); a table cut to its out-of-place
+    # columns (a wrapper that keeps only those) has rows of one placement: busbw is read from that group, and no
+    # in-place values are invented from the default column order
+    header = "#       size         count    type   redop     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+    assert header in base
+    one = base.replace(header, "#       size         count    type   redop     time   algbw   busbw #wrong")
+    one = "\n".join(" ".join(ln.split()[:8]) if _ROW.match(ln) else ln for ln in one.splitlines()) + "\n"
+    row = _run(one).rows[-1]
+    assert (row.out_of_place.time_us, row.out_of_place.busbw_gbps) == (63896, 235.26) and row.in_place is None
+    assert row.busbw_gbps == 235.26

@@ -881,3 +881,50 @@ def test_fio2_job_line_rates_are_binary_units():
                                 f"  read : io=15.8GB, bw={bw}{unit}, iops=2694")
         (job,) = parse_fio_text(text).jobs
         assert (job.read.bw_bytes_per_s, job.read.iops) == (float(bw) * factor, 2694), unit
+
+
+def test_a_latin1_byte_past_the_first_64_kib_makes_the_file_latin1(tmp_path):
+    # the UTF-8 check reads the whole file (in 1 MiB pieces after the first 64 KiB), not only its head: a log whose
+    # one Latin-1 byte (`\xb5s`, a microsecond unit some tools print in ISO-8859-1) comes after 100 KiB of ASCII is read
+    # as Latin-1, so the character survives instead of failing the decode later
+    from validate.parsers.detect import open_raw, read_text
+
+    p = tmp_path / "out.log"
+    p.write_bytes((b"x" * 79 + b"\n") * 1280 + b"avg lat 12 \xb5s\n")
+    assert open_raw(p).encoding == "latin-1"
+    assert read_text(p).endswith("avg lat 12 \u00b5s\n")
+
+
+@pytest.mark.parametrize("extra, says", [(0, "binary data (NUL bytes)"), (1, "over 256 MiB")])
+def test_an_input_over_256_mib_is_refused_by_its_size(tmp_path, extra, says):
+    # the raw-output limit is 256 MiB (MAX_INPUT_CHARS, "Most characters of one raw output ... that are read (256 Mi)");
+    # the size is read from the file system before any byte is (a sparse file of zeros: NUL bytes when read)
+    from validate.parsers.detect import NotText, open_raw
+
+    p = tmp_path / "big.log"
+    with open(p, "wb") as f:
+        f.truncate(256 * 1024 * 1024 + extra)
+    with pytest.raises(NotText) as e:
+        open_raw(p)
+    assert says in str(e.value) and str(e.value).startswith(f"{p}: ")
+
+
+@pytest.mark.parametrize("key, p99", [("clat_us", 2244.608), ("lat_us", 2244.608), ("clat_ms", 2.244608)])
+def test_fio_json_p99_in_microseconds_or_milliseconds_is_read_in_nanoseconds(fixtures_dir, key, p99):
+    # fio's JSON names each latency block by its unit (`clat_ns` since fio 3.0; `clat_us` / `lat_ms` blocks in older
+    # output and in --output-format=json+ of some builds): 2,244.608 us and 2.244608 ms are both 2,244,608 ns
+    doc = json.loads((fixtures_dir / "fio" / "fio-01.json").read_text())
+    for d in ("read", "write"):
+        io = doc["jobs"][0][d]
+        for k in ("clat_ns", "lat_ns", "slat_ns"):
+            io.pop(k, None)
+        io[key] = {"percentile": {"99.000000": p99}}
+    (job,) = parse_fio(json.dumps(doc)).jobs
+    assert job.read.p99_source == key and job.read.p99_ns == pytest.approx(2244608)
+
+
+def test_fio_text_job_header_group_id_is_the_groupid_not_the_job_count():
+    # `name: (groupid=G, jobs=N): err= E: pid=P`: the job's reporting group is G (fio's HOWTO, "Interpreting the output")
+    text = FIO_TEXT.replace("seq-read: (groupid=0, jobs=1): err= 0:", "seq-read: (groupid=2, jobs=4): err= 0:")
+    (job,) = parse_fio_text(text).jobs
+    assert job.groupid == 2 and job.error == 0
