@@ -25,6 +25,7 @@ AREAS = {
     "slurm": "Slurm configuration files of every Slurm example (tests/blueprints/test_slurm.py)",
     "validation": "Slurm batch scripts and Kubernetes manifests of the suites (tests/validate/test_validation_artifacts.py)",
     "reports": "Markdown and JUnit reports (tests/validate/test_validation_artifacts.py)",
+    "judged": "every recorded output of tests/fixtures as `clusterforge judge --json` judges it (tests/validate/test_judged_fixtures.py)",
     "parsed": "every recorded output of tests/fixtures, parsed (tests/validate/test_parsed_fixtures.py)",
     "rules": "each pre-deploy rule's findings on its firing case, as `check` prints them (tests/blueprints/test_rule_messages.py)",
 }

@@ -72,13 +72,15 @@ AREAS: dict[str, Area] = {
         "tests/validate/test_judge_failure_lines.py", "tests/validate/test_judge_fio_consistency.py",
         "tests/validate/test_judge_log_causes.py", "tests/validate/test_judge_boundaries.py",
         "tests/validate/test_suites.py", "tests/validate/test_node_suite.py", "tests/validate/test_profile.py",
-        "tests/validate/test_faults.py", "tests/validate/test_stack_versions.py")),
+        "tests/validate/test_faults.py", "tests/validate/test_stack_versions.py",
+        "tests/validate/test_judged_fixtures.py")),
     "parsers": Area(("validate/parsers",), (
         "tests/validate/test_parsers.py", "tests/validate/test_nccl_parser_lines.py",
         "tests/validate/test_judge_boundaries.py", "tests/validate/test_big_inputs.py",
         "tests/validate/test_untrusted_outputs.py", "tests/validate/test_judge.py",
         "tests/validate/test_judge_failure_lines.py", "tests/validate/test_judge_counts.py",
-        "tests/validate/test_node_checks.py", "tests/validate/test_parsed_fixtures.py")),  # the node-health parser (parsers/node.py) is read by the node checks
+        "tests/validate/test_node_checks.py", "tests/validate/test_parsed_fixtures.py",
+        "tests/validate/test_judged_fixtures.py")),  # the node-health parser (parsers/node.py) is read by the node checks
     "node_checks": Area(("validate/node_checks.py",), (
         "tests/validate/test_node_checks.py", "tests/validate/test_node_suite.py")),
 }

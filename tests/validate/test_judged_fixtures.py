@@ -1,0 +1,55 @@
+"""Every recorded output of ``tests/fixtures`` judged by ``clusterforge judge --json``, compared whole with
+``tests/golden/judged/`` (issue 35).
+
+The judge tests assert each fixture's verdict and the figures the issue at hand was about; the rest of what a
+user reads (every metric, the expected figure and its derivation, the warn / fail ratios, the notes, the
+reasons, the exit status) was pinned nowhere, so a changed threshold, bound or wording that left the verdict
+alone passed. Each public output is judged as a user would run it: with nothing declared (what the log itself
+says), and, where ``test_judge.FLAGS`` declares the hardware a run came from, with those flags too. The
+per-size series are left out (``tests/golden/parsed`` holds the rows). ``CLUSTERFORGE_UPDATE_GOLDEN=1``
+rewrites the files; review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from clusterforge.cli import main
+from tests.golden_files import assert_golden, golden_dir
+
+from .test_judge import FLAGS
+from .test_parsed_fixtures import FIXTURES, RAW
+
+FOLDER = golden_dir("judged")
+
+
+def _argv(flags: dict[str, Any]) -> list[str]:
+    return [a for k, v in flags.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+CASES = [(rel, {}) for rel in RAW] + [(f"nccl-tests/{name}", flags) for name, flags in FLAGS.items() if flags]
+
+
+@pytest.mark.parametrize("rel, flags", CASES, ids=[f"{r}{' ' + ' '.join(_argv(f)) if f else ''}" for r, f in CASES])
+def test_a_recorded_output_is_judged_as_reviewed(rel: str, flags: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(FIXTURES)  # the results name their source relative to where the user ran the judge
+    rc = main(["judge", rel, *_argv(flags), "--json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    doc = json.loads(out)
+    for r in doc["results"]:
+        r.pop("series", None)
+    name = f"{rel}.json" if not flags else f"{rel}.{'-'.join(str(v) for v in flags.values())}.json"
+    text = json.dumps({"exit": rc, **doc}, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    assert_golden({name: text}, FOLDER, complete=False)
+
+
+def test_every_judged_golden_has_its_case() -> None:
+    """A fixture removed or its flags changed leaves no stale reviewed result behind."""
+    want = {f"{rel}.json" if not f else f"{rel}.{'-'.join(str(v) for v in f.values())}.json" for rel, f in CASES}
+    have = {str(p.relative_to(FOLDER)) for p in FOLDER.rglob("*.json")}
+    assert have == want, sorted(have ^ want)
