@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 
+from blueprints import load_blueprint
 from clusterforge.cli import main
 from tests.golden_files import assert_golden, golden_dir
+from validate.node_checks import judge_node_documents
 
+from .node_fixtures import RecordedNode, as_recorded
 from .test_judge import FLAGS
 from .test_parsed_fixtures import FIXTURES, RAW
 
@@ -48,8 +51,27 @@ def test_a_recorded_output_is_judged_as_reviewed(rel: str, flags: dict[str, Any]
     assert_golden({name: text}, FOLDER, complete=False)
 
 
+NODE_SYSTEMS = {  # recorded system -> (example blueprint, node group, as_recorded options), as test_node_checks judges them
+    "dgx-h100": ("onprem-dgx-h100-ib", "dgx", {"gpudirect": "nvidia-peermem"}),
+    "l40s-roce": ("onprem-l40s-roce", "l40s", {}),
+}
+
+
+@pytest.mark.parametrize("system", sorted(NODE_SYSTEMS))
+def test_the_healthy_node_fixtures_are_judged_as_reviewed(system: str) -> None:
+    # every node check's status, figures, expectation and fix on the recorded healthy nodes of one system, both
+    # hosts and the cross-node comparison
+    example, group, opts = NODE_SYSTEMS[system]
+    bp = as_recorded(load_blueprint(FIXTURES.parents[1] / "blueprints" / "examples" / f"{example}.yaml").blueprint, **opts)
+    hosts = sorted(p for p in (FIXTURES / "node" / system).iterdir() if p.is_dir())
+    results = judge_node_documents([RecordedNode.load(h).doc() for h in hosts], bp, group, source="node.json")
+    text = json.dumps([r.to_json() for r in results], indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    assert_golden({f"node/{system}.json": text}, FOLDER, complete=False)
+
+
 def test_every_judged_golden_has_its_case() -> None:
     """A fixture removed or its flags changed leaves no stale reviewed result behind."""
     want = {f"{rel}.json" if not f else f"{rel}.{'-'.join(str(v) for v in f.values())}.json" for rel, f in CASES}
+    want |= {f"node/{system}.json" for system in NODE_SYSTEMS}
     have = {str(p.relative_to(FOLDER)) for p in FOLDER.rglob("*.json")}
     assert have == want, sorted(have ^ want)
