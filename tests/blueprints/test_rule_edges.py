@@ -435,3 +435,42 @@ def test_cuda_driver_compat_reads_the_branch_of_a_dotted_driver_branch(docs, mon
     assert msg == ("`software.driver_branch` 470.199 cannot run CUDA 12.4 (`software.cuda`); CUDA 12.x needs driver 525 "
                    "or newer"), msg
     assert fix == 'set `software.driver_branch: "525"` or newer'
+
+
+# --- seed-43 survivors ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_efa_placement_decision_for_two_nodes_and_more(docs, monkeypatch, nodes):
+    # EFA between 2 or more instances wants a cluster placement group decided (kills `< 2` -> `!= 2`: 4 nodes too)
+    ops = [D("network.placement"), S("node_groups.0.count", nodes)]
+    assert [p for p, _, _ in _found(docs, "efa-placement-decision", "p5", ops, monkeypatch)] == ["network.fabric"]
+    one = [D("network.placement"), S("node_groups.0.count", 1)]
+    assert _found(docs, "efa-placement-decision", "p5", one, monkeypatch) == []
+
+
+def test_nccl_ib_hca_narrowing_counts_the_rails_left(docs, monkeypatch):
+    # the DGX example declares 8 ConnectX-7 NDR ports; an HCA list of 2 leaves 6 out and NCCL uses 2 of 8 rails
+    nics = docs["dgx"]["node_groups"][1]["hardware"]["nics"]
+    two = ",".join(n["device"] for n in nics[:2])
+    (_, msg, _), = _found(docs, "nccl-env-disables-fabric", "dgx", [S("network.nccl", {"env": {"NCCL_IB_HCA": two}})],
+                          monkeypatch)
+    assert len(nics) == 8 and "leaves out 6 of the 8 NICs" in msg and "NCCL uses 2 of 8 rails" in msg, msg
+
+
+def test_hardware_system_without_a_gpu_says_none(docs, monkeypatch):
+    # `system: dgx-h100` is 8 x h100-sxm; a group that names the system but declares no GPU is told it says 0 x none
+    (_, msg, fix), = _found(docs, "hardware-system-mismatch", "dgx", [D("node_groups.1.hardware.gpu")], monkeypatch)
+    assert msg.endswith("but `node_groups.1.hardware.gpu` says 0 x `none`"), msg
+    assert fix == "set `gpu: h100-sxm:8` or drop `system`"
+
+
+def test_shared_nvswitch_guest_size_and_vm_size_must_agree(docs, monkeypatch):
+    # shared-nvswitch partitions of 4 GPUs with VMs (runtime `vm`) of 2: the VM size is the one to change (the branch after the
+    # partition-size check; a `+` there turned `//` raised inside the rule)
+    ops = [S("node_groups.0.sandbox.runtime", "vm"),
+           S("node_groups.0.sandbox.nvswitch", {"mode": "shared-nvswitch", "gpus_per_guest": 4}),
+           S("node_groups.0.sandbox.vm", {"vcpus": 32, "memory_gib": 256, "gpus_per_vm": 2})]
+    (path, msg, fix), = _found(docs, "nvswitch-passthrough-plan", "kata", ops, monkeypatch)
+    assert path == "node_groups.0.sandbox.vm.gpus_per_vm"
+    assert msg == ("`node_groups.0.sandbox.vm.gpus_per_vm` 2 differs from the partition size "
+                   "`nvswitch.gpus_per_guest` 4") and fix == "set `gpus_per_vm: 4`"
