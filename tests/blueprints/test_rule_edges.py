@@ -474,3 +474,13 @@ def test_shared_nvswitch_guest_size_and_vm_size_must_agree(docs, monkeypatch):
     assert path == "node_groups.0.sandbox.vm.gpus_per_vm"
     assert msg == ("`node_groups.0.sandbox.vm.gpus_per_vm` 2 differs from the partition size "
                    "`nvswitch.gpus_per_guest` 4") and fix == "set `gpus_per_vm: 4`"
+
+
+@pytest.mark.parametrize("nids, says", [(["10.0.0.5@efa"], "efa"), (["10.0.0.5@kfi", "10.0.0.6@efa"], "efa/kfi")])
+def test_efa_and_kfi_nids_need_the_efa_fabric(docs, monkeypatch, nids, says):
+    # LNet's `efa` / `kfi` networks are AWS EFA client networks (Lustre wiki, "Mounting a Lustre File System on Client
+    # Nodes"): an InfiniBand cluster given such NIDs is told which networks it named
+    ops = [S("storage.0.server.mgs_nids", nids)]
+    (path, msg, _), = _found(docs, "lustre-nid-network", "dgx", ops, monkeypatch)
+    assert path == "storage.0.server.mgs_nids"
+    assert msg == f"`storage.0.server.mgs_nids` uses `{says}` NIDs but `network.fabric` is `infiniband`", msg
