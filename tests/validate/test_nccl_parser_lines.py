@@ -72,6 +72,22 @@ def test_rows_keep_their_line_number_in_the_log(base):
     assert run.rows[-1].line == base.splitlines().index(LAST) + 1  # 1-based, as an editor shows it
 
 
+@pytest.mark.parametrize("cut_at", ["end", "float"])
+def test_a_row_cut_by_another_ranks_line_keeps_the_line_it_started_on(base, cut_at):
+    # `mpirun --tag-output`: rank 1's line glued after rank 0's last row (and the log ends there), or cutting the row
+    # before its data type with the rest on the next line: the row is counted on the line where it starts (it was
+    # reported one past the end of the log)
+    lines = base.splitlines()
+    at = lines.index(LAST)
+    other = "[1,1]<stdout>:node-2:7:7 [1] NCCL INFO Channel 02/0 : 9[1] -> 1[1] via NET/IB/1/GDRDMA"
+    cut = len(LAST) if cut_at == "end" else LAST.index("float")
+    tagged = [f"[1,0]<stdout>:{ln}" for ln in lines[:at]] + [f"[1,0]<stdout>:{LAST[:cut]}{other}"]
+    if cut_at != "end":
+        tagged.append(f"[1,0]<stdout>:{LAST[cut:]}")
+    (run,) = [r for r in parse_nccl("\n".join(tagged)) if r.rows]
+    assert (run.rows[-1].size_bytes, run.rows[-1].busbw_gbps, run.rows[-1].line) == (8589934592, 235.26, at + 1)
+
+
 def test_a_row_cut_after_its_first_field_is_not_read(base):
     # the log of a job killed while printing: the last row stops after the redop column
     cut = LAST[: LAST.index("sum") + 3]

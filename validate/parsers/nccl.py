@@ -1071,7 +1071,7 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
     long_lines: list[int] = []
     streams: dict[str | None, _StreamParser] = {}
     order: list[str | None] = []
-    pending: dict[str | None, str] = {}
+    pending: dict[str | None, tuple[int, str]] = {}  # stream -> (line it started on, text so far)
     shared_log = [3 * MAX_LOG_LINES]
 
     def feed(lineno: int, stream: str | None, line: str) -> None:
@@ -1093,18 +1093,19 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
         if pending or ((":" in line or "]" in line) and _MID_TAG_HINT.search(line)):
             segs = _split_interleaved(stream, line)
             for i, (sid, seg) in enumerate(segs):
-                seg = pending.pop(sid, "") + seg
+                started, before = pending.pop(sid, (lineno, ""))
+                seg = before + seg
                 if i < len(segs) - 1:
-                    pending[sid] = seg[:MAX_LINE_CHARS + 1]  # cut by another stream's tag: its line continues later
+                    pending[sid] = (started, seg[:MAX_LINE_CHARS + 1])  # cut by another stream's tag: continues later
                 elif too_long(seg):
-                    long_lines.append(lineno)
+                    long_lines.append(started)
                 else:
-                    feed(lineno, sid, seg)
+                    feed(started, sid, seg)  # a line continued later is counted on the line it started on
             continue
         feed(lineno, stream, line)
-    for sid, seg in pending.items():
+    for sid, (started, seg) in pending.items():  # cut, and the log ended before it continued
         if not too_long(seg):
-            feed(lineno + 1, sid, seg)
+            feed(started, sid, seg)
     per_stream = [(sid, streams[sid].finish()) for sid in order]
     with_content = [(sid, runs) for sid, runs in per_stream if any(_has_content(r) for r in runs)]
     runs: list[NcclRun] = []
