@@ -484,3 +484,14 @@ def test_efa_and_kfi_nids_need_the_efa_fabric(docs, monkeypatch, nids, says):
     (path, msg, _), = _found(docs, "lustre-nid-network", "dgx", ops, monkeypatch)
     assert path == "storage.0.server.mgs_nids"
     assert msg == f"`storage.0.server.mgs_nids` uses `{says}` NIDs but `network.fabric` is `infiniband`", msg
+
+
+def test_kv_concurrency_is_silent_when_the_weights_do_not_fit(docs, monkeypatch):
+    # Llama 3.1 405B in bf16 (2 bytes x 405.9e9 parameters, the model card's count = 812 GB) on one p5 (8 x 80 GB less
+    # the runtime reserve):
+    # inference-memory-fit refuses it; no negative count of requests is reported (kills `free > 0` -> `free != 0`)
+    ops = [S("workload", {"purpose": "inference", "model": "llama-3.1-405b", "sequence_length": 8192,
+                          "concurrency": 4}), S("node_groups.0.count", 1)]
+    (_, fit, _), = _found(docs, "inference-memory-fit", "p5", ops, monkeypatch)
+    assert "needs 812 GB of weights but 8 GPUs hold" in fit, fit
+    assert _found(docs, "inference-kv-concurrency", "p5", ops, monkeypatch) == []

@@ -928,3 +928,30 @@ def test_fio_text_job_header_group_id_is_the_groupid_not_the_job_count():
     text = FIO_TEXT.replace("seq-read: (groupid=0, jobs=1): err= 0:", "seq-read: (groupid=2, jobs=4): err= 0:")
     (job,) = parse_fio_text(text).jobs
     assert job.groupid == 2 and job.error == 0
+
+
+def test_amp_true_or_false_is_not_a_number():
+    # JSON booleans are not numbers (Python's bool is an int: float(True) == 1.0): a document that says `"mfu": true`
+    # has no MFU figure rather than an MFU of 100 %
+    (run,) = parse_amp(json.dumps(dict(AMP_DOC, mfu=True, tokens_per_s=False)))
+    assert run.mfu is None and run.tokens_per_s is None
+
+
+def test_the_detection_window_of_a_short_text_is_the_text():
+    # texts up to twice WINDOW_BYTES are searched whole, once (blank lines aside): nothing is repeated
+    from validate.parsers.detect import window
+
+    text = "# nccl-tests\n#  Rank  0 Group  0 Pid 1 on node-1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+    assert window(text) == text
+    assert window("a\n\n\nb\n") == "a\nb\n"
+
+
+def test_fio_json_without_bw_bytes_reads_bw_in_kib(fixtures_dir):
+    # before `bw_bytes` (fio 3.x JSON), a direction's `bw` was the only rate, in KiB/s (fio HOWTO, "bw" in the JSON
+    # output is KiB/s): 340,570 KiB/s are 348,743,680 bytes/s
+    doc = json.loads((fixtures_dir / "fio" / "fio-01.json").read_text())
+    read = doc["jobs"][0]["read"]
+    read.pop("bw_bytes")
+    read["bw"] = 340570
+    (job,) = parse_fio(json.dumps(doc)).jobs
+    assert job.read.bw_bytes_per_s == 340570 * 1024
