@@ -955,3 +955,14 @@ def test_fio_json_without_bw_bytes_reads_bw_in_kib(fixtures_dir):
     read["bw"] = 340570
     (job,) = parse_fio(json.dumps(doc)).jobs
     assert job.read.bw_bytes_per_s == 340570 * 1024
+
+
+def test_lspci_without_the_domain_is_read_in_domain_0000():
+    # `lspci -vvv` without `-D` prints `1b:00.0`; the devices are keyed as sysfs names them, `0000:1b:00.0`
+    from validate.parsers.node import parse_lspci
+
+    text = ("1b:00.0 PCI bridge: PLX Technology, Inc. PEX 890xx PCIe Gen 5 Switch (rev b0)\n"
+            "\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans+\n"
+            "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n")
+    dev = parse_lspci(text)
+    assert list(dev) == ["0000:1b:00.0"] and dev["0000:1b:00.0"]["acs_ctl"]["SrcValid"] is True
