@@ -3,7 +3,7 @@
 
 The judge tests assert each fixture's verdict and the figures the issue at hand was about; the rest of what a
 user reads (every metric, the expected figure and its derivation, the warn / fail ratios, the notes, the
-reasons, the exit status) was pinned nowhere, so a changed threshold, bound or wording that left the verdict
+reasons, the exit status, the one-line summary the report shows) was pinned nowhere, so a changed threshold, bound or wording that left the verdict
 alone passed. Each public output is judged as a user would run it: with nothing declared (what the log itself
 says), and, where ``test_judge.FLAGS`` declares the hardware a run came from, with those flags too. The
 per-size series are left out (``tests/golden/parsed`` holds the rows). ``CLUSTERFORGE_UPDATE_GOLDEN=1``
@@ -21,6 +21,8 @@ from blueprints import load_blueprint
 from clusterforge.cli import main
 from tests.golden_files import assert_golden, golden_dir
 from validate.node_checks import judge_node_documents
+from validate.results import JudgeResult
+from validate.suites import summary
 
 from .node_fixtures import RecordedNode, as_recorded
 from .test_judge import FLAGS
@@ -46,6 +48,7 @@ def test_a_recorded_output_is_judged_as_reviewed(rel: str, flags: dict[str, Any]
     doc = json.loads(out)
     for r in doc["results"]:
         r.pop("series", None)
+        r["summary (the report's line)"] = summary(JudgeResult.from_json(r))
     name = f"{rel}.json" if not flags else f"{rel}.{'-'.join(str(v) for v in flags.values())}.json"
     text = json.dumps({"exit": rc, **doc}, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     assert_golden({name: text}, FOLDER, complete=False)
@@ -65,7 +68,8 @@ def test_the_healthy_node_fixtures_are_judged_as_reviewed(system: str) -> None:
     bp = as_recorded(load_blueprint(FIXTURES.parents[1] / "blueprints" / "examples" / f"{example}.yaml").blueprint, **opts)
     hosts = sorted(p for p in (FIXTURES / "node" / system).iterdir() if p.is_dir())
     results = judge_node_documents([RecordedNode.load(h).doc() for h in hosts], bp, group, source="node.json")
-    text = json.dumps([r.to_json() for r in results], indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    docs = [{**r.to_json(), "summary (the report's line)": summary(r)} for r in results]
+    text = json.dumps(docs, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     assert_golden({f"node/{system}.json": text}, FOLDER, complete=False)
 
 

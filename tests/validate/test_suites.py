@@ -35,6 +35,7 @@ from validate.suites import (
     REGISTRY,
     Placement,
     Suite,
+    detect_kind,
     get_suite,
     payload_files,
     suite_names,
@@ -452,3 +453,30 @@ def test_each_suite_writes_only_the_keys_its_typed_results_declare(fixtures_dir:
     assert any("peak_busbw_gbps" in r.metrics and "busbw_gbps" in r.expected for r in results if r.kind == "nccl")
     assert any(r.expected.get("ratio") is not None for r in results if r.kind == "fio")
     assert any("mfu_floor" in r.expected for r in results if r.kind == "amp")
+
+
+@pytest.mark.parametrize("layers, kept", [(1, True), (2, False)])
+def test_a_cpu_run_keeps_the_blueprints_amp_model_up_to_20_million_parameters(monkeypatch, layers, kept):
+    # GPT parameters ~ 12 x layers x hidden^2 + vocab x hidden (Kaplan et al. 2020, "Scaling Laws for Neural Language
+    # Models", table 1); a CPU-only run keeps a model of at most 20 M (CPU_AMP_MAX_PARAMS) and swaps a larger one for
+    # the tiny GPT. hidden 1024, vocab 4096: 1 layer is 16.8 M (kept), 2 layers 29.4 M (swapped)
+    from blueprints import parse_blueprint
+    from validate.suites.amp import TINY_GPT
+
+    doc = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").data
+    doc["validation"]["amp"] = {"model": {"layers": layers, "hidden": 1024, "heads": 16, "seq_len": 64, "vocab": 4096}}
+    loaded = parse_blueprint(json.dumps(doc), "bp.yaml")
+    monkeypatch.setattr("validate.suites.fio.tempfile.gettempdir", lambda: "/tmp")
+    tests, _ = plan_tests(loaded, launcher="local", local_gpus=0, gpus=1, suites=["amp"])
+    (amp,) = tests
+    model = {k: amp.params.to_json()[k] for k in TINY_GPT}
+    want = {"layers": layers, "hidden": 1024, "heads": 16, "seq_len": 64, "vocab": 4096} if kept else TINY_GPT
+    assert model == want
+
+
+def test_the_file_name_breaks_a_tie_between_suites():
+    # an excerpt with one nccl-tests marker (the table header) and one fio marker (an IOPS line), 4 points each: the
+    # name of the file the user gave decides (`fio` in it: one more point for fio), else the earlier suite
+    text = "#  size  count  type\n  read: IOPS=100, BW=1MiB/s\n"
+    assert detect_kind(text, "fio-run.log") == "fio"
+    assert detect_kind(text, "nccl-run.log") == detect_kind(text, "out.log") == detect_kind(text, None) == "nccl"
