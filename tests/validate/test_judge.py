@@ -542,3 +542,31 @@ def test_nccl_thresholds_reach_the_judge_from_a_blueprint_file(tmp_path):
     ctx = context_from_blueprint(load_blueprint(path).blueprint)
     th = ctx.thresholds["nccl"]
     assert th.cliff_ratio == 0.4 and th.socket_fallback_ratio == 0.1 and th.dip_ratio == 0.05
+
+
+def test_fio_job_on_exactly_the_mount_point_is_judged_against_that_target(fixtures_dir, nvme8_ctx, tmp_path):
+    # `--directory=/scratch` (or `--filename=/scratch`): the job's path is the mount itself, not a file below it; it
+    # is judged against the 8-drive RAID0 at /scratch without any --target
+    doc = json.loads((fixtures_dir / "fio" / "fio-02.json").read_text())
+    doc["jobs"][0]["job options"]["filename"] = "/scratch"
+    p = tmp_path / "fio.json"
+    p.write_text(json.dumps(doc))
+    (r,) = judge_file(p, nvme8_ctx)
+    assert r.expected["target"] == "/scratch" and r.verdict == "fail", (r.expected, r.notes)
+
+
+def test_a_failed_fio_job_without_io_is_not_called_mixed(fixtures_dir, nvme8_ctx, tmp_path):
+    # fio error 5 (EIO) before any I/O: the job fails with the error's name; it did neither reads nor writes, so it is
+    # not a "mixed read/write job"
+    doc = json.loads((fixtures_dir / "fio" / "fio-02.json").read_text())
+    job = doc["jobs"][0]
+    job["error"] = 5
+    for d in ("read", "write"):
+        for k in ("io_bytes", "io_kbytes", "bw_bytes", "bw", "iops", "total_ios"):
+            if k in job[d]:
+                job[d][k] = 0
+    p = tmp_path / "fio.json"
+    p.write_text(json.dumps(doc))
+    (r,) = judge_file(p, apply_overrides(nvme8_ctx, target="/scratch"))
+    assert r.verdict == "fail" and "ended with error 5 (Input/output error)" in r.reasons[0]
+    assert not any("mixed read/write" in n for n in r.notes), r.notes

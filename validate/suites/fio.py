@@ -824,8 +824,9 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
         r.degrade(Verdict.FAIL, f"fio job {job.name!r} ended with error {job.error} ({os.strerror(job.error)}): the I/O "
                           "failed; check the target is mounted and writable and dmesg for device errors")
     active = [d for d in ("read", "write") if getattr(job, d).active]
-    if not active and not job.error:
-        r.degrade(Verdict.INVALID, f"fio job {job.name!r} did no I/O (0 bytes read and written)")
+    if not active:  # no I/O: a failed job's error is its verdict (there are no rates to judge), else invalid
+        if not job.error:
+            r.degrade(Verdict.INVALID, f"fio job {job.name!r} did no I/O (0 bytes read and written)")
         return r
     if _inconsistent(job, ctx, r, active):
         return r
