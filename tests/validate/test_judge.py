@@ -544,15 +544,17 @@ def test_nccl_thresholds_reach_the_judge_from_a_blueprint_file(tmp_path):
     assert th.cliff_ratio == 0.4 and th.socket_fallback_ratio == 0.1 and th.dip_ratio == 0.05
 
 
-def test_fio_job_on_exactly_the_mount_point_is_judged_against_that_target(fixtures_dir, nvme8_ctx, tmp_path):
-    # `--directory=/scratch` (or `--filename=/scratch`): the job's path is the mount itself, not a file below it; it
-    # is judged against the 8-drive RAID0 at /scratch without any --target
+@pytest.mark.parametrize("mount", ["/raid", "/lustre"])
+def test_fio_job_on_exactly_the_mount_point_is_judged_against_that_target(fixtures_dir, tmp_path, mount):
+    # `--filename=/raid`: the job's path is the mount itself, not a file below it; the DGX example has two storage
+    # targets (the NVMe RAID0 at /raid, Lustre at /lustre) and the path alone picks one, without any --target
+    ctx = context_from_blueprint(load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").blueprint)
     doc = json.loads((fixtures_dir / "fio" / "fio-02.json").read_text())
-    doc["jobs"][0]["job options"]["filename"] = "/scratch"
+    doc["jobs"][0]["job options"]["filename"] = mount
     p = tmp_path / "fio.json"
     p.write_text(json.dumps(doc))
-    (r,) = judge_file(p, nvme8_ctx)
-    assert r.expected["target"] == "/scratch" and r.verdict == "fail", (r.expected, r.notes)
+    (r,) = judge_file(p, ctx)
+    assert r.expected.get("target") == mount, (r.expected, r.notes)
 
 
 def test_a_failed_fio_job_without_io_is_not_called_mixed(fixtures_dir, nvme8_ctx, tmp_path):
