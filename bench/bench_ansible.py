@@ -37,6 +37,8 @@ time scales with the load average.
 | issue 28's roles (DCGM, IMEX, Fabric Manager checks, DOCA, CUDA repository pins; 207 not skipped, 0 changed), quiet machine | 152.4 s | 30.4 s | 40.2 | about 1.4 |
 | the same, 2026-12-03 07:55, another session's tests beside it | 176.0 s | 43.9 s | 58.2 | 1.7 |
 | the bench's roots prepared as the tests' (stand-in Ubuntu archive; before, apt met `linux-headers-generic` through Debian's `linux-headers-amd64` and ran on every rerun), rdma's opensm script behind its probe (205 not skipped, 0 changed), 09:26, nothing else running | 263.6 s | 51.5 s | 65.2 | 1.7 |
+| every file write skipped on a rerun when the file is right (ec4f37c; 202 not skipped, 0 changed), 2026-12-03 15:22, a test run beside it part of the time | 206.6 s | 50.4 s | 54.2 | 2.3 |
+| the same, 15:37, the mutation sample at nice 19 beside it | 239.1 s | 58.9 s | 57.4 | 3.0 |
 
 With the probes and the payload probe the quiet rerun (0 changed, 184 tasks not skipped) was about 1.5 s over the
 30 s target. The shared probe module then took 23 task runs and 16 CPU s (30 %) out of the rerun, measured back
@@ -47,7 +49,14 @@ the per-role ``dpkg-query`` runs, fact gathering, the commands that check state 
 mount scripts). The last row moved lustre_client's five templates (LNet networks, discovery script and unit, mount
 script, client install script) behind its file probe: 23.4 s; gathering only the facts the roles read: 22.1 s.
 
-The last two rows ran the same work two hours apart on the same machine: the first converge took 176 s, then 264 s,
+Where the rerun's time goes (the 15:37 run's job events): 352 task starts, 202 host results that ran and 293 that
+were skipped; 195 tasks were skipped on every host and took 17.4 s of the 49 s between the first and last event
+(0.09 s each), the other 156 tasks 38.5 s (0.25 s each). The skipped ones are the writers behind each role's
+probes and the sections of features the DGX example does not use (DOCA-OFED, RoCE QoS, IMEX, Secure Boot, LNet
+discovery). The next step for the 30 s target is fewer task starts: a role's writers included only when its probe
+found something to write, and each unused feature's tasks behind one `include_tasks` with the feature's condition.
+
+The two rows before those ran the same work two hours apart on the same machine: the first converge took 176 s, then 264 s,
 so the machine itself slowed (a shared host); compare CPU seconds within one session only. The 30 s rerun target
 (issue 28) was met once (30.4 s) and not on 2026-12-03.
 
