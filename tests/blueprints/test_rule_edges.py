@@ -495,3 +495,22 @@ def test_kv_concurrency_is_silent_when_the_weights_do_not_fit(docs, monkeypatch)
     (_, fit, _), = _found(docs, "inference-memory-fit", "p5", ops, monkeypatch)
     assert "needs 812 GB of weights but 8 GPUs hold" in fit, fit
     assert _found(docs, "inference-kv-concurrency", "p5", ops, monkeypatch) == []
+
+
+# --- seed-44 survivors ------------------------------------------------------------------------------------------------
+
+def test_an_nccl_variable_that_narrows_a_fast_path_is_not_called_one_that_disables_it(docs, monkeypatch):
+    # NCCL_ALGO=Ring narrows NCCL's algorithm choice (catalog nccl_env_fast_paths, effect `narrows`): a warning of
+    # nccl-env-narrows-fabric, never the error of nccl-env-disables-fabric (kills `row["effect"] != effect` -> `is`)
+    ops = [S("network.nccl", {"env": {"NCCL_ALGO": "Ring"}})]
+    assert [p for p, _, _ in _found(docs, "nccl-env-narrows-fabric", "dgx", ops, monkeypatch)] == [
+        "network.nccl.env.NCCL_ALGO"]
+    assert _found(docs, "nccl-env-disables-fabric", "dgx", ops, monkeypatch) == []
+
+
+@pytest.mark.parametrize("dev, fires", [("/dev/disk/by-id/", True), ("/dev/disk/by-id/n", False)])
+def test_a_by_id_path_must_name_a_link(docs, monkeypatch, dev, fires):
+    # the directory itself is not a drive: the shortest valid entry has one character after `/dev/disk/by-id/`
+    ops = [S("node_groups.0.hardware.nvme.by_id", ["/dev/disk/by-id/nvme-MTFDKCC3T8TFS_1", dev])]
+    found = [p for p, _, _ in _found(docs, "nvme-by-id-paths", "roce", ops, monkeypatch)]
+    assert found == (["node_groups.0.hardware.nvme.by_id.1"] if fires else [])
