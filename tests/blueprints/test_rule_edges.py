@@ -514,3 +514,13 @@ def test_a_by_id_path_must_name_a_link(docs, monkeypatch, dev, fires):
     ops = [S("node_groups.0.hardware.nvme.by_id", ["/dev/disk/by-id/nvme-MTFDKCC3T8TFS_1", dev])]
     found = [p for p, _, _ in _found(docs, "nvme-by-id-paths", "roce", ops, monkeypatch)]
     assert found == (["node_groups.0.hardware.nvme.by_id.1"] if fires else [])
+
+
+def test_a_plugin_sharing_exactly_one_net_api_with_nccl_is_older_not_unloadable(docs, monkeypatch):
+    # NCCL 2.26.5 loads net plugin APIs v6-v10 (its src/plugin/net), aws-ofi-nccl 1.7.2 exports v2-v6 (its
+    # nccl_ofi_interface_nvidia.cpp): one common version, v6, so NCCL loads the plugin through an older API: the
+    # warning, not the error (kills `max(lo) <= min(hi)` -> `<` at the one-version boundary)
+    ops = [S("software", {"nccl": "2.26.5", "aws_ofi_nccl": "1.7.2"})]
+    (_, msg, _), = _found(docs, "nccl-net-plugin-api-older", "p5", ops, monkeypatch)
+    assert msg == "aws-ofi-nccl 1.7.2 (`software.aws_ofi_nccl`) exports net API up to v6; NCCL 2.26.5 uses up to v10", msg
+    assert _found(docs, "nccl-net-plugin-api", "p5", ops, monkeypatch) == []
