@@ -226,3 +226,32 @@ def test_a_header_of_one_placement_reads_rows_of_one_placement(base):
     row = _run(one).rows[-1]
     assert (row.out_of_place.time_us, row.out_of_place.busbw_gbps) == (63896, 235.26) and row.in_place is None
     assert row.busbw_gbps == 235.26
+
+
+def test_inferred_ranks_takes_only_a_whole_size_to_count_ratio(fixtures_dir):
+    # all_gather prints size = count x type size x ranks (nccl-tests src/all_gather.cu): nccl-05 is 8 x A100, so each
+    # row's size / (count x 4 bytes) is 8. A row whose ratio is 2.5 (a corrupted or edited line) says nothing about
+    # the rank count; the row before it does
+    text = (fixtures_dir / "nccl-tests" / "nccl-05.txt").read_text()
+    (run,) = parse_nccl(text)
+    assert run.collective == "all_gather" and run.inferred_ranks() == 8
+    last = next(ln for ln in reversed(text.splitlines()) if _ROW.match(ln))
+    size, count = last.split()[:2]
+    assert int(size) == 8 * int(count) * 4
+    odd = last.replace(size, str(int(int(count) * 4 * 2.5)), 1)
+    (run,) = parse_nccl(text.replace(last, odd))
+    assert run.inferred_ranks() == 8
+
+
+def test_a_run_built_from_a_list_of_rows_reads_them_as_rows():
+    # NcclRun(rows=[...]) (a program building a run, as the JSON parser does) gets the compact Rows with its column
+    # reads, and a Rows passed in is kept as it is
+    from validate.parsers.nccl import Placement, Row, Rows
+
+    row = Row(size_bytes=1024, count=256, dtype="float", redop="sum", root=-1,
+              out_of_place=Placement(time_us=10.0, algbw_gbps=0.1, busbw_gbps=0.18, wrong=0.0),
+              in_place=None, line=7)
+    run = NcclRun(index=0, rows=[row])
+    assert isinstance(run.rows, Rows) and run.rows.values("busbw_gbps", "out-of-place") == [0.18]
+    rows = Rows([row])
+    assert NcclRun(index=0, rows=rows).rows is rows

@@ -271,3 +271,13 @@ def test_a_short_output_full_of_json_lookalikes_still_has_its_document_read():
     assert 16 * len(text) < 4000 * 256 < 4 * 1024 * 1024
     (run,) = parse_amp(text)
     assert run.tokens_per_s == 63900.0
+
+
+@pytest.mark.parametrize("junk", ["[", "[[[ {", "[" * 100_000])
+def test_a_node_document_after_a_line_of_brackets_is_read(junk):
+    # a line that opens brackets and never closes them (a list a killed writer began, a deep run of `[`) fails to
+    # decode and is skipped in one step; the skip stops at the line break, so the document on the next line is read
+    # (it used to swallow that document's `{` too)
+    doc = {"kind": "node-health", "host": "gpu-01"}
+    got = node.read_documents(f"launcher: start\n{junk}\n{json.dumps(doc)}\n")
+    assert got == [doc]

@@ -50,12 +50,13 @@ DOC_KIND = "node-health"
 _OPENER = re.compile(r"[\[{]")
 
 
-_BRACKETS = re.compile(r"[\[{\s,]*+")
+_BRACKETS = re.compile(r"[\[{ \t,]*+")
 
 
 def _skip_brackets(text: str, j: int) -> int:
-    """The index after the run of opening brackets, whitespace and commas that starts at ``j``: a document
-    that failed from its first bracket is not tried again from each of the brackets that follow it."""
+    """The index after the run of opening brackets, blanks and commas that starts at ``j`` on its line: a document
+    that failed from its first bracket is not tried again from each of the brackets that follow it. The run stops
+    at a line break, so a document that starts the next line is still tried."""
     m = _BRACKETS.match(text, j)
     return max(m.end() if m else j + 1, j + 1)
 
