@@ -524,3 +524,13 @@ def test_a_plugin_sharing_exactly_one_net_api_with_nccl_is_older_not_unloadable(
     (_, msg, _), = _found(docs, "nccl-net-plugin-api-older", "p5", ops, monkeypatch)
     assert msg == "aws-ofi-nccl 1.7.2 (`software.aws_ofi_nccl`) exports net API up to v6; NCCL 2.26.5 uses up to v10", msg
     assert _found(docs, "nccl-net-plugin-api", "p5", ops, monkeypatch) == []
+
+
+@pytest.mark.parametrize("iops, fires", [(1500, False), (6000, False), (12000, False), (192000, False), (0, True),
+                                         (9000, True), (180001, True), (204000, True)])
+def test_fsx_metadata_iops_at_the_offered_values(docs, monkeypatch, iops, fires):
+    # FSx for Lustre user-provisioned metadata IOPS: 1500, 3000, 6000, or 12000 to 192000 in steps of 12000
+    # (the rule's source: the FSx API model in botocore, MetadataConfiguration.Iops): both ends are offered values
+    ops = [S("storage.0.fsx.metadata", {"mode": "USER_PROVISIONED", "iops": iops})]
+    found = [p for p, _, _ in _found(docs, "fsx-metadata-iops", "p5", ops, monkeypatch)]
+    assert found == (["storage.0.fsx.metadata.iops"] if fires else []), iops
