@@ -480,3 +480,27 @@ def test_the_file_name_breaks_a_tie_between_suites():
     text = "#  size  count  type\n  read: IOPS=100, BW=1MiB/s\n"
     assert detect_kind(text, "fio-run.log") == "fio"
     assert detect_kind(text, "nccl-run.log") == detect_kind(text, "out.log") == detect_kind(text, None) == "nccl"
+
+
+def test_the_node_test_carries_the_groups_mismatch_note_and_only_then(monkeypatch):
+    # a local run of the DGX example on a machine without its GPUs: the planned node test says so in its notes; the
+    # same blueprint planned for Slurm (its own nodes) has no such note
+    loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    (local,), _ = plan_tests(loaded, launcher="local", local_gpus=0, gpus=1, suites=["node"])
+    assert local.kind == "node" and len(local.notes) == 1 and local.notes[0].startswith("hardware mismatch:"), local.notes
+    (slurm,), _ = plan_tests(loaded, launcher="slurm", suites=["node"])
+    assert slurm.kind == "node" and slurm.notes == ()
+
+
+def test_a_fio_expectation_is_recorded_to_the_kilobyte_per_second(fixtures_dir, tmp_path):
+    # the expected MB/s of a judged fio job is kept to 3 decimals (1 kB/s): a blueprint threshold of 100.12345 MB/s is
+    # recorded as 100.123
+    from validate.expectations import apply_overrides, context_from_blueprint
+    from validate.judge import judge_file
+
+    text = (EXAMPLES / "onprem-l40s-roce.yaml").read_text() + "  fio: {thresholds: {min_write_mb_s: 100.12345}}\n"
+    p = tmp_path / "bp.yaml"
+    p.write_text(text)
+    ctx = context_from_blueprint(load_blueprint(p).blueprint)
+    (r,) = judge_file(fixtures_dir / "fio" / "fio-02.json", apply_overrides(ctx, target="/scratch"))
+    assert r.expected["write_mb_s"] == 100.123, r.expected
