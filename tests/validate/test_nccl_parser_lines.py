@@ -255,3 +255,13 @@ def test_a_run_built_from_a_list_of_rows_reads_them_as_rows():
     assert isinstance(run.rows, Rows) and run.rows.values("busbw_gbps", "out-of-place") == [0.18]
     rows = Rows([row])
     assert NcclRun(index=0, rows=rows).rows is rows
+
+
+def test_each_launcher_stream_of_a_duplicated_run_keeps_its_log_lines(base):
+    # a non-MPI build under srun: every rank ran the whole test alone and printed its own table (srun --label `0: `,
+    # `1: `); each stream's run keeps the NCCL lines it printed (the second and later streams share a budget of
+    # 3 x MAX_LOG_LINES lines, so many streams cannot hold more than that together)
+    text = "".join(f"{k}: {ln}\n" for k in (0, 1) for ln in base.splitlines())
+    runs = [r for r in parse_nccl(text) if r.rows]
+    assert len(runs) == 2 and all(r.duplicated_rank0 for r in runs)
+    assert [r.log_lines for r in runs] == [["hostname:3442:3442 [0] NCCL INFO Launch mode Parallel"]] * 2
