@@ -79,9 +79,10 @@ AREAS: dict[str, Area] = {
         "tests/validate/test_judge_boundaries.py", "tests/validate/test_big_inputs.py",
         "tests/validate/test_untrusted_outputs.py", "tests/validate/test_judge.py",
         "tests/validate/test_judge_failure_lines.py", "tests/validate/test_judge_counts.py",
-        "tests/validate/test_node_checks.py", "tests/validate/test_parsed_fixtures.py",
-        "tests/validate/test_judged_fixtures.py", "tests/validate/test_judge_fio_consistency.py",
-        "tests/validate/test_judge_diagnosis.py", "tests/validate/test_judge_accelerators.py")),  # the node-health parser (parsers/node.py) is read by the node checks
+        "tests/validate/test_node_checks.py",  # the node-health parser (parsers/node.py) is read by the node checks
+        "tests/validate/test_parsed_fixtures.py", "tests/validate/test_judged_fixtures.py",
+        "tests/validate/test_judge_fio_consistency.py", "tests/validate/test_judge_diagnosis.py",
+        "tests/validate/test_judge_accelerators.py")),
     "node_checks": Area(("validate/node_checks.py",), (
         "tests/validate/test_node_checks.py", "tests/validate/test_node_suite.py")),
 }

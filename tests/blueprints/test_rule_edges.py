@@ -465,8 +465,8 @@ def test_hardware_system_without_a_gpu_says_none(docs, monkeypatch):
 
 
 def test_shared_nvswitch_guest_size_and_vm_size_must_agree(docs, monkeypatch):
-    # shared-nvswitch partitions of 4 GPUs with VMs (runtime `vm`) of 2: the VM size is the one to change (the branch after the
-    # partition-size check; a `+` there turned `//` raised inside the rule)
+    # shared-nvswitch partitions of 4 GPUs with VMs (runtime `vm`) of 2: the VM size is the one to change (the branch
+    # after the partition-size check, which no test reached: a `+` -> `//` there raised inside the rule unnoticed)
     ops = [S("node_groups.0.sandbox.runtime", "vm"),
            S("node_groups.0.sandbox.nvswitch", {"mode": "shared-nvswitch", "gpus_per_guest": 4}),
            S("node_groups.0.sandbox.vm", {"vcpus": 32, "memory_gib": 256, "gpus_per_vm": 2})]
@@ -488,8 +488,8 @@ def test_efa_and_kfi_nids_need_the_efa_fabric(docs, monkeypatch, nids, says):
 
 def test_kv_concurrency_is_silent_when_the_weights_do_not_fit(docs, monkeypatch):
     # Llama 3.1 405B in bf16 (2 bytes x 405.9e9 parameters, the model card's count = 812 GB) on one p5 (8 x 80 GB less
-    # the runtime reserve):
-    # inference-memory-fit refuses it; no negative count of requests is reported (kills `free > 0` -> `free != 0`)
+    # the runtime reserve): inference-memory-fit refuses it, and no negative count of requests is reported (kills
+    # `free > 0` -> `free != 0`)
     ops = [S("workload", {"purpose": "inference", "model": "llama-3.1-405b", "sequence_length": 8192,
                           "concurrency": 4}), S("node_groups.0.count", 1)]
     (_, fit, _), = _found(docs, "inference-memory-fit", "p5", ops, monkeypatch)

@@ -24,6 +24,7 @@ from validate.node_checks import judge_node_documents
 from validate.results import JudgeResult
 from validate.suites import summary
 
+from ..conftest import EXAMPLES
 from .node_fixtures import RecordedNode, as_recorded
 from .test_judge import FLAGS
 from .test_parsed_fixtures import FIXTURES, RAW
@@ -33,6 +34,11 @@ FOLDER = golden_dir("judged")
 
 def _argv(flags: dict[str, Any]) -> list[str]:
     return [a for k, v in flags.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def _golden_name(rel: str, flags: dict[str, Any]) -> str:
+    """The golden file of fixture ``rel`` judged with ``flags``: ``<rel>.json``, or ``<rel>.<flag values>.json``."""
+    return f"{rel}.json" if not flags else f"{rel}.{'-'.join(str(v) for v in flags.values())}.json"
 
 
 CASES = [(rel, {}) for rel in RAW] + [(f"nccl-tests/{name}", flags) for name, flags in FLAGS.items() if flags]
@@ -49,9 +55,8 @@ def test_a_recorded_output_is_judged_as_reviewed(rel: str, flags: dict[str, Any]
     for r in doc["results"]:
         r.pop("series", None)
         r["summary (the report's line)"] = summary(JudgeResult.from_json(r))
-    name = f"{rel}.json" if not flags else f"{rel}.{'-'.join(str(v) for v in flags.values())}.json"
     text = json.dumps({"exit": rc, **doc}, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    assert_golden({name: text}, FOLDER, complete=False)
+    assert_golden({_golden_name(rel, flags): text}, FOLDER, complete=False)
 
 
 NODE_SYSTEMS = {  # recorded system -> (example blueprint, node group, as_recorded options), as test_node_checks judges them
@@ -65,7 +70,7 @@ def test_the_healthy_node_fixtures_are_judged_as_reviewed(system: str) -> None:
     # every node check's status, figures, expectation and fix on the recorded healthy nodes of one system, both
     # hosts and the cross-node comparison
     example, group, opts = NODE_SYSTEMS[system]
-    bp = as_recorded(load_blueprint(FIXTURES.parents[1] / "blueprints" / "examples" / f"{example}.yaml").blueprint, **opts)
+    bp = as_recorded(load_blueprint(EXAMPLES / f"{example}.yaml").blueprint, **opts)
     hosts = sorted(p for p in (FIXTURES / "node" / system).iterdir() if p.is_dir())
     results = judge_node_documents([RecordedNode.load(h).doc() for h in hosts], bp, group, source="node.json")
     docs = [{**r.to_json(), "summary (the report's line)": summary(r)} for r in results]
@@ -75,7 +80,7 @@ def test_the_healthy_node_fixtures_are_judged_as_reviewed(system: str) -> None:
 
 def test_every_judged_golden_has_its_case() -> None:
     """A fixture removed or its flags changed leaves no stale reviewed result behind."""
-    want = {f"{rel}.json" if not f else f"{rel}.{'-'.join(str(v) for v in f.values())}.json" for rel, f in CASES}
+    want = {_golden_name(rel, flags) for rel, flags in CASES}
     want |= {f"node/{system}.json" for system in NODE_SYSTEMS}
     have = {str(p.relative_to(FOLDER)) for p in FOLDER.rglob("*.json")}
     assert have == want, sorted(have ^ want)

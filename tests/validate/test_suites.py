@@ -456,7 +456,7 @@ def test_each_suite_writes_only_the_keys_its_typed_results_declare(fixtures_dir:
 
 
 @pytest.mark.parametrize("layers, kept", [(1, True), (2, False)])
-def test_a_cpu_run_keeps_the_blueprints_amp_model_up_to_20_million_parameters(monkeypatch, layers, kept):
+def test_a_cpu_run_keeps_the_blueprints_amp_model_up_to_20_million_parameters(layers, kept):
     # GPT parameters ~ 12 x layers x hidden^2 + vocab x hidden (Kaplan et al. 2020, "Scaling Laws for Neural Language
     # Models", table 1); a CPU-only run keeps a model of at most 20 M (CPU_AMP_MAX_PARAMS) and swaps a larger one for
     # the tiny GPT. hidden 1024, vocab 4096: 1 layer is 16.8 M (kept), 2 layers 29.4 M (swapped)
@@ -466,7 +466,6 @@ def test_a_cpu_run_keeps_the_blueprints_amp_model_up_to_20_million_parameters(mo
     doc = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml").data
     doc["validation"]["amp"] = {"model": {"layers": layers, "hidden": 1024, "heads": 16, "seq_len": 64, "vocab": 4096}}
     loaded = parse_blueprint(json.dumps(doc), "bp.yaml")
-    monkeypatch.setattr("validate.suites.fio.tempfile.gettempdir", lambda: "/tmp")
     tests, _ = plan_tests(loaded, launcher="local", local_gpus=0, gpus=1, suites=["amp"])
     (amp,) = tests
     model = {k: amp.params.to_json()[k] for k in TINY_GPT}
@@ -482,7 +481,7 @@ def test_the_file_name_breaks_a_tie_between_suites():
     assert detect_kind(text, "nccl-run.log") == detect_kind(text, "out.log") == detect_kind(text, None) == "nccl"
 
 
-def test_the_node_test_carries_the_groups_mismatch_note_and_only_then(monkeypatch):
+def test_the_node_test_carries_the_groups_mismatch_note_and_only_then():
     # a local run of the DGX example on a machine without its GPUs: the planned node test says so in its notes; the
     # same blueprint planned for Slurm (its own nodes) has no such note
     loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
@@ -495,7 +494,7 @@ def test_the_node_test_carries_the_groups_mismatch_note_and_only_then(monkeypatc
 def test_a_fio_expectation_is_recorded_to_the_kilobyte_per_second(fixtures_dir, tmp_path):
     # the expected MB/s of a judged fio job is kept to 3 decimals (1 kB/s): a blueprint threshold of 100.12345 MB/s is
     # recorded as 100.123
-    from validate.expectations import apply_overrides, context_from_blueprint
+    from validate.expectations import apply_overrides
     from validate.judge import judge_file
 
     text = (EXAMPLES / "onprem-l40s-roce.yaml").read_text() + "  fio: {thresholds: {min_write_mb_s: 100.12345}}\n"

@@ -263,13 +263,11 @@ def test_a_short_output_full_of_json_lookalikes_still_has_its_document_read():
     # log that printed 4,000 small Python dicts (`{'loss': 1}`, not JSON) makes 4,000 failed decode attempts of a
     # 256-character slice each, 1.0 M characters read, more than 16 x its 48 K characters; the floor keeps the AMP
     # result after them readable (without it the parser gives up before reaching it)
-    from validate.parsers.amp import parse_amp
-
     from .test_parsers import AMP_DOC
 
     text = "{'loss': 1}\n" * 4000 + json.dumps(AMP_DOC) + "\n"
     assert 16 * len(text) < 4000 * 256 < 4 * 1024 * 1024
-    (run,) = parse_amp(text)
+    (run,) = amp.parse_amp(text)
     assert run.tokens_per_s == 63900.0
 
 
