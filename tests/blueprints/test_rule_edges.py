@@ -534,3 +534,28 @@ def test_fsx_metadata_iops_at_the_offered_values(docs, monkeypatch, iops, fires)
     ops = [S("storage.0.fsx.metadata", {"mode": "USER_PROVISIONED", "iops": iops})]
     found = [p for p, _, _ in _found(docs, "fsx-metadata-iops", "p5", ops, monkeypatch)]
     assert found == (["storage.0.fsx.metadata.iops"] if fires else []), iops
+
+
+def test_an_ethernet_port_below_the_infiniband_rate_is_not_a_slow_infiniband_port(docs, monkeypatch):
+    # kills `link_layer == "infiniband"` -> `<` in the slower-than-half-a-port branch ("ethernet" sorts before
+    # "infiniband"): a 100 GbE management port on an NDR cluster (400 Gbit/s a 4x port) is no split InfiniBand port
+    nic = {"device": "mlx5_8", "netdev": "eno1", "speed_gbps": 100, "link_layer": "ethernet"}
+    assert _fired(docs, "ib-generation-nic-speed", [A("node_groups.1.hardware.nics", nic)], monkeypatch, base="dgx") == []
+    ib = {"device": "mlx5_8", "netdev": "ibp1s0", "speed_gbps": 100}
+    assert [p for _, p in _fired(docs, "ib-generation-nic-speed", [A("node_groups.1.hardware.nics", ib)], monkeypatch,
+                                 base="dgx")] == ["node_groups.1.hardware.nics.8.speed_gbps"]
+
+
+def test_efa_on_prem_is_refused(docs, monkeypatch):
+    # kills `fabric == "efa"` -> `<` on the on-prem side ("efa" sorts first of the fabrics, so nothing is below it)
+    efa = [S("network", {"fabric": "efa"})]
+    assert [p for _, p in _fired(docs, "fabric-provider", efa, monkeypatch, base="roce")] == ["network.fabric"]
+
+
+def test_an_hdd_file_system_without_a_drive_cache_is_refused(docs, monkeypatch):
+    # kills `storage_type == "HDD"` -> `<` (no storage type sorts below "HDD"): FSx for Lustre HDD storage needs
+    # `drive_cache_type` (READ or NONE), https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystemLustreConfiguration.html
+    hdd = [S("storage.0.fsx.storage_type", "HDD"), S("storage.0.fsx.deployment_type", "PERSISTENT_1")]
+    assert [p for _, p in _fired(docs, "fsx-drive-cache", hdd, monkeypatch, base="p5")] == ["storage.0.fsx.storage_type"]
+    cached = [*hdd, S("storage.0.fsx.drive_cache_type", "READ")]
+    assert _fired(docs, "fsx-drive-cache", cached, monkeypatch, base="p5") == []

@@ -534,6 +534,20 @@ def test_node_table_and_explained_marking(fixtures_dir: Path, dgx_bp) -> None:
     assert "explained_by" not in other.metrics
 
 
+def test_node_table_of_results_read_back_from_disk(fixtures_dir: Path, dgx_bp, tmp_path: Path) -> None:
+    # `clusterforge report RUN` reads results.jsonl back: the kinds are then strings json made, not the code's own
+    # constants (kills `kind != "node"` -> `is not`, which drops every node row of a report built from disk)
+    from validate.report import load_results
+
+    a, b = node(fixtures_dir, "dgx-h100", "dgx-01"), node(fixtures_dir, "dgx-h100", "dgx-02")
+    port(b, 5, "state", "1: DOWN")
+    res = judge_node_documents([a.doc(), b.doc()], dgx_bp, "dgx", source="node.json")
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in res))
+    back = node_table(load_results(tmp_path))
+    assert back is not None and [name for name, _ in back.rows] == ["dgx-01", "dgx-02", "cross-node"]
+    assert {(name, c["id"]) for name, c in back.failing} == {("dgx-02", "fabric.ports")}
+
+
 def efa_node(fixtures_dir: Path, devices: int, down: int | None = None) -> RecordedNode:
     """A p5.48xlarge-like node: the DGX recording with its InfiniBand ports replaced by EFA devices
     (``rdmapXsY``, driver ``efa``), as /sys/class/infiniband shows them on AWS."""
