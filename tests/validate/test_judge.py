@@ -278,6 +278,7 @@ def test_expectations_from_example_blueprints():
     assert e.inter_gbps == pytest.approx(0.8 * 8 * 50) and e.basis == "network" and e.algorithm == "ring"
     # bound: SHARP on InfiniBand may reduce in the switch: 2(n-1)/n x 8 x 50
     assert e.upper_gbps == pytest.approx(62 / 32 * 400)
+    assert e.upper_derivation == "network 1.938 x g x B = 775.0 GB/s (SHARP)"  # as the report prints it
     a2a = expected_busbw(ib, collective="alltoall", ranks=32, nodes=4, gpu_key="h100-sxm")
     assert a2a.basis == "network" and a2a.busbw_gbps == pytest.approx(50 * 0.8 * 31 / 24)
     roce = context_from_blueprint(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)

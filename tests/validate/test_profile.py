@@ -193,6 +193,17 @@ def test_on_a_gpu_cluster_one_rank_per_gpu_in_one_slurm_job() -> None:
     script = sbatch_script(loaded, t)
     assert "#SBATCH --gpus-per-node=8" in script
     assert 'payloads/profile_bench.py" --ranks 8 ' in script and "--device cuda" in script and "--active 3" in script
+    assert " under torch.profiler on 8 GPUs (wait " in t.description
+
+
+def test_a_cpu_profile_over_several_ranks_says_processes() -> None:
+    # the plan's one-line description, as `clusterforge validate --plan` prints it (kills `device == 'cuda'` -> `<`
+    # in the plural: "cpu" sorts before "cuda")
+    loaded = load_blueprint(REPO / "blueprints" / "examples" / "local-workstation.yaml")
+    (two,), _ = plan_tests(loaded, launcher="local", suites=["profile"], local_gpus=0, gpus=2)
+    assert two.device == "cpu" and " under torch.profiler on 2 CPU processes (wait " in two.description
+    (one,), _ = plan_tests(loaded, launcher="local", suites=["profile"], local_gpus=0, gpus=1)
+    assert " under torch.profiler on 1 CPU process (wait " in one.description
 
 
 def test_the_report_cross_links_the_results_that_bear_on_the_bound() -> None:

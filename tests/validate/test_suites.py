@@ -40,6 +40,7 @@ from validate.suites import (
     payload_files,
     suite_names,
 )
+from validate.suites.amp import AmpParams
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "blueprints" / "examples"
@@ -245,6 +246,13 @@ def test_each_suite_plans_typed_params_that_record_as_before() -> None:
         assert t.raw_suffix == (".txt" if t.kind == "nccl" else ".json")
     with pytest.raises(ValueError, match="unknown field"):
         type(tests[1].params).from_json({**tests[1].params.to_json(), "bogus": 1})
+    # the AMP payload times an fp32 baseline exactly when the blueprint asks for it (validation.amp.fp32_baseline,
+    # on by default): the speed-up check needs it
+    amp = next(t for t in tests if t.kind == "amp")
+    assert amp.params_as(AmpParams).fp32_baseline is True
+    assert "--fp32-baseline" in get_suite("amp").payload_args(amp)
+    off = dataclasses.replace(amp, params=dataclasses.replace(amp.params_as(AmpParams), fp32_baseline=False))
+    assert "--fp32-baseline" not in get_suite("amp").payload_args(off)
     # a test handed to another suite is refused, naming both parameter types
     by_kind = {t.kind: t for t in tests}
     for kind, other in (("nccl", "fio"), ("fio", "amp"), ("amp", "nccl")):
