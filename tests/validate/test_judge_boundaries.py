@@ -228,6 +228,18 @@ def test_fio_synchronous_engine_queue_depth(fixtures_dir, iodepth, invalid):
     assert (r.verdict == "invalid") is invalid, r.reasons
 
 
+@pytest.mark.parametrize("option", ["iodepth", "numjobs"])
+def test_fio_integer_options_recorded_as_no_number_are_judged_not_crashed_on(fixtures_dir, option):
+    # an unexpanded job-file variable in fio's "global options": the judge used to raise ValueError (a traceback) on
+    # int("${X}"); such a value is recorded as unknown (None / the JSON's job count), never guessed at
+    doc = _fio01(fixtures_dir)
+    doc["global options"][option] = "${X}"
+    r = _bare(doc)  # raised ValueError before
+    # iodepth unknown; numjobs then counts the job entries of the JSON (one: fio-01 ran with group_reporting)
+    assert r.metrics[option] == {"iodepth": None, "numjobs": 1}[option], r.metrics
+    assert r.verdict == "pass", r.reasons  # fio-01 judged with nothing declared passes (golden judged/fio-01)
+
+
 @pytest.mark.parametrize(("per_io", "invalid"), [(4300, False), (4301, True), (3892, False), (3891, True)])
 def test_fio_bytes_per_io_tolerance(fixtures_dir, per_io, invalid):
     # README: bytes per I/O against the block size; the judge allows 5% (rounding of fio's printed figures):

@@ -97,6 +97,13 @@ class FioJob:
             return str(v[-1]) if v else None
         return None if v is None else str(v)
 
+    def int_option(self, key: str) -> int | None:
+        """The effective value of an integer option (``numjobs``, ``iodepth``) when it is a plain decimal number,
+        else ``None``: absent, or a value the output records as something else (an unexpanded ``${DEPTH}`` of a job
+        file, a suffixed ``4k``), which is never guessed at."""
+        v = (self.option(key) or "").strip()
+        return int(v) if v.isascii() and v.isdigit() else None
+
     def option_values(self, key: str) -> list[str]:
         """Every value given for ``key`` (several ``filename`` entries, ``a:b`` lists split)."""
         v = self.options.get(key)

@@ -806,7 +806,7 @@ def judge_fio_job(job: FioJob, ctx: JudgeContext, *, source: str, label: str | N
     r = JudgeResult(source=source, kind="fio", label=label, metrics=m, expected=e)
     m.update({
         "job": job.name, "rw": job.rw_effective, "block_size_bytes": job.block_size_effective,
-        "numjobs": int(job.option("numjobs") or 0) or job.clones, "iodepth": int(job.option("iodepth") or 0) or None,
+        "numjobs": job.int_option("numjobs") or job.clones, "iodepth": job.int_option("iodepth") or None,
         "direct": job.direct, "buffered": job.buffered, "paths": job.paths,
         "read_bw_bytes_per_s": job.read.bw_bytes_per_s, "write_bw_bytes_per_s": job.write.bw_bytes_per_s,
         "read_iops": job.read.iops, "write_iops": job.write.iops,
@@ -955,7 +955,7 @@ def _inconsistent(job: FioJob, ctx: JudgeContext, r: JudgeResult, active: list[s
             bad.append(f"{d} ran {io.runtime_ms:g} ms, under {MIN_RUNTIME_MS / 1000:g} s: a burst, not a sustained rate "
                        "(set runtime=, time_based=1 and a size the device cannot absorb in its caches)")
     engine = (job.option("ioengine") or "").strip()
-    depth = int(job.option("iodepth") or 1) if (job.option("iodepth") or "1").strip().isdigit() else 1
+    depth = job.int_option("iodepth") or 1  # fio's default; a value recorded as no number is not guessed at
     if engine in SYNC_ENGINES and depth > 1:
         bad.append(f"ioengine={engine} is synchronous: fio ignores iodepth={depth} and kept one I/O in flight per job, so "
                    f"the result is not the queue depth it claims (fio(1) iodepth, {FIO_DOC}#cmdoption-arg-iodepth); use "
@@ -963,7 +963,7 @@ def _inconsistent(job: FioJob, ctx: JudgeContext, r: JudgeResult, active: list[s
     size = parse_size(job.option("size"))
     mem = ctx.memory_gib
     if job.buffered and "read" in active and size and mem:
-        files = max(int(job.option("numjobs") or 1), 1) if not job.option("filename") else 1
+        files = max(job.int_option("numjobs") or 1, 1) if not job.option("filename") else 1
         if size * files < mem * 2**30:
             host = (f"a {ctx.instance_type}" if ctx.instance_type and not ctx.is_explicit("memory_gib")
                     else "the host")
