@@ -39,6 +39,10 @@ time scales with the load average.
 | the bench's roots prepared as the tests' (stand-in Ubuntu archive; before, apt met `linux-headers-generic` through Debian's `linux-headers-amd64` and ran on every rerun), rdma's opensm script behind its probe (205 not skipped, 0 changed), 09:26, nothing else running | 263.6 s | 51.5 s | 65.2 | 1.7 |
 | every file write skipped on a rerun when the file is right (ec4f37c; 202 not skipped, 0 changed), 2026-12-03 15:22, a test run beside it part of the time | 206.6 s | 50.4 s | 54.2 | 2.3 |
 | the same, 15:37, the mutation sample at nice 19 beside it | 239.1 s | 58.9 s | 57.4 | 3.0 |
+| 940cb91 on 2026-12-03 (next session), 19:41, the mutation sample at nice 19 beside it (352 task starts) | 213.4 s | 44.7 s | 45.9 | 2.8 |
+| the same, 19:51, nothing else running | 140.1 s | 31.2 s | 41.9 | 1.3 |
+| every play but munge's with `strategy: free` (an experiment, not kept), 20:08 | 154.6 s | 30.2 s | 42.1 | 1.9 |
+| DOCA-OFED, RoCE QoS and IMEX tasks in files included with the feature's condition (327 task starts, 453 task results), 20:14 | 175.2 s | 34.9 s | 46.6 | 1.7 |
 
 With the probes and the payload probe the quiet rerun (0 changed, 184 tasks not skipped) was about 1.5 s over the
 30 s target. The shared probe module then took 23 task runs and 16 CPU s (30 %) out of the rerun, measured back
@@ -59,6 +63,18 @@ found something to write, and each unused feature's tasks behind one `include_ta
 The two rows before those ran the same work two hours apart on the same machine: the first converge took 176 s, then 264 s,
 so the machine itself slowed (a shared host); compare CPU seconds within one session only. The 30 s rerun target
 (issue 28) was met once (30.4 s) and not on 2026-12-03.
+
+On 2026-12-03 evening the quiet rerun was 31.2 s with 352 task starts: 204 tasks skipped on every host (9.4 s,
+0.046 s each), 94 controller-only tasks (assert, set_fact, debug, include, argument checks: 4.3 s, 0.046 s each) and
+54 tasks that ran a module on a host (15.9 s, 0.30 s each). The rerun is CPU-bound (41.9 CPU s in 31.2 s on two
+cores): the free strategy, which lets each host of a play run ahead (munge's play must stay linear: its key
+distribution reads another host's registered result, and failed under free), changed the CPU seconds not at all and
+the wall time by 1 s, so it was not kept. Moving the DOCA-OFED, RoCE QoS and IMEX sections behind one include each
+took 25 task starts out of the DGX rerun; the same work measured 14 minutes later on the same machine took more CPU
+seconds for the first converge too (212.8 against 174.6: the shared host slowed), so the wall figures of the two
+rows are not comparable, the task counts are. What is left for the 30 s target is the writers behind each role's
+file probe (about 150 of the skipped tasks): one include per role, opened only when the probe found a path that
+differs, would take most of them out.
 
 Figures are printed, never asserted.
 Run: ``.venv/bin/python bench/bench_ansible.py [--hosts N] [--no-converge | --no-render] [--profile] [--keep DIR]

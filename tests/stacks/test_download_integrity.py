@@ -256,7 +256,7 @@ def test_mpi_operator_manifest_is_referenced_by_commit_not_tag() -> None:
 KEY_ROLES = {
     "nvidia_driver": ("roles/nvidia_driver/tasks/install-Debian.yml", CUDA_KEY_FINGERPRINTS),
     "container_runtime": ("roles/container_runtime/tasks/install-Debian.yml", TOOLKIT_KEY_FINGERPRINTS),
-    "rdma": ("roles/rdma/tasks/install-Debian.yml", DOCA_KEY_FINGERPRINTS),
+    "rdma": ("roles/rdma/tasks/doca-ofed-Debian.yml", DOCA_KEY_FINGERPRINTS),
 }
 """The roles that add a vendor APT repository, with their task file and the catalog key of the key's pin."""
 
