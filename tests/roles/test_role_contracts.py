@@ -133,6 +133,34 @@ def test_role_layout_phases_and_tasks(role):
                     assert defaults[f"{role}_skip_reboot"] is True
 
 
+def test_feature_sections_are_included_with_their_phase_tags():
+    """A section only some clusters use (DOCA-OFED, RoCE QoS, IMEX) is a file of its own behind one ``include_tasks``
+    with the feature's condition (roles/README.md, "Reruns"). Tags on an ``include_tasks`` reach only the include
+    itself, so each carries ``apply: tags`` of the phase it sits in (``--tags rdma_configure`` must still run RoCE
+    QoS); its file exists and is included from exactly one place."""
+    phase = {"preflight.yml": ["preflight", "install", "configure"], "configure.yml": ["configure"]}
+    seen: dict[Path, int] = {}
+    for role in ROLE_ORDER:
+        tasks = ROLES_DIR / role / "tasks"
+        for path in sorted(tasks.glob("*.yml")):
+            if path.name == "main.yml":
+                continue
+            for t in each_task(_load(path)):
+                inc = t.get("ansible.builtin.include_tasks")
+                if inc is None:
+                    continue
+                target = tasks / inc["file"]
+                assert target.is_file(), f"{role}/{path.name}: {t['name']} includes a missing {inc['file']}"
+                seen[target] = seen.get(target, 0) + 1
+                want = [f"{role}_{x}" for x in phase.get(path.name, ["install"])]
+                assert inc.get("apply", {}).get("tags") == want, f"{role}/{path.name}: {t['name']}: apply tags {want}"
+                assert t.get("when"), f"{role}/{path.name}: {t['name']} is included without the feature's condition"
+    assert {str(k.relative_to(ROLES_DIR)) for k in seen} >= {
+        "rdma/tasks/preflight-doca-ofed.yml", "rdma/tasks/doca-ofed-Debian.yml", "rdma/tasks/roce-qos.yml",
+        "nvidia_driver/tasks/imex.yml"}
+    assert set(seen.values()) == {1}
+
+
 def test_shared_modules_come_from_the_support_role():
     """A role that calls a module of the support role depends on it (so Ansible loads its library wherever the
     role runs); the support role runs nothing itself."""
