@@ -559,3 +559,26 @@ def test_an_hdd_file_system_without_a_drive_cache_is_refused(docs, monkeypatch):
     assert [p for _, p in _fired(docs, "fsx-drive-cache", hdd, monkeypatch, base="p5")] == ["storage.0.fsx.storage_type"]
     cached = [*hdd, S("storage.0.fsx.drive_cache_type", "READ")]
     assert _fired(docs, "fsx-drive-cache", cached, monkeypatch, base="p5") == []
+
+
+def test_doca_ofed_os_is_an_on_prem_rule(docs, monkeypatch):
+    # kills `provider != "onprem"` -> `>` ("aws" sorts before "onprem"): AWS nodes get EFA, never DOCA-OFED from the
+    # bare-metal roles, so no DOCA repository is looked up for an AWS target
+    assert _fired(docs, "doca-ofed-os", [S("software.doca_ofed", "3.2.1")], monkeypatch, base="p5") == []
+
+
+def test_passthrough_gpudirect_rdma_only_for_a_value_the_user_set_true(docs, monkeypatch):
+    # kills `fabric not in (...) or enabled is not True` -> `and`: an InfiniBand cluster that switched GPUDirect RDMA
+    # off has nothing to warn about on its passthrough group
+    ops = [S("node_groups.1.sandbox", "kata")]
+    assert [p for _, p in _fired(docs, "passthrough-gpudirect-rdma", ops, monkeypatch, base="dgx")] == [
+        "node_groups.1.sandbox"]
+    off = [*ops, S("network.gpudirect_rdma", {"enabled": False})]
+    assert _fired(docs, "passthrough-gpudirect-rdma", off, monkeypatch, base="dgx") == []
+
+
+def test_cuda_driver_minor_reads_a_three_part_cuda_release(docs, monkeypatch):
+    # kills `len(cuda) < 2` -> `!= 2`: CUDA 12.4.1 is a 12.4 toolkit (driver 550 or newer for full compatibility,
+    # https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/), so driver branch 535 runs it in minor-version mode
+    ops = [S("software", {"driver_branch": "535", "cuda": "12.4.1"})]
+    assert [p for _, p in _fired(docs, "cuda-driver-minor", ops, monkeypatch, base="p5")] == ["software.driver_branch"]

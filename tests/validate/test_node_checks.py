@@ -534,6 +534,20 @@ def test_node_table_and_explained_marking(fixtures_dir: Path, dgx_bp) -> None:
     assert "explained_by" not in other.metrics
 
 
+def test_iommu_groups_are_counted_and_a_linear_array_is_not_raid0(fixtures_dir: Path, dgx_bp) -> None:
+    # the recorded DGX has 160 IOMMU groups of type identity (sysfs.tsv) and its scratch is md127, a RAID0 over 8 NVMe
+    # drives; an md array of another level (`linear` concatenates: one drive's throughput) fails storage.raid
+    # (kills `+ 1` -> `| 1` in the group count and `level != raid` -> `>`: "linear" sorts before "raid0")
+    n = node(fixtures_dir, "dgx-h100", "dgx-01")
+    c = judge_one(n, dgx_bp, "dgx")
+    assert c["pcie.iommu"]["measured"].endswith("groups identity: 160"), c["pcie.iommu"]
+    assert c["storage.raid"]["verdict"] == "pass"
+    n.replace("proc-mdstat.txt", " raid0 ", " linear ")
+    c = judge_one(n, dgx_bp, "dgx")
+    assert c["storage.raid"]["verdict"] == "fail" and c["storage.raid"]["measured"].startswith("md127: linear active"), \
+        c["storage.raid"]
+
+
 def test_node_table_of_results_read_back_from_disk(fixtures_dir: Path, dgx_bp, tmp_path: Path) -> None:
     # `clusterforge report RUN` reads results.jsonl back: the kinds are then strings json made, not the code's own
     # constants (kills `kind != "node"` -> `is not`, which drops every node row of a report built from disk)

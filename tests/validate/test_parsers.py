@@ -500,6 +500,15 @@ def test_amp_json_with_text_around_and_non_finite_values():
         parse_amp('{"kind": "other"}')
 
 
+@pytest.mark.parametrize(("run", "baseline"), [(63900.0, 0.0), (None, 9000.0), (63900.0, None)])
+def test_amp_speedup_needs_both_rates(run, baseline):
+    # no speed-up from a baseline that measured nothing (0 tokens/s: a division by zero) or a run without a rate
+    # (kills `... or self.tokens_per_s is None` -> `and`)
+    (a,) = parse_amp(json.dumps(dict(AMP_DOC, tokens_per_s=run, fp32_baseline=dict(AMP_DOC["fp32_baseline"],
+                                                                                   tokens_per_s=baseline))))
+    assert a.speedup_vs_fp32 is None
+
+
 # ---- detection ------------------------------------------------------------------------------
 
 
@@ -871,6 +880,11 @@ def test_a_non_utf8_file_of_backspaces_is_binary(tmp_path):
         open_raw(p)
     p.write_bytes(b"\xff header\n" + b"\t\n\x0b\x0c\r" * 4 + b"a" * 980)
     assert open_raw(p).encoding == "latin-1"
+    # the edges of the allowed run: shift out (14) and unit separator (31) are control characters, as backspace is
+    for ctrl in (b"\x0e", b"\x1f"):
+        p.write_bytes(b"\xff header\n" + ctrl * 20 + b"a" * 980)
+        with pytest.raises(NotText, match="binary data"):
+            open_raw(p)
 
 
 def test_fio2_job_line_rates_are_binary_units():
