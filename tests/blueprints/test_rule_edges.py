@@ -582,3 +582,36 @@ def test_cuda_driver_minor_reads_a_three_part_cuda_release(docs, monkeypatch):
     # https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/), so driver branch 535 runs it in minor-version mode
     ops = [S("software", {"driver_branch": "535", "cuda": "12.4.1"})]
     assert [p for _, p in _fired(docs, "cuda-driver-minor", ops, monkeypatch, base="p5")] == ["software.driver_branch"]
+
+
+def test_an_hca_list_naming_port_1_leaves_out_port_2(docs, monkeypatch):
+    # NCCL_IB_HCA `mlx5_0:1` selects port 1 of mlx5_0 only (NCCL env docs: `<device>:<port>`), so a NIC declared on
+    # port 2 is left out (kills `p == port` -> `<=`)
+    hca = "=" + ",".join(f"mlx5_{k}:1" for k in range(8))
+    ops = [S("network.nccl.env", {"NCCL_IB_HCA": hca})]
+    assert _fired(docs, "nccl-env-disables-fabric", ops, monkeypatch, base="dgx") == []
+    moved = [*ops, S("node_groups.1.hardware.nics.0.port", 2)]
+    assert [p for _, p in _fired(docs, "nccl-env-disables-fabric", moved, monkeypatch, base="dgx")] == [
+        "network.nccl.env.NCCL_IB_HCA"]
+
+
+def test_every_o2ib_lustre_file_system_is_named_when_ipoib_is_off(docs, monkeypatch):
+    # two Lustre file systems reached over o2ib and IPoIB off: each gets its finding (kills `continue` -> `break` after the first one)
+    second = {"kind": "lustre", "name": "scratch", "mount": "/scratch2",
+              "server": {"mgs_nids": ["192.168.100.3@o2ib"], "fsname": "scratch", "throughput_mb_s": 20000}}
+    ops = [S("network.infiniband.ipoib.enabled", False), A("storage", second)]
+    fired = _fired(docs, "lustre-o2ib-ipoib", ops, monkeypatch, base="dgx")
+    assert [p for _, p in fired] == ["network.infiniband.ipoib.enabled"] * 2
+
+
+def test_shared_nvswitch_guest_size_falls_back_to_the_vm_size_then_the_host(docs, monkeypatch):
+    # without `gpus_per_guest` a shared-nvswitch guest gets the VM's GPUs, else every GPU of the host (8: one of Fabric
+    # Manager's partition sizes 1, 2, 4, 8), so neither blueprint is refused (kills `vm_gpus or hw.gpus` -> `and`)
+    host = [S("node_groups.0.sandbox.nvswitch", {"mode": "shared-nvswitch"})]
+    assert _found(docs, "nvswitch-passthrough-plan", "kata", host, monkeypatch) == []
+    vm = [S("node_groups.0.sandbox.runtime", "vm"), *host,
+          S("node_groups.0.sandbox.vm", {"vcpus": 32, "memory_gib": 256, "gpus_per_vm": 2})]
+    assert _found(docs, "nvswitch-passthrough-plan", "kata", vm, monkeypatch) == []
+    odd = [*vm[:2], S("node_groups.0.sandbox.vm", {"vcpus": 32, "memory_gib": 256, "gpus_per_vm": 3})]
+    ((path, msg, _),) = _found(docs, "nvswitch-passthrough-plan", "kata", odd, monkeypatch)
+    assert path == "node_groups.0.sandbox.nvswitch" and " get 3 GPU(s)" in msg
