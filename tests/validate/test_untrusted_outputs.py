@@ -258,6 +258,20 @@ def test_decode_at_reads_the_first_slice_from_where_the_document_starts():
     assert before - budget.left == 256
 
 
+def test_the_scan_budget_note_comes_when_the_last_character_is_spent():
+    # one note, when the budget reaches 0 (`exhausted`), not a character before (kills `left <= 0` -> `<= 1`)
+    from validate.parsers.bounds import ScanBudget, collecting_unread
+
+    budget = ScanBudget("x" * 10)
+    with collecting_unread() as notes:
+        budget.charge(budget.left - 1)
+        assert (budget.left, budget.exhausted, notes) == (1, False, [])
+        budget.charge(1)
+        assert budget.exhausted and len(notes) == 1 and "was not searched for documents" in notes[0]
+        budget.charge(5)
+        assert len(notes) == 1
+
+
 def test_a_short_output_full_of_json_lookalikes_still_has_its_document_read():
     # The scan budget is 16 x the text's length plus a floor of 4 Mi characters (ScanBudget's contract): a training
     # log that printed 4,000 small Python dicts (`{'loss': 1}`, not JSON) makes 4,000 failed decode attempts of a
