@@ -458,6 +458,12 @@ Disk stats (read/write):
 """
 
 
+def test_fio_text_reads_past_a_line_too_long_to_parse():
+    # a line over MAX_LINE_CHARS (16384) is skipped and named, and the job after it still read
+    (job,) = parse_fio_text("x" * 20000 + "\n" + FIO_TEXT).jobs
+    assert job.read.iops == 2694
+
+
 def test_fio_normal_text_output():
     rep = parse_fio_text(FIO_TEXT)
     (job,) = rep.jobs
@@ -586,6 +592,10 @@ def test_net_usage_reads_transport_nic_and_gdr_per_channel():
     assert u.nics_listed == 3 and u.nic_names == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2"} and u.nics_found == 32
     assert u.net_transports[0] == "NET/IB"
     assert net_usage(["no nccl here", "# Avg bus bandwidth : 1"]).channel_lines == 0
+    # a launcher's line and an INFO line that says " via " but is no channel line are passed over, not the end of
+    # the reading
+    odd = "node-1:11:11 [0] NCCL INFO Connected all rings via a path no channel regex knows"
+    assert net_usage(["srun: launching", odd, *INFO.splitlines()]).channel_lines == 8
     # NCCL lists the socket interfaces too (its bootstrap and the Socket transport); the IB list names the NICs
     sock = "node-1:11:11 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
     for lines in ([INFO.splitlines()[0], sock], [sock, INFO.splitlines()[0]]):
