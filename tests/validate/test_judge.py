@@ -281,6 +281,7 @@ def test_expectations_from_example_blueprints():
     assert e.upper_derivation == "network 1.938 x g x B = 775.0 GB/s (SHARP)"  # as the report prints it
     a2a = expected_busbw(ib, collective="alltoall", ranks=32, nodes=4, gpu_key="h100-sxm")
     assert a2a.basis == "network" and a2a.busbw_gbps == pytest.approx(50 * 0.8 * 31 / 24)
+    assert a2a.upper_gbps == pytest.approx(50 * 31 / 24)  # line rate B x (n-1)/(n-g), no efficiency factor
     roce = context_from_blueprint(load_blueprint(EXAMPLES / "onprem-l40s-roce.yaml").blueprint)
     intra = expected_busbw(roce, collective="all_reduce", ranks=4, nodes=1, gpu_key="l40s")
     assert intra.basis == "pcie" and intra.busbw_gbps == pytest.approx(31 * 0.8)

@@ -511,3 +511,16 @@ def test_a_fio_expectation_is_recorded_to_the_kilobyte_per_second(fixtures_dir, 
     ctx = context_from_blueprint(load_blueprint(p).blueprint)
     (r,) = judge_file(fixtures_dir / "fio" / "fio-02.json", apply_overrides(ctx, target="/scratch"))
     assert r.expected["write_mb_s"] == 100.123, r.expected
+
+
+def test_a_silent_payload_crash_names_the_last_line_of_its_log() -> None:
+    # the runner's stub for a payload that died without output: without an error-looking line the log's last line is
+    # named (kills `tail[-1]` -> `tail[-2]`, which named the one before or raised IndexError on a one-line log)
+    from validate.suites.base import payload_crash
+
+    stub = "the payload exited 137 without output\n# launcher: srun\n"
+    assert payload_crash(stub + "loading model\nstep 3 of 30\n") == (
+        "the payload exited 137 without output; its log ends with 'step 3 of 30'")
+    assert payload_crash(stub + "step 3 of 30\n") == "the payload exited 137 without output; its log ends with 'step 3 of 30'"
+    assert payload_crash(stub) == "the payload exited 137 without output"
+    assert payload_crash("all fine") is None
