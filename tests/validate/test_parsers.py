@@ -460,8 +460,13 @@ Disk stats (read/write):
 
 def test_fio_text_reads_past_a_line_too_long_to_parse():
     # a line over MAX_LINE_CHARS (16384) is skipped and named, and the job after it still read
-    (job,) = parse_fio_text("x" * 20000 + "\n" + FIO_TEXT).jobs
+    from validate.parsers.bounds import collecting_unread
+
+    with collecting_unread() as notes:
+        (job,) = parse_fio_text("x" * 20000 + "\n" + FIO_TEXT).jobs
     assert job.read.iops == 2694
+    assert notes == [("1 line(s) longer than 16,384 characters not read (the first is line 1): no benchmark prints "
+                      "such lines")]
 
 
 def test_fio_normal_text_output():
