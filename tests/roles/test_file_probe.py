@@ -15,11 +15,11 @@ import pytest
 
 from clusterforge.ansible.render import ROLES_DIR
 
-MODULE = ROLES_DIR / "clusterforge_common" / "library" / "clusterforge_file_probe.py"
+MODULE = ROLES_DIR / "clusterforge_common" / "module_utils" / "clusterforge_probe.py"  # the module's reading
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("clusterforge_file_probe", MODULE)
+    spec = importlib.util.spec_from_file_location("clusterforge_probe", MODULE)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -34,7 +34,7 @@ PLAY = """\
         __nvidia_driver_image_mode: false
         __nvidia_driver_secure_boot_state: false
         __nvidia_driver_gpus: ["0000:17:00.0"]
-        __nvidia_driver_initramfs: {stat: {exists: false}}
+        __nvidia_driver_initramfs_tool_present: false
     - name: Stand in for a driver install that changed packages.
       ansible.builtin.debug:
         msg: driver packages changed

@@ -137,6 +137,10 @@ def test_rerun_changes_nothing(converged: dict[str, Any]) -> None:
     failures, tasks = converged["rerun"]
     assert failures == []
     assert _changed(tasks) == []
+    # the preflight run found the pinned NCCL held, nccl-tests built against it and the venv in place: neither the
+    # download nor the install script runs again (a module run each on every rerun)
+    assert ("Download the nccl-tests source release and check it against its SHA-256 pin.", "skipped") in tasks
+    assert ("Install NCCL, build nccl-tests against it and make the PyTorch venv.", "skipped") in tasks
 
 
 def test_another_nccl_reinstalls_and_rebuilds(converged: dict[str, Any]) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 from clusterforge.ansible.render import ROLES_DIR
 
 LIBRARY = ROLES_DIR / "clusterforge_common" / "library"
-MODULE = LIBRARY / "clusterforge_package_probe.py"
+MODULE_UTILS = ROLES_DIR / "clusterforge_common" / "module_utils"
+MODULE = MODULE_UTILS / "clusterforge_probe.py"  # the reading both probe modules import
 
 _STATUS = {  # package -> (dpkg Status field, Version)
     "alpha": ("install ok installed", "1.0-1"),
@@ -30,7 +31,7 @@ _STATUS = {  # package -> (dpkg Status field, Version)
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("clusterforge_package_probe", MODULE)
+    spec = importlib.util.spec_from_file_location("clusterforge_probe", MODULE)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -74,13 +75,15 @@ def test_names_are_asked_once_without_version_architecture_or_comparison():
                               "nvidia-driver-570", " kmod "]) == ["nvidia-driver-570", "libc6", "fio", "kmod"]
 
 
-def _run_module(args: dict[str, object], tmp_path: Path, path: str) -> dict[str, object]:
-    """Run the module as Ansible does (``ansible localhost -m``) with ``PATH`` = ``path``; returns its result."""
+def _run_module(args: dict[str, object], tmp_path: Path, path: str,
+                module: str = "clusterforge_package_probe") -> dict[str, object]:
+    """Run ``module`` as Ansible does (``ansible localhost -m``, the support role's library and module_utils) with
+    ``PATH`` = ``path``; returns its result."""
     env = {**os.environ, "PATH": path, "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible"),
-           "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1"}
+           "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS), "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1"}
     proc = subprocess.run([str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local",
                            "-e", f"ansible_python_interpreter={sys.executable}",
-                           "-M", str(LIBRARY), "-m", "clusterforge_package_probe", "-a", json.dumps(args)],
+                           "-M", str(LIBRARY), "-m", module, "-a", json.dumps(args)],
                           capture_output=True, text=True, env=env, check=False)
     result: dict[str, object] = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     return result
@@ -93,6 +96,24 @@ def test_the_module_reads_this_hosts_dpkg_and_never_reports_a_change(tmp_path):
     assert result["changed"] is False and not result.get("failed"), result
     assert result["installed"] == ["dpkg", f"dpkg={version}"], result
     assert result["held"] == []
+
+
+def test_the_file_probe_reads_the_packages_in_the_same_run_as_the_package_probe(tmp_path):
+    """A role that reads its files and its packages where nothing changes the node in between does it in one module
+    run: the file probe's ``packages`` gives what the package probe gives, beside the paths; without it, no package
+    keys (a role that asks for none never reads a stale list)."""
+    names = ["dpkg=0.0", "no-such-package-clusterforge", ""]
+    alone = _run_module({"names": names}, tmp_path, os.environ["PATH"])
+    both = _run_module({"paths": ["/var/lib/dpkg/status", "/no/such/path"], "packages": names}, tmp_path,
+                       os.environ["PATH"], module="clusterforge_file_probe")
+    assert not both.get("failed") and both["changed"] is False, both
+    assert (both["installed"], both["held"]) == (alone["installed"], alone["held"]) and alone["installed"]
+    assert "/var/lib/dpkg/status" in both and "/no/such/path" not in both
+    none_asked = _run_module({"packages": [""], "paths": []}, tmp_path, os.environ["PATH"], module="clusterforge_file_probe")
+    assert none_asked["installed"] == [] and none_asked["held"] == []  # asked for an empty list: empty lists
+    files_only = _run_module({"paths": ["/var/lib/dpkg/status"]}, tmp_path, os.environ["PATH"],
+                             module="clusterforge_file_probe")
+    assert "installed" not in files_only and "held" not in files_only
 
 
 def test_a_failing_dpkg_query_fails_the_task_with_its_message(tmp_path):

@@ -134,8 +134,8 @@ def test_role_layout_phases_and_tasks(role):
 
 
 def test_feature_sections_are_included_with_their_phase_tags():
-    """A section only some clusters use (DOCA-OFED, RoCE QoS, IMEX) is a file of its own behind one ``include_tasks``
-    with the feature's condition (roles/README.md, "Reruns"). Tags on an ``include_tasks`` reach only the include
+    """A section only some clusters use (DOCA-OFED, RoCE QoS, opensm, IPoIB, IMEX, LNet discovery ...) is a file of
+    its own behind one ``include_tasks`` with the feature's condition (roles/README.md, "Reruns"). Tags on an ``include_tasks`` reach only the include
     itself, so each carries ``apply: tags`` of the phase it sits in (``--tags rdma_configure`` must still run RoCE
     QoS); its file exists and is included from exactly one place."""
     phase = {"preflight.yml": ["preflight", "install", "configure"], "configure.yml": ["configure"]}
@@ -157,7 +157,8 @@ def test_feature_sections_are_included_with_their_phase_tags():
                 assert t.get("when"), f"{role}/{path.name}: {t['name']} is included without the feature's condition"
     assert {str(k.relative_to(ROLES_DIR)) for k in seen} >= {
         "rdma/tasks/preflight-doca-ofed.yml", "rdma/tasks/doca-ofed-Debian.yml", "rdma/tasks/roce-qos.yml",
-        "nvidia_driver/tasks/imex.yml"}
+        "rdma/tasks/roce-gid-index.yml", "rdma/tasks/nvidia-peermem.yml", "rdma/tasks/opensm.yml", "rdma/tasks/ipoib.yml",
+        "nvidia_driver/tasks/imex.yml", "lustre_client/tasks/lnet-discovery.yml", "lustre_client/tasks/tuning.yml"}
     assert set(seen.values()) == {1}
 
 

@@ -17,17 +17,15 @@ role compares ``(lookup('ansible.builtin.template', SRC) | hash('sha1')) ~ ' 644
 ``systemctl is-enabled`` reports enabled (exit 0, and not only ``indirect`` or ``alias``, as Ansible's
 ``systemd_service`` module decides), so a role hands the systemd module only the others. It never changes
 anything (``changed`` is always false) and runs in check mode too. A path that cannot be read is reported as missing (the role then writes it).
+With ``packages`` it also returns ``installed`` and ``held`` as ``clusterforge_package_probe`` does (one module run
+for a role's files and packages where nothing changes the node in between). The reading is
+``module_utils/clusterforge_probe.py``'s.
 """
 
 from __future__ import annotations
 
-import grp
-import hashlib
-import os
-import pwd
-import stat
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.clusterforge_probe import probe, read_packages, unit_enabled
 
 DOCUMENTATION = r"""
 module: clusterforge_file_probe
@@ -49,6 +47,12 @@ options:
     type: list
     elements: str
     default: []
+  packages:
+    description:
+      - Debian package names (as M(clusterforge_package_probe) takes them) read in the same run into RV(installed)
+        and RV(held), for a role that reads its files and its packages where nothing changes the node in between.
+    type: list
+    elements: str
 author: clusterforge
 """
 
@@ -65,6 +69,16 @@ enabled:
   returned: always (empty without O(units))
   type: list
   elements: str
+installed:
+  description: As M(clusterforge_package_probe) returns it, for O(packages).
+  returned: when O(packages) is given
+  type: list
+  elements: str
+held:
+  description: As M(clusterforge_package_probe) returns it, for O(packages).
+  returned: when O(packages) is given
+  type: list
+  elements: str
 <path>:
   description: C(<sha1> <mode> <owner> <group>) of a regular file, C(dir|link|special <mode> <owner> <group>) otherwise.
   returned: for each path of O(paths) that exists
@@ -72,60 +86,23 @@ enabled:
 """
 
 
-def _name(lookup, ident: int) -> str:
-    try:
-        return lookup(ident)[0]
-    except KeyError:
-        return "UNKNOWN"
-
-
-def probe(path: str) -> str | None:
-    """``"<sha1> <mode> <owner> <group>"`` of a regular file, ``"dir|link|special <mode> <owner> <group>"`` of a
-    directory, a symbolic link (not followed) or anything else; ``None`` for a missing or unreadable path."""
-    try:
-        st = os.lstat(path)
-        if stat.S_ISREG(st.st_mode):
-            digest = hashlib.sha1()
-            with open(path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-            kind = digest.hexdigest()
-        elif stat.S_ISDIR(st.st_mode):
-            kind = "dir"
-        elif stat.S_ISLNK(st.st_mode):
-            kind = "link"
-        else:
-            kind = "special"
-    except OSError:
-        return None
-    return f"{kind} {stat.S_IMODE(st.st_mode):o} {_name(pwd.getpwuid, st.st_uid)} {_name(grp.getgrgid, st.st_gid)}"
-
-
-def unit_enabled(module: AnsibleModule, unit: str) -> bool:
-    """Whether ``systemctl is-enabled UNIT`` says enabled: exit 0 and a state other than ``indirect``/``alias``
-    (``enabled``, ``enabled-runtime``, ``static``, ``generated`` ...), as Ansible's ``systemd_service`` module
-    decides before it enables a unit. A missing unit or systemctl reads as not enabled."""
-    systemctl = module.get_bin_path("systemctl")
-    if systemctl is None:
-        return False
-    rc, out, _ = module.run_command([systemctl, "is-enabled", unit])
-    return rc == 0 and out.strip() not in ("indirect", "alias")
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec={"paths": {"type": "list", "elements": "str", "required": True},
-                                          "units": {"type": "list", "elements": "str", "default": []}},
+                                          "units": {"type": "list", "elements": "str", "default": []},
+                                          "packages": {"type": "list", "elements": "str"}},
                            supports_check_mode=True)
     relative = [p for p in module.params["paths"] if p and not p.startswith("/")]
     if relative:
         module.fail_json(msg=f"clusterforge_file_probe: paths must be absolute, not {', '.join(relative)}")
-    found = {}
+    found: dict[str, object] = {}
     for path in module.params["paths"]:
         if path and path not in found:
             state = probe(path)
             if state is not None:
                 found[path] = state
     found["enabled"] = [u for u in module.params["units"] if unit_enabled(module, u)]
+    if module.params["packages"] is not None:
+        found["installed"], found["held"] = read_packages(module, module.params["packages"])
     module.exit_json(changed=False, **found)
 
 

@@ -21,15 +21,15 @@ package is simply not listed. Status letters: dpkg-query(1), ``${db:Status-Abbre
 (https://man7.org/linux/man-pages/man1/dpkg-query.1.html): desired action (``u``nknown, ``i``nstall, ``h``old,
 ``r``emove, ``p``urge), package status (``n``ot-installed, ``c``onfig-files, ``H``alf-installed, ``U``npacked,
 ``F``ailed-config, ``W``ait, ``t``rigger-pending, ``i``nstalled) and an error flag (``R`` reinstall required, or a
-space). It never changes anything (``changed`` is always false) and runs in check mode too.
+space). It never changes anything (``changed`` is always false) and runs in check mode too. The reading is
+``module_utils/clusterforge_probe.py``'s, shared with ``clusterforge_file_probe`` (its ``packages`` option reads the
+same in the run that reads a role's files, where nothing changes the node in between).
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.clusterforge_probe import read_packages
 
 DOCUMENTATION = r"""
 module: clusterforge_package_probe
@@ -74,65 +74,11 @@ held:
   elements: str
 """
 
-FORMAT = "${db:Status-Abbrev}|${Package}|${Version}\n"
-"""One line per package: three status letters, name and version (dpkg-query(1), --showformat)."""
-
-_SUFFIX = re.compile(r"[=:<>].*$")
-
-
-def package_names(names: list[str]) -> list[str]:
-    """The package names of ``names`` in order, once each: versions, architectures and comparisons stripped
-    (``nvidia-driver-570=570.1`` -> ``nvidia-driver-570``), empty ones skipped."""
-    out: list[str] = []
-    for name in names:
-        bare = _SUFFIX.sub("", name.strip())
-        if bare and bare not in out:
-            out.append(bare)
-    return out
-
-
-def parse(stdout: str) -> tuple[list[str], list[str]]:
-    """``(installed, held)`` from ``dpkg-query -W -f=FORMAT`` output: ``installed`` holds ``NAME`` and
-    ``NAME=VERSION`` of every line whose package status is installed without an error flag (``ii``, ``hi``, ...);
-    ``held`` the names of the installed ones whose desired action is hold (``hi``)."""
-    installed: list[str] = []
-    held: list[str] = []
-    for line in stdout.splitlines():
-        status, _, rest = line.partition("|")
-        name, _, version = rest.partition("|")
-        if len(status) < 2 or status[1] != "i" or status[2:3] not in ("", " ") or not name:
-            continue
-        installed += [name, f"{name}={version}"]
-        if status[0] == "h":
-            held.append(name)
-    return installed, held
-
-
-def satisfied_patterns(names: list[str], installed: list[str]) -> list[str]:
-    """The ``NAME=PATTERN`` entries of ``names`` (a version glob with ``*``, ``?`` or ``[``, as apt accepts
-    ``nvidia-utils-580=580.173.02-*``) whose package ``installed`` lists at a version matching the pattern, as given."""
-    versions = dict(i.split("=", 1) for i in installed if "=" in i)
-    out = []
-    for spec in names:
-        name, sep, pattern = spec.strip().partition("=")
-        if sep and any(c in pattern for c in "*?[") and name in versions and fnmatch.fnmatchcase(versions[name], pattern):
-            out.append(spec.strip())
-    return out
-
 
 def main() -> None:
     module = AnsibleModule(argument_spec={"names": {"type": "list", "elements": "str", "required": True}},
                            supports_check_mode=True)
-    names = package_names(module.params["names"])
-    if not names:
-        module.exit_json(changed=False, installed=[], held=[])
-    dpkg_query = module.get_bin_path("dpkg-query", required=True)
-    rc, out, err = module.run_command([dpkg_query, "-W", f"-f={FORMAT}", *names])
-    # dpkg-query exits 1 when a name matches no package (not installed yet); anything above is an error
-    if rc > 1:
-        module.fail_json(msg=f"dpkg-query failed (exit {rc}): {err.strip()}", rc=rc)
-    installed, held = parse(out)
-    installed += satisfied_patterns(module.params["names"], installed)
+    installed, held = read_packages(module, module.params["names"])
     module.exit_json(changed=False, installed=installed, held=held)
 
 
