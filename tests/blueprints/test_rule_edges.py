@@ -615,3 +615,44 @@ def test_shared_nvswitch_guest_size_falls_back_to_the_vm_size_then_the_host(docs
     odd = [*vm[:2], S("node_groups.0.sandbox.vm", {"vcpus": 32, "memory_gib": 256, "gpus_per_vm": 3})]
     ((path, msg, _),) = _found(docs, "nvswitch-passthrough-plan", "kata", odd, monkeypatch)
     assert path == "node_groups.0.sandbox.nvswitch" and " get 3 GPU(s)" in msg
+
+
+def test_vpc_layout_checks_the_control_plane_subnet_only_for_eks(docs, monkeypatch):
+    # EKS needs a second-AZ subnet for its control plane (`control_plane_subnet_cidr_block`); only a Kubernetes
+    # cluster creates it, so an overlap is refused there and ignored on another AWS blueprint (kills `kind ==
+    # "kubernetes"` -> `>`: "none" and "slurm" sort after "kubernetes")
+    vpc = {"cidr_block": "10.0.0.0/16", "subnet_cidr_block": "10.0.0.0/20", "control_plane_subnet_cidr_block": "10.0.8.0/24"}
+    assert [p for _, p in _fired(docs, "vpc-cidr-layout", [S("target.vpc", vpc)], monkeypatch, base="eks")] == [
+        "target.vpc.control_plane_subnet_cidr_block"]
+    for base in ("p5", "p5s"):
+        assert _fired(docs, "vpc-cidr-layout", [S("target.vpc", vpc)], monkeypatch, base=base) == [], base
+    disjoint = {**vpc, "control_plane_subnet_cidr_block": "10.0.24.0/24"}  # the public (NAT) subnet is 10.0.16.0/24
+    assert _fired(docs, "vpc-cidr-layout", [S("target.vpc", disjoint)], monkeypatch, base="eks") == []
+
+
+def test_fsx_user_provisioned_metadata_needs_iops(docs, monkeypatch):
+    # FSx for Lustre's USER_PROVISIONED metadata configuration takes the IOPS it provisions; AUTOMATIC takes none
+    # (AWS API: FileSystemLustreMetadataConfiguration). Kills `mode == "USER_PROVISIONED"` -> `>`.
+    fsx = "storage.0.fsx.metadata"
+    missing = _found(docs, "fsx-metadata-iops", "p5", [S(fsx, {"mode": "USER_PROVISIONED"})], monkeypatch)
+    assert [(p, fix) for p, _, fix in missing] == [
+        ("storage.0.fsx.metadata.mode", "add `iops:` (1500, 3000, 6000 or a multiple of 12000 up to 192000)")]
+    assert _found(docs, "fsx-metadata-iops", "p5", [S(fsx, {"mode": "AUTOMATIC"})], monkeypatch) == []
+
+
+def test_sandbox_allow_list_fix_on_a_host_driver_outside_every_listed_branch(docs, monkeypatch):
+    # gVisor's nvproxy uses the host's driver: with none of its listed drivers in the blueprint's branch the fix still
+    # names a driver_version only (the host driver is the blueprint's own choice of branch), while Kata's guest
+    # driver outside every listed branch says to move the branch too (kills `driver_on == "host"` -> `>`)
+    cat = catalog()
+    gv = cat.runtime_releases("gvisor")[0]
+    listed = {d.split(".")[0] for d in gv.drivers}
+    other = next(b for b in sorted(cat.extras["driver_releases"]["branches"], key=str) if str(b) not in listed
+                 and cat.driver_releases(str(b)))
+    other = str(other)
+    release = cat.driver_releases(other)[0]
+    ops = [S("node_groups.1.sandbox", "gvisor"), S("software.gvisor", gv.release),
+           S("software.driver_branch", other), S("software.driver_version", release)]
+    (_, msg, fix), = _found(docs, "sandbox-driver-allow-list", "dgx", ops, monkeypatch)
+    assert gv.driver_on == "host" and "on the host" in msg
+    assert fix == f"set `software.driver_version` to one of {', '.join(gv.drivers)}"

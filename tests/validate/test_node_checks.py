@@ -489,7 +489,10 @@ def test_parsers_on_recorded_outputs(fixtures_dir: Path) -> None:
     assert bridges and not any(v["acs_ctl"]["ReqRedir"] for v in bridges)
     md = parse_mdstat((d / "proc-mdstat.txt").read_text())
     assert md["md127"]["level"] == "raid0" and len(md["md127"]["members"]) == 8
-    assert parse_mdstat("md0 : active raid1 sdb1[1](F) sda1[0]\n      1 blocks [2/1] [U_]\n")["md0"]["failed"] == ["sdb1"]
+    degraded = parse_mdstat("md0 : active raid1 sdb1[1](F) sda1[0]\n      1 blocks [2/1] [U_]\n")["md0"]
+    assert degraded["failed"] == ["sdb1"]
+    # `[n/m]`: n devices in the array, m of them up (md(4), /proc/mdstat); a degraded array tells them apart
+    assert (degraded["raid_disks"], degraded["up"]) == (2, 1)
     qos = parse_mlnx_qos((fixtures_dir / "node" / "l40s-roce" / "l40s-01" / "mlnx_qos-ens1f0np0.txt").read_text())
     assert qos == {"trust": "dscp", "pfc": [0, 0, 0, 1, 0, 0, 0, 0], "dscp2prio": qos["dscp2prio"]}
     assert qos["dscp2prio"][26] == 3 and qos["dscp2prio"][0] == 0

@@ -409,6 +409,18 @@ def test_fio_json_fixture_with_lat_percentiles_and_group_reporting(fixtures_dir)
     assert job.read.p99_ns == 2244608 and job.read.p99_source == "lat_ns"
 
 
+def test_fio_json_group_reporting_set_in_a_job_section_only(fixtures_dir):
+    # `group_reporting` in one job's section (not the global one) still makes fio report group totals: the report
+    # says so, as it does for the global option
+    doc = json.loads((fixtures_dir / "fio" / "fio-02.json").read_text())
+    assert not parse_fio_json(json.dumps(doc)).group_reporting
+    doc.setdefault("global options", {}).pop("group_reporting", None)
+    doc["jobs"][0].setdefault("job options", {})["group_reporting"] = "0"
+    assert not parse_fio_json(json.dumps(doc)).group_reporting
+    doc["jobs"][0]["job options"]["group_reporting"] = "1"  # as fio writes a set flag (fio-01.json's global options)
+    assert parse_fio_json(json.dumps(doc)).group_reporting
+
+
 def test_fio_json_duplicate_keys_kept(fixtures_dir):
     rep = parse_fio((fixtures_dir / "fio" / "fio-02.json").read_text())
     (job,) = rep.jobs
@@ -482,6 +494,10 @@ def test_fio_group_status_only_and_units():
     text = "Run status group 0 (all jobs):\n  WRITE: bw=1953MiB/s (2048MB/s), io=10GiB, run=5000-5000msec\n"
     (job,) = parse_fio_text(text).jobs
     assert job.write.bw_bytes_per_s == 2048e6
+    # a group line with one rate only (no decimal rate in parentheses): that rate in its own unit
+    text = "Run status group 0 (all jobs):\n   READ: bw=1953MiB/s, 1953MiB/s-1953MiB/s, io=10GiB, run=5000-5000msec\n"
+    (job,) = parse_fio_text(text).jobs
+    assert job.read.bw_bytes_per_s == 1953 * 1024**2
     assert parse_size("4k") == 4096 and parse_size("1M") == 1024**2 and parse_size("256KiB") == 262144
     assert parse_size("4k,1m") == 4096 and parse_size("junk") is None
 
@@ -882,6 +898,21 @@ def test_detection_window_keeps_texts_up_to_twice_its_size_whole():
         text = list(("x" * 79 + "\n") * (length // 80 + 1))[:length]
         text[WINDOW_BYTES] = "Z"
         assert ("Z" in window("".join(text))) == whole, length
+
+
+def test_an_excerpt_of_a_file_up_to_two_windows_is_the_whole_text(tmp_path):
+    # a file of at most 2 x WINDOW_BYTES is read whole; a bigger one as its first and last window joined by a newline
+    from validate.parsers.detect import WINDOW_BYTES, open_raw
+
+    p = tmp_path / "out.log"
+    lines = [f"line {i:07d}\n" for i in range(2 * WINDOW_BYTES // 13)]
+    text = "".join(lines)
+    assert WINDOW_BYTES + 2 < len(text) <= 2 * WINDOW_BYTES
+    p.write_text(text)
+    assert open_raw(p).excerpt() == text
+    p.write_text(text + "tail\n" * 1000)
+    big = open_raw(p).excerpt()
+    assert len(big) == 2 * WINDOW_BYTES + 1 and big.endswith("tail\n") and big.startswith("line 0000000\n")
 
 
 def test_a_non_utf8_file_of_backspaces_is_binary(tmp_path):
