@@ -57,7 +57,7 @@ def test_a_dkms_host_gets_its_flavours_headers_meta_package(tmp_path, os_name, k
     rendered = _rendered(tmp_path, os_name)
     got = role_value("nvidia_driver", "__nvidia_driver_headers", rendered, _facts(os_name, kernel, "aarch64"
                      if kernel.endswith("arm64") else "x86_64"),
-                     __nvidia_driver_image_mode=False, __nvidia_driver_dpkg={"installed": installed, "held": []})
+                     __nvidia_driver_image_mode=False, __nvidia_driver_on_disk={"installed": installed, "held": []})
     assert list(got) == headers
 
 
@@ -69,5 +69,5 @@ def test_an_image_build_gets_the_headers_meta_package_of_its_architecture(tmp_pa
     image's architecture: Debian arm64 images get linux-headers-arm64, not amd64's."""
     rendered = _rendered(tmp_path, os_name)
     got = role_value("nvidia_driver", "__nvidia_driver_headers", rendered, _facts(os_name, "6.18.2-build-host", arch),
-                     __nvidia_driver_image_mode=True, __nvidia_driver_dpkg={"installed": [], "held": []})
+                     __nvidia_driver_image_mode=True, __nvidia_driver_on_disk={"installed": [], "held": []})
     assert list(got) == headers

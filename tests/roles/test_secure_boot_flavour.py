@@ -37,7 +37,7 @@ def _install_set(rendered: dict[str, Any], release: str, kernel: str, installed:
              "architecture": "x86_64"}
     return list(role_value("nvidia_driver", "__nvidia_driver_install_set", rendered, facts,
                            __nvidia_driver_secure_boot_state=True, __nvidia_driver_image_mode=False,
-                           __nvidia_driver_dpkg={"installed": installed, "held": []}))
+                           __nvidia_driver_on_disk={"installed": installed, "held": []}))
 
 
 # (running kernel release as `uname -r` prints it, the kernel image meta-package the host tracks, the flavour
@@ -67,4 +67,4 @@ def test_a_kernel_without_a_flavour_is_refused(tmp_path):
     rendered = _vars(tmp_path, "ubuntu-24.04")
     facts = {"distribution": "Ubuntu", "distribution_version": "24.04", "kernel": "6.18.2-custom+", "os_family": "Debian"}
     assert role_value("nvidia_driver", "__nvidia_driver_kernel_flavour", rendered, facts,
-                      __nvidia_driver_dpkg={"installed": [], "held": []}) == ""
+                      __nvidia_driver_on_disk={"installed": [], "held": []}) == ""
