@@ -83,7 +83,7 @@ On 2026-12-04 the rerun went from 31.3 s (41.6 CPU s, 327 task starts) to 25.8 s
 changed) on a quiet machine: fewer module runs (the file probe reads a role's packages in the same run where
 nothing changes the node in between, nvidia_driver reads GPUs, Secure Boot and the initramfs tool in one command,
 a key download already there is not fetched again, nccl_stack skips its download and install runs when its
-preflight says up to date: 55 tasks that ran a module down to 38) and fewer task starts (six more feature sections behind
+preflight says up to date: 54 tasks that ran a module down to 38) and fewer task starts (six more feature sections behind
 one include each). Under the 30 s target (issue 28) with about 4 s to spare on this machine.
 
 Figures are printed, never asserted.
