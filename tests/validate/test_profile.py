@@ -386,3 +386,14 @@ def test_validate_runs_the_profile_suite_and_reports_it(tmp_path: Path, capsys: 
     report = (out / "report.md").read_text()
     assert "## Profile: where the step time goes" in report and "(raw/profile.traces/rank0.json)" in report
     assert "Profile: where the step time goes" in (out / "report.html").read_text()
+
+
+def test_the_report_section_escapes_operator_names_from_the_trace() -> None:
+    # operator and kernel names come from the profiled job's trace (a user's model code names them): the report shows
+    # them as text, never as markup
+    doc = {"kind": "profile", "schedule": {"active": 1}, "ranks": [
+        {"rank": 0, "breakdown": {"compute": 1.0}, "window_us": 10.0, "step_us": [10.0],
+         "top_ops": [{"name": "<script>alert(1)</script>", "total_us": 5.0, "count": 1}]}]}
+    section = get_suite("profile").html_section([_judge(doc)], 0)
+    assert section is not None and section.html is not None
+    assert "<script>" not in section.html and "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in section.html

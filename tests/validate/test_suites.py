@@ -524,3 +524,26 @@ def test_a_silent_payload_crash_names_the_last_line_of_its_log() -> None:
     assert payload_crash(stub + "step 3 of 30\n") == "the payload exited 137 without output; its log ends with 'step 3 of 30'"
     assert payload_crash(stub) == "the payload exited 137 without output"
     assert payload_crash("all fine") is None
+
+
+def test_the_nccl_plot_note_counts_the_collective_runs_only():
+    # the report plots the busbw of the first MAX_PLOTS collective runs and says how many were judged: runs of other
+    # suites (node, profile, ...) in the same report are not collective runs (kills `r.kind == self.name` -> `>`:
+    # "node" and "profile" sort after "nccl")
+    nccl = get_suite("nccl")
+    runs = [JudgeResult(source=f"nccl-{i}.log", kind="nccl") for i in range(3)]
+    others = [JudgeResult(source="node.json", kind="node"), JudgeResult(source="profile.json", kind="profile")]
+    assert nccl.html_section(runs + others, plotted=3) is None
+    section = nccl.html_section(others + runs, plotted=2)
+    assert section is not None and section.note == "busbw plots shown for the first 2 of 3 collective runs."
+
+
+def test_a_fio_target_the_user_can_write_but_not_enter_is_not_usable(tmp_path, monkeypatch):
+    # creating fio's file in a directory needs write and search (x) permission on it (path_resolution(7)); root passes
+    # both checks on any directory, so the user's permissions are stood in for
+    from validate.suites import fio as fio_suite
+
+    monkeypatch.setattr(fio_suite.os, "access", lambda path, mode: not mode & fio_suite.os.X_OK)
+    assert not fio_suite._usable_here(str(tmp_path))
+    monkeypatch.setattr(fio_suite.os, "access", lambda path, mode: True)
+    assert fio_suite._usable_here(str(tmp_path)) and not fio_suite._usable_here(str(tmp_path / "missing"))
