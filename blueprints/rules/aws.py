@@ -469,7 +469,8 @@ def vpc_cidr_layout(ctx: RuleContext) -> Iterator[Hit]:
         return
     vpc = ipaddress.ip_network(t.vpc.cidr_block)
     if vpc.version != 4 or vpc.prefixlen < 16 or vpc.prefixlen > 28:
-        yield Hit(("target", "vpc", "cidr_block"), f"`target.vpc.cidr_block` `{vpc}` must be an IPv4 /16 to /28")
+        yield Hit(("target", "vpc", "cidr_block"), f"`target.vpc.cidr_block` `{vpc}` must be an IPv4 /16 to /28",
+                  "use an IPv4 block from /16 to /28, e.g. `10.0.0.0/16`")
     used = ["subnet_cidr_block"]
     if t.vpc.nat_gateway:
         used.append("public_subnet_cidr_block")
@@ -768,7 +769,9 @@ def gpudirect_rdma_unavailable(ctx: RuleContext) -> Iterator[Hit]:
     if "enabled" not in net.gpudirect_rdma.model_fields_set or not net.gpudirect_rdma.enabled:
         return
     if net.fabric == "ethernet":
-        yield Hit(("network", "gpudirect_rdma", "enabled"), "GPUDirect RDMA is requested on an Ethernet fabric")
+        yield Hit(("network", "gpudirect_rdma", "enabled"), "GPUDirect RDMA is requested on an Ethernet fabric",
+                  "remove `network.gpudirect_rdma.enabled` (or set it to false): GPUDirect RDMA needs an EFA, "
+                  "InfiniBand or RoCE `network.fabric`")
         return
     if net.fabric != "efa":
         return
@@ -884,6 +887,18 @@ def _eks_version_dates(ctx: RuleContext) -> tuple[str, datetime.date | None, dat
             ev.get("end_of_extended_support", {}).get(orch.version), current)
 
 
+def _older_than_catalog(ctx: RuleContext, ver: str) -> tuple[str, datetime.date | None] | None:
+    """``(oldest catalogued EKS version, its end of extended support)`` when ``ver`` is older than every version of the
+    catalog's ``eks_versions``, else ``None``. EKS versions reach their ends in release order (each has 14 months of
+    standard and 12 of extended support: https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html), so
+    a version older than one whose extended support ended has ended too."""
+    ev = ctx.catalog.aws["eks_versions"]
+    oldest = min(ev["end_of_standard_support"], key=lambda v: version(v) or ())
+    if (version(ver) or ()) >= (version(oldest) or ()):
+        return None
+    return oldest, ev.get("end_of_extended_support", {}).get(oldest)
+
+
 def _newest_fix(current: list[str]) -> str | None:
     return f'set `orchestrator.version: "{current[-1]}"`' if current else None
 
@@ -903,8 +918,8 @@ def eks_version_support(ctx: RuleContext) -> Iterator[Hit]:
     ver, end, extended_end, current = found
     today = _today()
     if end is None:
-        ends = ctx.catalog.aws["eks_versions"]["end_of_standard_support"]
-        if (version(ver) or ()) < (version(min(ends, key=lambda v: version(v) or ())) or ()):
+        older = _older_than_catalog(ctx, ver)
+        if older is not None and (older[1] is None or older[1] >= today):  # an ended one is eks-version-ended's
             yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver} is older than every EKS version in the catalog",
                       _newest_fix(current))
         return
@@ -927,8 +942,13 @@ def eks_version_ended(ctx: RuleContext) -> Iterator[Hit]:
     found = _eks_version_dates(ctx)
     if found is None:
         return
-    ver, _, extended_end, current = found
-    if extended_end is not None and extended_end < _today():
+    ver, end, extended_end, current = found
+    older = _older_than_catalog(ctx, ver) if end is None else None
+    if older is not None and older[1] is not None and older[1] < _today():
+        yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver} is older than {older[0]}, whose EKS "
+                  f"extended support ended on {older[1].isoformat()}; EKS no longer creates clusters on it",
+                  _newest_fix(current))
+    elif extended_end is not None and extended_end < _today():
         yield Hit(("orchestrator", "version"), f"`orchestrator.version` {ver}: EKS extended support ended on "
                   f"{extended_end.isoformat()}; EKS no longer creates clusters on it", _newest_fix(current))
 

@@ -407,7 +407,8 @@ def lustre_o2ib_ipoib(ctx: RuleContext) -> Iterator[Hit]:
                 continue
             if lnet.startswith("o2ib") and ip not in cidr:
                 yield Hit(("storage", i, "server", "mgs_nids", j), f"MGS NID `{nid}` is outside the IPoIB subnet "
-                          f"`{ipoib.cidr}` (`network.infiniband.ipoib.cidr`); LNet would need a router")
+                          f"`{ipoib.cidr}` (`network.infiniband.ipoib.cidr`); LNet would need a router",
+                          "set `network.infiniband.ipoib.cidr` to the IPoIB subnet the MGS NIDs are in")
 
 
 WHAMCLOUD_CLIENT_BUILDS = "https://downloads.whamcloud.com/public/lustre/"
