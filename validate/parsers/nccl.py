@@ -671,20 +671,12 @@ def _num(tok: str) -> float | None:
     return None if math.isnan(v) or math.isinf(v) else v
 
 
-def _conv(tok: str) -> Any:
-    """:func:`_num`, but ``_MISSING`` instead of raising (one pass over a row's tokens)."""
-    try:
-        return _num(tok)
-    except ValueError:
-        return _MISSING
-
-
 _INF = math.inf
 _isnan = math.isnan
 
 
 def _convs(toks: list[str]) -> list[Any]:
-    """``[_conv(t) for t in toks]`` in one call (a table row's tokens)."""
+    """Each token of a table row as :func:`_num` reads it, ``_MISSING`` where it raises (one pass over the row)."""
     out: list[Any] = []
     for t in toks:
         try:
@@ -744,18 +736,9 @@ def _split_columns(columns: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str
 _RowValues = tuple[int, int, str, str | None, int | None, _PlacementValues | None, _PlacementValues | None]
 
 
-def _parse_row(m: re.Match[str], columns: list[str], lineno: int) -> Row | None:
-    """Parse a table row given the header columns after ``type`` (may be empty: heuristics)."""
-    v = _row_values(m, columns)
-    if v is None:
-        return None
-    size, count, dtype, redop, root, oop, ip = v
-    return Row(size, count, dtype, redop, root, Placement(*oop) if oop is not None else None,
-               Placement(*ip) if ip is not None else None, lineno)
-
-
 def _row_values(m: re.Match[str], columns: list[str]) -> _RowValues | None:
-    """:func:`_parse_row` as values (:meth:`Rows.add`), without making objects."""
+    """A table row given the header columns after ``type`` (may be empty: heuristics) as values for :meth:`Rows.add`
+    (no objects made), ``None`` when the line is no row."""
     size, count, dtype = int(m.group(1)), int(m.group(2)), m.group(3)
     toks = (m.group(4) or "").split()
     if len(toks) >= 2 and _TIMESTAMP_DATE.match(toks[-2]) and _TIMESTAMP_TIME.match(toks[-1]):
@@ -1116,7 +1099,7 @@ def parse_nccl_lines(lines: Iterable[str], filename: str | None = None) -> list[
                 if _has_content(r):
                     r.duplicated_rank0 = True
                     r.duplicate_streams = len(with_content)
-        runs = [r for _, rs in with_content for r in rs if _has_content(r)]
+        runs = [r for _, rs in with_content for r in rs if _has_content(r) or r.errors]
     elif with_content:
         runs = [r for r in with_content[0][1]]
     extra_errors: list[str] = []
@@ -1239,7 +1222,7 @@ def _infer_collective(run: NcclRun) -> tuple[str | None, list[str]]:
         return None, []
     if ratio > 1.02:
         return "all_reduce", []
-    if abs(ratio - 1.0) <= 0.02 and not per_rank:
+    if ratio >= 0.98 and not per_rank:  # within 2 % of 1 (not abs(ratio - 1) <= 0.02: 1.02 - 1 > 0.02 in floats)
         if ops == {"none"}:
             return "broadcast", []
         if roots and max(roots) >= 0:

@@ -134,7 +134,7 @@ def parse_nvidia_smi_xml(text: str) -> dict[str, Any] | None:
             e = g.find(f"ecc_errors/{scope}")
             if e is None:
                 return None
-            vals = [_int(x.text) for x in e if x.tag.endswith("uncorrectable") and x.tag != "sram_threshold_exceeded"]
+            vals = [_int(x.text) for x in e if "uncorrectable" in x.tag and x.tag != "sram_threshold_exceeded"]
             vals += [_int(_find(e, "double_bit/total"))]
             got = [v for v in vals if v is not None]
             return sum(got) if got else None
