@@ -65,7 +65,8 @@ AREAS: dict[str, Area] = {
         "tests/blueprints/test_stack_rules.py", "tests/blueprints/test_aws_rules.py",
         "tests/blueprints/test_field_rules.py", "tests/blueprints/test_slurm.py",
         "tests/blueprints/test_lustre_client_source.py", "tests/blueprints/test_rule_edges.py",
-        "tests/blueprints/test_secret_scan_edges.py", "tests/blueprints/test_rule_messages.py")),
+        "tests/blueprints/test_secret_scan_edges.py", "tests/blueprints/test_rule_messages.py",
+        "tests/blueprints/test_rule_branches.py")),
     "suites": Area(("validate/suites",), (
         "tests/validate/test_judge.py", "tests/validate/test_judge_accelerators.py",
         "tests/validate/test_judge_counts.py", "tests/validate/test_judge_diagnosis.py",
@@ -73,7 +74,8 @@ AREAS: dict[str, Area] = {
         "tests/validate/test_judge_log_causes.py", "tests/validate/test_judge_boundaries.py",
         "tests/validate/test_suites.py", "tests/validate/test_node_suite.py", "tests/validate/test_profile.py",
         "tests/validate/test_faults.py", "tests/validate/test_stack_versions.py",
-        "tests/validate/test_judged_fixtures.py")),
+        "tests/validate/test_judged_fixtures.py", "tests/validate/test_judge_mig.py", "tests/validate/test_judge_pkey.py",
+        "tests/validate/test_suite_branches.py")),
     "parsers": Area(("validate/parsers",), (
         "tests/validate/test_parsers.py", "tests/validate/test_nccl_parser_lines.py",
         "tests/validate/test_judge_boundaries.py", "tests/validate/test_big_inputs.py",
@@ -82,7 +84,7 @@ AREAS: dict[str, Area] = {
         "tests/validate/test_node_checks.py",  # the node-health parser (parsers/node.py) is read by the node checks
         "tests/validate/test_parsed_fixtures.py", "tests/validate/test_judged_fixtures.py",
         "tests/validate/test_judge_fio_consistency.py", "tests/validate/test_judge_diagnosis.py",
-        "tests/validate/test_judge_accelerators.py")),
+        "tests/validate/test_judge_accelerators.py", "tests/validate/test_parser_branches.py")),
     "node_checks": Area(("validate/node_checks.py",), (
         "tests/validate/test_node_checks.py", "tests/validate/test_node_suite.py")),
 }

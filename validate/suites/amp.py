@@ -462,9 +462,11 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
     # ---- MFU ---------------------------------------------------------------------------------
     prec = run.precision or "bf16"
     peak = run.peak_tflops
+    known = None  # the catalog's name of the GPU when it knows it
     if gpu_key and (ctx.is_explicit("gpu_model") or not peak):
         try:
-            cat_peak = catalog().gpu(gpu_key).peak_tflops(prec)
+            spec = catalog().gpu(gpu_key)
+            known, cat_peak = spec.key, spec.peak_tflops(prec)
         except UnknownHardwareError:
             cat_peak = None
         if cat_peak:
@@ -473,7 +475,12 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
     if run.model_tflops is not None and peak and (mfu is None or ctx.is_explicit("gpu_model")):
         mfu = run.model_tflops / peak
     m["peak_tflops"], m["mfu"] = peak, mfu
-    if mfu is None:
+    if mfu is None and peak and run.model_tflops is None:
+        r.note("MFU unknown: the result carries no model TFLOP/s (an older payload)")
+    elif mfu is None and known:
+        r.note(f"MFU unknown: the catalog has no {prec} peak for {known} (the GPU has no {prec} tensor cores or "
+               "their figure is not catalogued)")
+    elif mfu is None:
         r.note(f"MFU unknown: {'GPU ' + repr(run.gpu_name) + ' not in the catalog' if run.gpu_name else 'no GPU name'}"
                " (pass --gpu)")
     else:
