@@ -120,20 +120,30 @@ def _probe_role(role: str, dest: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def ansible_wrote(tmp_path_factory) -> tuple[Path, list[tuple[str, str, NodeSettings]]]:
-    """Run Ansible once over every case; returns the output root (one directory per case) and the cases."""
+def ansible_wrote(tmp_path_factory) -> tuple[dict[str, Path], list[tuple[str, str, NodeSettings]]]:
+    """Run Ansible once over every case; returns each case's output directory and the cases.
+
+    Cases whose role variables and platform are the same (the three AWS P5 examples' GPU group, the L40S example's
+    controller and login groups) are one host: Ansible would write the same files from the same variables, so
+    they share its output."""
     tmp = tmp_path_factory.mktemp("one-definition")
     cases = _cases()
     for role in ROLES:
         _probe_role(role, tmp / "roles" / f"probe_{role}")
     shutil.copytree(ROLES_DIR / "clusterforge_common", tmp / "roles" / "clusterforge_common")
-    hosts = {}
+    hosts: dict[str, dict[str, Any]] = {}
+    seen: dict[str, str] = {}
+    dirs: dict[str, Path] = {}
     for name, platform, s in cases:
-        hv: dict[str, Any] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                              "probe_root": str(tmp / "out" / name), "probe_os_family": PLATFORMS[platform], "probe_platform": platform}
+        hv: dict[str, Any] = {"probe_os_family": PLATFORMS[platform], "probe_platform": platform}
         for role in ROLES:
             hv.update(cloud_role_vars(s, role, placeholder_endpoints(s)))
-        hosts[name] = hv
+        host = seen.setdefault(json.dumps(hv, sort_keys=True, default=str), name)
+        dirs[name] = tmp / "out" / host
+        if host == name:
+            hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                           "probe_root": str(dirs[name]), **hv}
+    assert len(hosts) < len(cases), "the shared-output rule above is exercised"
     # JSON is YAML: values reach Ansible with their types, strings untouched.
     (tmp / "inventory.yml").write_text(json.dumps({"all": {"hosts": hosts}}))
     (tmp / "site.yml").write_text(yaml.safe_dump([{
@@ -147,7 +157,7 @@ def ansible_wrote(tmp_path_factory) -> tuple[Path, list[tuple[str, str, NodeSett
     res = subprocess.run(["ansible-playbook", "-i", "inventory.yml", "site.yml"], cwd=tmp, env=env,
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    return tmp / "out", cases
+    return dirs, cases
 
 
 def _written(root: Path) -> dict[str, tuple[str, bytes]]:
@@ -159,10 +169,10 @@ def _written(root: Path) -> dict[str, tuple[str, bytes]]:
 
 
 def test_cloud_files_are_what_the_role_writes(ansible_wrote) -> None:
-    out, cases = ansible_wrote
+    dirs, cases = ansible_wrote
     assert len(cases) >= 20
     for name, platform, s in cases:
-        by_ansible = _written(out / name)
+        by_ansible = _written(dirs[name])
         ours = {f.path: (f.mode, f.content.encode()) for f in role_files(s, platform)}
         assert sorted(ours) == sorted(by_ansible), f"{name}: the role writes {sorted(by_ansible)}, the cloud path {sorted(ours)}"
         for path, (mode, content) in ours.items():
@@ -173,10 +183,10 @@ def test_cloud_files_are_what_the_role_writes(ansible_wrote) -> None:
 def test_the_cases_exercise_every_shared_file_and_condition(ansible_wrote) -> None:
     """Guards the test above against vacuity: every shared file is written for some case and left
     out for another where its role has a condition, on both platforms."""
-    out, cases = ansible_wrote
+    dirs, cases = ansible_wrote
     seen: dict[str, set[bool]] = {}
     for name, _platform, _s in cases:
-        written = set(_written(out / name))
+        written = set(_written(dirs[name]))
         for path in ("/etc/sysctl.d/90-clusterforge.conf", "/etc/security/limits.d/90-clusterforge-memlock.conf",
                      "/etc/default/grub.d/90-clusterforge.cfg", "/etc/nccl.conf", "/etc/containerd/runsc.toml",
                      "/usr/local/sbin/clusterforge-lustre-mounts", "/usr/local/sbin/clusterforge-nvme-scratch"):
