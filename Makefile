@@ -10,9 +10,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip setuptools wheel
-# --no-compile: Python writes each module's .pyc on its first import instead of pip compiling all of torch and the
-# Pulumi SDKs up front (134 s -> 50 s for this install on the 2-core test machine)
-	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install clusterforge with its dev extras
@@ -24,8 +22,8 @@ demo: setup ## check, plan, render and validate the example blueprints on this m
 	$(BIN)/python -m clusterforge.demo
 
 test: system-packages setup ## the Debian packages the tests need, then the whole test suite (real fio, torch, Ansible converge, Pulumi mocks)
-# -n 3 on the 2-core test machine: the role tests wait on dpkg, chroot and subprocesses a sixth of the time, which
-# a third worker fills (make test's own time is in the closing notes, not asserted)
+# -n 3 on the 2-core test machine: with two workers the CPUs idled a sixth of the time (the role tests wait on dpkg,
+# chroot and subprocesses), which a third fills; tests/conftest.py hands out the longest modules first
 	$(BIN)/python -m pytest -n 3 --dist loadscope $(PYTEST_ARGS)
 
 lint: setup ## ruff, mypy on every package, ansible-lint (production profile)

@@ -41,6 +41,27 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("CLUSTERFORGE_TEST_RUN_UID", uuid.uuid4().hex)
 
 
+LONGEST_FIRST = (
+    "tests/roles/test_converge.py", "tests/roles/test_slurm_roles.py", "tests/roles/test_nvidia_driver_paths.py",
+    "tests/validate/test_faults.py", "tests/validate/test_first_run.py", "tests/roles/test_one_definition.py",
+    "tests/validate/test_runner.py", "tests/roles/test_doca_ofed.py", "tests/stacks/test_day_two.py",
+    "tests/roles/test_lnet_discovery.py", "tests/validate/test_payloads.py", "tests/roles/test_lustre_preflight.py",
+    "tests/roles/test_apt_fast_path.py", "tests/roles/test_dcgm_install.py", "tests/validate/test_slurm_launcher.py",
+    "tests/roles/test_nccl_stack.py", "tests/validate/test_profile.py", "tests/stacks/test_download_integrity.py",
+    "tests/roles/test_host_tuning_units.py", "tests/clusterforge/ansible/test_runner.py",
+)
+"""The test modules that take longest (``--durations`` of a whole run, longest first): collected first, so that
+``--dist loadscope`` hands them out before the short ones and the run does not end on one worker's long module while
+the others idle. Only the order changes; a module missing from the list runs after these, in collection order."""
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the collected tests as :data:`LONGEST_FIRST` says (a stable sort: each module's tests keep their order,
+    and every xdist worker computes the same order, as xdist requires)."""
+    rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(it.nodeid.split("::", 1)[0], len(rank)))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """When the whole run is over (in the controlling process, after every worker), remove its converge copies."""
     if _is_controller(session.config):
