@@ -86,7 +86,8 @@ AREAS: dict[str, Area] = {
         "tests/validate/test_judge_fio_consistency.py", "tests/validate/test_judge_diagnosis.py",
         "tests/validate/test_judge_accelerators.py", "tests/validate/test_parser_branches.py")),
     "node_checks": Area(("validate/node_checks.py",), (
-        "tests/validate/test_node_checks.py", "tests/validate/test_node_suite.py")),
+        "tests/validate/test_node_checks.py", "tests/validate/test_node_suite.py",
+        "tests/validate/test_node_check_branches.py")),
 }
 
 

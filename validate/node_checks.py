@@ -815,10 +815,13 @@ def check_memlock(f: NodeFacts, e: NodeExpectation) -> Check:
 
 
 def _size_bytes(text: str) -> int | None:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(i?[bB])?\s*", text or "")
+    # docker's size grammar (go-units RAMInBytes, which reads daemon.json's default-shm-size): binary prefixes up to
+    # p, then an optional i and an optional b ("2Gi", "2GiB", "2g", "1p");
+    # https://github.com/docker/go-units/blob/master/size.go
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*", text or "")
     if not m:
         return None
-    mult = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[m.group(2).lower()]
+    mult = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}[m.group(2).lower()]
     return int(float(m.group(1)) * mult)
 
 
