@@ -826,3 +826,40 @@ def test_moe_expert_parallelism_derived_from_the_node(docs, monkeypatch):
     for tp in (1, 8, 16):
         ops = [S("workload", {**MIXTRAL, "tensor_parallel": tp})]
         assert _found(docs, "moe-fabric-bandwidth", "eks", ops, monkeypatch) == [], tp
+
+
+# --- seed-48 survivors (tools/mutate.py --sample 3 --seed 48) -----------------------------------------------------
+
+
+def _catalog_with_images(gpu_os: str, cpu_os: str) -> Catalog:
+    c = catalog()
+    aws = copy.deepcopy(c.aws)
+    aws["node_images"]["ec2_gpu"]["os"], aws["node_images"]["ec2_cpu"]["os"] = gpu_os, cpu_os
+    return Catalog(c.data, c.extras, aws, c.software)
+
+
+def test_slurm_compute_older_than_the_controller_is_allowed(docs, monkeypatch):
+    # slurm-version-order: `version_tuple(v) > version_tuple(ctl)`. Slurm supports slurmd up to two releases older than
+    # slurmctld, never newer (https://slurm.schedmd.com/upgrades.html): GPU nodes on Debian 12 (22.05) under a
+    # controller on Ubuntu 24.04 (23.11, two releases on: 23.02, 23.11) are fine; the other way round fires (kills
+    # `>` -> `!=`)
+    ops = [S("orchestrator", {"kind": "slurm"}),
+           A("node_groups", {"name": "ctl", "role": "controller", "instance_type": "m7i.xlarge", "count": 1})]
+    _use_catalog(monkeypatch, _catalog_with_images("debian-12", "ubuntu-24.04"))
+    assert _found(docs, "slurm-version-order", "p5", ops, monkeypatch) == []
+    _use_catalog(monkeypatch, _catalog_with_images("ubuntu-24.04", "debian-12"))
+    assert [m for _, m, _ in _found(docs, "slurm-version-order", "p5", ops, monkeypatch)] == [
+        "node group `gpu` would run Slurm 23.11.4, newer than the controller's 22.05.8 (`ctl`)"]
+
+
+@pytest.mark.parametrize(("gpus", "says"), [
+    (16, "slurmd would wait for /dev/nvidia8 and up, which do not exist, and never register"),
+    (4, "4 GPUs per node would never be scheduled"),
+])
+def test_slurm_gres_count_says_what_too_many_and_too_few_do(docs, monkeypatch, gpus, says):
+    # slurm-gres-count: a DGX H100 has 8 GPUs. More in Gres= than the node has: slurmd looks for the device files
+    # and never registers (https://slurm.schedmd.com/gres.html); fewer: the rest are never scheduled (kills
+    # `nodes[0].gpus > int(want)` -> `is`)
+    found = _found(docs, "slurm-gres-count", "dgx", [S("node_groups.1.hardware.gpu", f"h100-sxm:{gpus}")], monkeypatch)
+    assert [(p, m.endswith(says), f) for p, m, f in found] == [
+        ("node_groups.1.hardware.gpu", True, "set `hardware.gpu: h100-sxm:8`")], found

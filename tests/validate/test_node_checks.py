@@ -610,7 +610,12 @@ def test_runtime_class_of_a_kubernetes_run(fixtures_dir: Path, classes: list, ve
     assert res[-1].label == "node: cross-node" and c["verdict"] == verdict, c
     assert c["expected"] == "RuntimeClass kata-qemu-nvidia-gpu with handler kata-qemu-nvidia-gpu"
     if verdict == "fail":
-        assert c["blocking"] and "pods" in c["cause"]
+        # the cause names the class and, for a wrong one, both handlers
+        wrong = {rc["name"]: rc["handler"] for rc in classes}.get("kata-qemu-nvidia-gpu")
+        assert c["blocking"] and c["cause"] == (
+            "RuntimeClass kata-qemu-nvidia-gpu is missing: pods asking for it are rejected" if wrong is None else
+            f"RuntimeClass kata-qemu-nvidia-gpu names handler {wrong}, the nodes register kata-qemu-nvidia-gpu: "
+            "pods never start")
     # the same documents read back from a raw file the Kubernetes launcher writes
     assert read_documents(json.dumps(n.doc()) + "\n" + json.dumps(cluster[0]) + "\n", "node-health-cluster") == cluster
 

@@ -910,6 +910,9 @@ def test_an_excerpt_of_a_file_up_to_two_windows_is_the_whole_text(tmp_path):
     assert WINDOW_BYTES + 2 < len(text) <= 2 * WINDOW_BYTES
     p.write_text(text)
     assert open_raw(p).excerpt() == text
+    exact = "x" * (2 * WINDOW_BYTES - 1) + "\n"  # the edge: exactly two windows is still whole (no newline added)
+    p.write_text(exact)
+    assert open_raw(p).excerpt() == exact
     p.write_text(text + "tail\n" * 1000)
     big = open_raw(p).excerpt()
     assert len(big) == 2 * WINDOW_BYTES + 1 and big.endswith("tail\n") and big.startswith("line 0000000\n")

@@ -204,6 +204,19 @@ def test_the_default_judge_of_a_group_file_uses_the_groups_context(tmp_path: Pat
     assert r.verdict == "invalid" and "h100-sxm is declared" in r.reasons[0]
 
 
+@pytest.mark.parametrize("launcher", ["ssh", "slurm", "kubernetes"])
+def test_only_the_local_launcher_judges_this_machine(launcher: str) -> None:
+    # Suite.context: `launcher == "local"` describes this machine (one node); every other launcher of
+    # validate/launchers.LAUNCHERS runs on the blueprint's nodes and keeps its node count. "kubernetes" sorts before
+    # "local" (kills `==` -> `<=`)
+    loaded = load_blueprint(EXAMPLES / "onprem-dgx-h100-ib.yaml")
+    tests, _ = plan_tests(loaded, launcher=launcher)
+    test = next(t for t in tests if t.kind == "nccl")
+    remote = get_suite("nccl").context(loaded, test, launcher)
+    assert remote.nodes == context_from_blueprint(loaded.blueprint, test.group).nodes > 1
+    assert get_suite("nccl").context(loaded, test, "local").nodes == 1
+
+
 def test_unreadable_raw_outputs_are_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UnreadableInput, match="no such file"):
         open_raw_input(tmp_path / "missing.txt")
