@@ -462,7 +462,7 @@ def judge_amp_run(run: AmpRun, ctx: JudgeContext, *, source: str, label: str | N
     # ---- MFU ---------------------------------------------------------------------------------
     prec = run.precision or "bf16"
     peak = run.peak_tflops
-    known = None  # the catalog's name of the GPU when it knows it
+    known = None  # the GPU's catalog key when the catalog knows it
     if gpu_key and (ctx.is_explicit("gpu_model") or not peak):
         try:
             spec = catalog().gpu(gpu_key)
