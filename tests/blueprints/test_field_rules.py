@@ -265,6 +265,8 @@ def test_socket_interface_on_an_infiniband_port_without_ipoib_address(where: str
     hits = _socket_hits(doc)
     assert len(hits) == 1 and "no IPoIB address" in hits[0].message and "bootstrap" in hits[0].message, value
     assert "`network.infiniband.ipoib.cidr` is unset" in hits[0].message and "=eno1" in hits[0].fix
+    # on an RDMA fabric the socket interface carries no data: it disables the bootstrap, it never narrows the fabric
+    assert not _socket_hits(doc, "nccl-env-narrows-fabric"), value
     # with an IPoIB subnet the first InfiniBand port (ibp10s0) gets the address: naming it is fine
     doc["network"]["infiniband"]["ipoib"] = {"enabled": True, "cidr": "192.168.100.0/24"}
     hits = _socket_hits(doc)

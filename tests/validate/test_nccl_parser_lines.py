@@ -226,6 +226,12 @@ def test_a_header_of_one_placement_reads_rows_of_one_placement(base):
     row = _run(one).rows[-1]
     assert (row.out_of_place.time_us, row.out_of_place.busbw_gbps) == (63896, 235.26) and row.in_place is None
     assert row.busbw_gbps == 235.26
+    # a wrapper that also dropped the busbw column: busbw is unknown, never read from the column beside it
+    nobus = _checked(one).replace("   algbw   busbw #wrong", "   algbw #wrong")  # #wrong printed 0: a number
+    nobus = "\n".join(" ".join(ln.split()[:6] + ln.split()[7:8]) if _ROW.match(ln) else ln
+                      for ln in nobus.splitlines()) + "\n"
+    row = _run(nobus).rows[-1]
+    assert row.out_of_place.time_us == 63896 and row.out_of_place.busbw_gbps is None
 
 
 def test_inferred_ranks_takes_only_a_whole_size_to_count_ratio(fixtures_dir):

@@ -457,3 +457,19 @@ def test_blocking_failures_and_the_table_skip_other_suites_results(fixtures_dir:
 def test_which_suites_a_failed_check_explains(cid: str, kind: str, want: bool) -> None:
     # explains: a node check's CHECKS entry (`spec is None` false), else the cross-node table; unknown ids explain nothing
     assert explains({"id": cid, "verdict": "fail"}, kind) is want
+
+
+@pytest.mark.parametrize(("handler", "verdict"), [("runsc", "pass"), ("gvisor", "fail")])
+def test_a_runtime_class_whose_handler_is_not_its_name(fixtures_dir: Path, tmp_path: Path, handler: str,
+                                                       verdict: str) -> None:
+    # on AWS the user data registers gVisor's handler as `runsc` (containerd's runtime name in gVisor's docs), so the
+    # `gvisor` RuntimeClass must name `runsc`: one named after itself never starts a pod, and the cause says which is
+    # the class and which the handlers
+    bp = example(tmp_path, "aws-eks-p4d.yaml", ("    local_nvme: {mount: /scratch}\n",
+                                                "    local_nvme: {mount: /scratch}\n    sandbox: {runtime: gvisor}\n"))
+    cluster = [{"kind": "node-health-cluster", "runtimeclasses": [{"name": "gvisor", "handler": handler}]}]
+    res = judge_node_documents([node(fixtures_dir, "dgx-h100", "dgx-01").doc()], bp, "gpu", source="x", cluster=cluster)
+    c = checks_of(res[-1])["cross.runtimeclass"]
+    assert c["verdict"] == verdict and c["expected"] == "RuntimeClass gvisor with handler runsc", c
+    if verdict == "fail":
+        assert c["cause"] == "RuntimeClass gvisor names handler gvisor, the nodes register runsc: pods never start"

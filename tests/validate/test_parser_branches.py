@@ -812,3 +812,15 @@ def test_net_usage_counts_a_transport_without_a_nic_by_its_name():
     assert u.transports == {"NVLS": 2, "NET/IB": 1} and u.channel_lines == 3
     assert u.nics_used == {"node-1": {1}} and u.gdr == {"node-1": [1, 0]} and u.net_transports == ["NET/IB"]
 
+
+
+@pytest.mark.parametrize("cut", range(1, 10))
+def test_a_first_slice_that_cuts_a_token_reads_on(cut):
+    """decode_at reads 256 characters first: a document whose slice ends inside its last token is read whole, up to
+    "-Infinity" (9 characters, the longest token Python's decoder reads) cut after any of its characters, where the
+    decoder reports the error at the token's start, 8 characters back."""
+    head, token = '{"a": "', "-Infinity"
+    text = head + "x" * (256 - len(head) - len('", "b": ') - cut) + '", "b": ' + token + "}"
+    assert text[256 - cut:256] == token[:cut]
+    got = bounds.decode_at(json.JSONDecoder(), text, 0, bounds.ScanBudget(text))
+    assert got is not None and got[0]["b"] == float("-inf") and got[1] == len(text)

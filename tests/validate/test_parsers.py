@@ -492,8 +492,11 @@ def test_fio_normal_text_output():
 
 def test_fio_group_status_only_and_units():
     text = "Run status group 0 (all jobs):\n  WRITE: bw=1953MiB/s (2048MB/s), io=10GiB, run=5000-5000msec\n"
-    (job,) = parse_fio_text(text).jobs
+    rep = parse_fio_text(text)
+    (job,) = rep.jobs
     assert job.write.bw_bytes_per_s == 2048e6
+    # only group totals: the report reads as group reporting (its job is the group, not one of fio's jobs)
+    assert rep.group_reporting and job.name == "group 0"
     # a group line with one rate only (no decimal rate in parentheses): that rate in its own unit
     text = "Run status group 0 (all jobs):\n   READ: bw=1953MiB/s, 1953MiB/s-1953MiB/s, io=10GiB, run=5000-5000msec\n"
     (job,) = parse_fio_text(text).jobs

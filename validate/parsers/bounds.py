@@ -209,6 +209,8 @@ def decode_at(decoder: json.JSONDecoder, text: str, start: int, budget: ScanBudg
             note_unread(f"{what}: a document nested deeper than {max_depth} levels was not read")
             return None
         except json.JSONDecodeError as e:
+            # a slice that cut a token reports the error at the token's start: at most 8 characters back, for
+            # "-Infinity" (9 characters, the longest token Python's decoder reads whole) cut after its 8th
             if stop < n and (e.pos >= len(piece) - 8 or e.msg.startswith("Unterminated string")):
                 size *= 2  # the slice cut the document: read more of it
                 continue
