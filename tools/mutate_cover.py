@@ -10,12 +10,18 @@ killed mutant stops early under ``-x``.
 The selection can miss a kill, never invent one: a test that reaches a line only through a subprocess or through a
 cache filled by an earlier test is not counted as covering it. ``--select all`` in tools/mutate.py judges the
 survivors again with every test.
+
+Python switches a trace function off for good when it raises, and a test that recurses to the interpreter's limit
+makes it raise (RecursionError inside the tracer): the tracer is armed again before every test and fixture, and a
+test that lost it is marked ``lost`` and selected for every mutant (its lines are not all known). Before this, one such
+test (a JSON nested past the recursion limit) left the 565 parser tests after it with no lines at all.
 """
 
 from __future__ import annotations
 
 import difflib
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -42,6 +48,8 @@ class LineTracer:
         """``lines[test or fixture or OUTSIDE][file]``: the lines of target ``file`` run there."""
         self.fixture_lines: dict[int, dict[str, set[int]]] = {}
         self.seconds: dict[str, float] = {}
+        self.lost: set[str] = set()
+        """Tests (or fixtures, by id) during which tracing was switched off: their lines are incomplete."""
         self._items: list[Any] = []
 
     def _global(self, frame: FrameType, event: str, arg: object) -> Any:
@@ -52,16 +60,29 @@ class LineTracer:
             self.lines.setdefault(self.current, {}).setdefault(frame.f_code.co_filename, set()).add(frame.f_lineno)
         return self._local
 
-    def pytest_configure(self, config: Any) -> None:
+    def _arm(self) -> None:
         sys.settrace(self._global)
+        threading.settrace(self._global)
+
+    def _still_armed(self, who: str) -> None:
+        """Note ``who`` as lost when tracing was switched off while it ran, and arm it again."""
+        if sys.gettrace() != self._global:  # a bound method: a new object at each access, equal to the last
+            self.lost.add(who)
+            self._arm()
+
+    def pytest_configure(self, config: Any) -> None:
+        self._arm()
 
     def pytest_unconfigure(self, config: Any) -> None:
         sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Iterator[None]:
         outer, self.current = self.current, f"fixture:{id(fixturedef)}"
+        self._arm()
         yield
+        self._still_armed(self.current)
         into = self.fixture_lines.setdefault(id(fixturedef), {})
         for f, lines in self.lines.pop(self.current, {}).items():
             into.setdefault(f, set()).update(lines)
@@ -72,9 +93,11 @@ class LineTracer:
         self.current = item.nodeid
         self.lines.setdefault(item.nodeid, {})
         self._items.append(item)
+        self._arm()
         t0 = time.perf_counter()
         yield
         self.seconds[item.nodeid] = time.perf_counter() - t0
+        self._still_armed(item.nodeid)
         self.current = OUTSIDE
 
     def result(self, target: Path | None = None) -> dict[str, Any]:
@@ -84,11 +107,14 @@ class LineTracer:
         tests = {}
         for item in self._items:
             lines = set(self.lines.get(item.nodeid, {}).get(f, set()))
+            lost = item.nodeid in self.lost
             info = getattr(item, "_fixtureinfo", None)
             for defs in (info.name2fixturedefs.values() if info else []):
                 for d in defs:
                     lines |= self.fixture_lines.get(id(d), {}).get(f, set())
-            tests[item.nodeid] = {"lines": sorted(lines), "seconds": round(self.seconds.get(item.nodeid, 0.0), 4)}
+                    lost = lost or f"fixture:{id(d)}" in self.lost
+            tests[item.nodeid] = {"lines": sorted(lines), "seconds": round(self.seconds.get(item.nodeid, 0.0), 4),
+                                  **({"lost": True} if lost else {})}
         return {"tests": tests, "outside": sorted(self.lines.get(OUTSIDE, {}).get(f, set()))}
 
 
@@ -107,7 +133,7 @@ def select(cover: dict[str, Any], changed: set[int]) -> list[str] | None:
     runs outside tests, or no test runs it in this process: it may still run through a subprocess)."""
     if not changed or changed & set(cover["outside"]):
         return None
-    hit = [(t["seconds"], n) for n, t in cover["tests"].items() if changed & set(t["lines"])]
+    hit = [(t["seconds"], n) for n, t in cover["tests"].items() if t.get("lost") or changed & set(t["lines"])]
     return [n for _, n in sorted(hit)] or None
 
 

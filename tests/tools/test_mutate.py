@@ -148,3 +148,31 @@ def test_one_traced_run_maps_every_module_of_an_area(tmp_path):
     assert {n.split("::")[1]: t["lines"] for n, t in b["tests"].items()} == {"test_f": [], "test_g": [4]}
     assert (a["outside"], b["outside"]) == ([1], [1, 3])
     assert tracer.result() == a  # the first target without an argument, as for one module
+
+
+def test_a_test_that_switches_tracing_off_does_not_blind_the_tests_after_it(tmp_path):
+    # Python drops a trace function that raises; recursing to the interpreter's limit makes the tracer raise
+    # RecursionError. The tests after it must still be mapped (they were not, and every mutant their lines held was
+    # judged without them), and the test that lost the tracer is selected for every mutant
+    import pytest as _pytest
+
+    (tmp_path / "deep_mod.py").write_text("def rec(n):\n    return rec(n + 1)\n\ndef g(x):\n    return x * 2\n")
+    (tmp_path / "test_deep.py").write_text(
+        "import pytest\nimport deep_mod\n\n"
+        "def test_deep():\n    with pytest.raises(RecursionError):\n        deep_mod.rec(0)\n\n"
+        "def test_after():\n    assert deep_mod.g(2) == 4\n")
+    cover_tool = _cover_tool()
+    tracer = cover_tool.LineTracer(tmp_path / "deep_mod.py")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_deep.py")],
+                            plugins=[tracer]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("deep_mod", None)
+    tests = {n.split("::")[1]: t for n, t in tracer.result()["tests"].items()}
+    assert tests["test_after"] == {"lines": [5], "seconds": tests["test_after"]["seconds"]}
+    assert tests["test_deep"]["lost"] is True and tests["test_deep"]["lines"] == [2]
+    cover = tracer.result()
+    assert [n.split("::")[1] for n in cover_tool.select(cover, {5})] == sorted(
+        ["test_after", "test_deep"], key=lambda n: tests[n]["seconds"])
