@@ -503,6 +503,8 @@ def test_fio_group_status_only_and_units():
     assert job.read.bw_bytes_per_s == 1953 * 1024**2
     assert parse_size("4k") == 4096 and parse_size("1M") == 1024**2 and parse_size("256KiB") == 262144
     assert parse_size("4k,1m") == 4096 and parse_size("junk") is None
+    # fio's size suffixes are powers of 1024 by default (kb_base=1024), up to peta: every one at its own power
+    assert [parse_size(f"3{u}") for u in "bkmgtp"] == [3] + [3 * 1024**i for i in range(1, 6)]
 
 
 # ---- AMP ------------------------------------------------------------------------------------
