@@ -23,6 +23,7 @@ Every fact about a vendor tool (process names, sysfs states, flag names) comes f
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -815,10 +816,10 @@ def check_memlock(f: NodeFacts, e: NodeExpectation) -> Check:
 
 
 def _size_bytes(text: str) -> int | None:
-    # docker's size grammar (go-units RAMInBytes, which reads daemon.json's default-shm-size): binary prefixes up to
-    # p, then an optional i and an optional b ("2Gi", "2GiB", "2g", "1p");
-    # https://github.com/docker/go-units/blob/master/size.go
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*", text or "")
+    # docker's size grammar (go-units RAMInBytes, which reads daemon.json's default-shm-size): a number, at most one
+    # space, binary prefixes up to p, then an optional i and an optional b ("2Gi", "2GiB", "2g", "1 p"); nothing
+    # around it; https://github.com/docker/go-units/blob/master/size.go
+    m = re.fullmatch(r"(\d+(?:\.\d+)?) ?([kKmMgGtTpP]?)[iI]?[bB]?", text or "")
     if not m:
         return None
     mult = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}[m.group(2).lower()]
@@ -834,23 +835,38 @@ def check_shm(f: NodeFacts, e: NodeExpectation) -> Check:
                    "and PyTorch DataLoader workers fail", "mount tmpfs on /dev/shm")
     size = int(st.get("size_bytes") or 0)
     meas = f"/dev/shm {size / 2**30:.3g} GiB"
+    from .parsers.bounds import JsonLimitError
     from .parsers.bounds import loads as bounded_loads
 
     docker = f.file("/etc/docker/daemon.json")
     dshm = None
-    if docker:
+    if docker is not None:
         try:
             conf = bounded_loads(docker)
-        except ValueError:  # not JSON, or over the bounds of validate.parsers.bounds
+        except JsonLimitError:  # over the bounds of validate.parsers.bounds: not read, so not judged
             conf = None
+        except ValueError:
+            # dockerd exits at start on a daemon.json it cannot parse, an empty one included ("unable to configure
+            # the Docker daemon with file /etc/docker/daemon.json: ..."; https://github.com/moby/moby/issues/41268)
+            return _mk("limits.shm", "fail", meas + "; /etc/docker/daemon.json is not JSON", exp,
+                       "dockerd refuses to start with a daemon.json it cannot parse: no container runs",
+                       "fix the file's JSON (`python3 -m json.tool /etc/docker/daemon.json` names the line) and "
+                       "restart docker")
         dshm = conf.get("default-shm-size") if isinstance(conf, dict) else None
-    if dshm:
+    if dshm is not None:
         meas += f"; docker default-shm-size {dshm}"
     if size < want:
         return _mk("limits.shm", "fail", meas, exp, "/dev/shm is smaller than the declared container size: NCCL's "
                    "SHM transport fails with 'unhandled system error' (Bus error)", "remount /dev/shm larger "
                    "(`mount -o remount,size=50% /dev/shm`)")
-    if dshm and (_size_bytes(dshm) or 0) < want:
+    # docker reads the value as a JSON string in go-units' RAMInBytes grammar and exits at start on anything else
+    # (MemBytes.UnmarshalJSON: a number or "" is "invalid size"; https://github.com/moby/moby/blob/v28.3.0/opts/opts.go)
+    dshm_bytes = _size_bytes(dshm) if isinstance(dshm, str) else None
+    if dshm is not None and dshm_bytes is None:
+        return _mk("limits.shm", "fail", meas, exp,
+                   f"default-shm-size {json.dumps(dshm)} is not a size docker reads: dockerd refuses to start",
+                   f"set \"default-shm-size\": \"{e.ns.container_shm_size}\" in /etc/docker/daemon.json")
+    if dshm_bytes is not None and dshm_bytes < want:
         return _mk("limits.shm", "fail", meas, exp, "containers get a /dev/shm smaller than declared (docker "
                    "default 64 MiB): NCCL fails with 'unhandled system error'",
                    f"set \"default-shm-size\": \"{e.ns.container_shm_size}\" in /etc/docker/daemon.json or run "

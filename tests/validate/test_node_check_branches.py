@@ -262,31 +262,49 @@ def test_a_node_without_dev_shm_fails(fixtures_dir: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("size", "verdict"), [
-    ("1G", "pass"), ("1024M", "pass"), ("2Gi", "pass"), ("2GiB", "pass"), ("1p", "pass"),
-    ("1023M", "fail"), ("64Mi", "fail"), ("64m", "fail"), ("lots", "fail"),
+    ("1G", "pass"), ("1024M", "pass"), ("2Gi", "pass"), ("2GiB", "pass"), ("1p", "pass"), ("1 G", "pass"),
+    ("1023M", "fail"), ("64Mi", "fail"), ("64m", "fail"),
 ])
 def test_docker_default_shm_size_in_dockers_size_grammar(fixtures_dir: Path, tmp_path: Path, size: str,
                                                          verdict: str) -> None:
     # check_shm / _size_bytes: daemon.json's default-shm-size is read by docker with go-units RAMInBytes
-    # (`^(\d+(\.\d+)*) ?([kKmMgGtTpP])?[iI]?[bB]?$`, binary prefixes): against the declared 1G, 1 GiB passes and
-    # 1023 MiB fails; a size docker cannot read (`lots`: `not m` -> None) gives no container shm at all -> fail
+    # (`^(\d+(\.\d+)*) ?([kKmMgGtTpP])?[iI]?[bB]?$`, binary prefixes, one space allowed): against the declared 1G,
+    # 1 GiB passes and 1023 MiB fails
     n = node(fixtures_dir, "dgx-h100", "dgx-01")
     n.files["etc-docker-daemon.json"] = json.dumps({"default-shm-size": size})
     c = judge_one(n, dgx(tmp_path), "dgx")["limits.shm"]
     assert c["expected"] == "/dev/shm >= 1G, container default shm >= 1G"
     assert (c["verdict"], c["measured"]) == (verdict, f"/dev/shm 504 GiB; docker default-shm-size {size}"), c
     if verdict == "fail":
-        assert "docker" in c["cause"] and '"default-shm-size": "1G"' in c["fix"]
+        assert c["cause"].startswith("containers get a /dev/shm smaller than declared")
+        assert '"default-shm-size": "1G"' in c["fix"]
 
 
-def test_a_daemon_json_that_is_not_json_leaves_only_dev_shm_judged(fixtures_dir: Path, tmp_path: Path) -> None:
-    # check_shm: `except ValueError` (daemon.json with a trailing comma) -> no docker size read; /dev/shm decides
+@pytest.mark.parametrize("size", ["lots", " 1G", "1G ", "1  G", "1.5.2G", "", 1073741824])
+def test_a_default_shm_size_docker_cannot_read_stops_docker(fixtures_dir: Path, tmp_path: Path, size: Any) -> None:
+    # docker reads default-shm-size as a JSON string in RAMInBytes' grammar (MemBytes.UnmarshalJSON, moby opts.go):
+    # a number, "" or text around the size is "invalid size" and dockerd exits at start
     n = node(fixtures_dir, "dgx-h100", "dgx-01")
-    n.files["etc-docker-daemon.json"] = '{\n  "default-shm-size": "64M",\n}\n'
+    n.files["etc-docker-daemon.json"] = json.dumps({"default-shm-size": size})
     c = judge_one(n, dgx(tmp_path), "dgx")["limits.shm"]
-    assert (c["verdict"], c["measured"]) == ("pass", "/dev/shm 504 GiB"), c
-    n.set_meta(shm_bytes=64 * 2**20)
-    assert judge_one(n, dgx(tmp_path), "dgx")["limits.shm"]["verdict"] == "fail"
+    assert (c["verdict"], c["measured"]) == ("fail", f"/dev/shm 504 GiB; docker default-shm-size {size}"), c
+    assert c["cause"] == f"default-shm-size {json.dumps(size)} is not a size docker reads: dockerd refuses to start"
+    assert c["fix"] == 'set "default-shm-size": "1G" in /etc/docker/daemon.json'
+
+
+@pytest.mark.parametrize("text", ['{\n  "default-shm-size": "64M",\n}\n', "", "{}{}"])
+def test_a_daemon_json_that_is_not_json_stops_docker(fixtures_dir: Path, tmp_path: Path, text: str) -> None:
+    # dockerd exits at start on a daemon.json it cannot parse, an empty one included (moby issue 41268: "unable to
+    # configure the Docker daemon with file /etc/docker/daemon.json: EOF"); a trailing comma is the usual slip
+    n = node(fixtures_dir, "dgx-h100", "dgx-01")
+    n.files["etc-docker-daemon.json"] = text
+    c = judge_one(n, dgx(tmp_path), "dgx")["limits.shm"]
+    assert (c["verdict"], c["measured"]) == ("fail", "/dev/shm 504 GiB; /etc/docker/daemon.json is not JSON"), c
+    assert c["cause"] == "dockerd refuses to start with a daemon.json it cannot parse: no container runs"
+    assert "python3 -m json.tool /etc/docker/daemon.json" in c["fix"]
+    # no daemon.json at all: docker's defaults, /dev/shm decides
+    del n.files["etc-docker-daemon.json"]
+    assert judge_one(n, dgx(tmp_path), "dgx")["limits.shm"]["verdict"] == "pass"
 
 
 # ---------------------------------------------------------------------------------------------
