@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -69,6 +70,26 @@ def _cover_tool() -> ModuleType:
         sys.path.remove(str(ROOT / "tools"))
     return mutate_cover
 
+def _trace(tmp_path: Path, modules: dict[str, str], tests: str) -> Any:
+    """Write ``modules`` ({name: source}) and ``tests`` (one test file) under ``tmp_path``, run that file once under a
+    LineTracer of every module (pytest in this process, as tools/mutate.py does) and return the tracer."""
+    import pytest as _pytest
+
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    (tmp_path / "test_t.py").write_text(tests)
+    tracer = _cover_tool().LineTracer([tmp_path / f"{name}.py" for name in modules])
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_t.py")],
+                            plugins=[tracer]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [*modules, "test_t"]:  # the next call's modules and test file go by the same names
+            sys.modules.pop(name, None)
+    return tracer
+
+
 
 def test_changed_lines_are_the_original_lines_the_mutant_touches():
     cover = _cover_tool()
@@ -94,21 +115,11 @@ def test_select_keeps_covering_tests_fastest_first_and_falls_back_to_all():
 def test_the_tracer_maps_tests_and_the_fixtures_they_share(tmp_path):
     # a module-scoped fixture runs the code once, for the first test; the second test that uses it must still be
     # mapped to those lines, or a mutant there would be judged without the test that checks the fixture's value
-    import pytest as _pytest
-
-    (tmp_path / "target_mod.py").write_text("def f(x):\n    return x + 1\n\ndef g(x):\n    return x * 2\n")
-    (tmp_path / "test_t.py").write_text(
-        "import pytest\nimport target_mod\n\n@pytest.fixture(scope='module')\ndef one():\n    return target_mod.f(1)\n\n"
-        "def test_a(one):\n    assert one == 2\n\ndef test_b(one):\n    assert one > 0\n\n"
-        "def test_c():\n    assert target_mod.g(2) == 4\n")
-    tracer = _cover_tool().LineTracer(tmp_path / "target_mod.py")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_t.py")],
-                            plugins=[tracer]) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("target_mod", None)
+    tracer = _trace(tmp_path, {"target_mod": "def f(x):\n    return x + 1\n\ndef g(x):\n    return x * 2\n"},
+                    "import pytest\nimport target_mod\n\n@pytest.fixture(scope='module')\ndef one():\n"
+                    "    return target_mod.f(1)\n\n"
+                    "def test_a(one):\n    assert one == 2\n\ndef test_b(one):\n    assert one > 0\n\n"
+                    "def test_c():\n    assert target_mod.g(2) == 4\n")
     got = {n.split("::")[1]: t["lines"] for n, t in tracer.result()["tests"].items()}
     assert got == {"test_a": [2], "test_b": [2], "test_c": [5]}
     assert tracer.result()["outside"] == [1, 4]
@@ -127,22 +138,9 @@ def test_stable_keys_do_not_move_when_other_lines_change():
 
 def test_one_traced_run_maps_every_module_of_an_area(tmp_path):
     # make mutate maps an area's modules in one run of its tests: each module's map holds only its own lines
-    import pytest as _pytest
-
-    (tmp_path / "mod_a.py").write_text("def f(x):\n    return x + 1\n")
-    (tmp_path / "mod_b.py").write_text("X = 3\n\ndef g(x):\n    return x * X\n")
-    (tmp_path / "test_ab.py").write_text(
-        "import mod_a\nimport mod_b\n\ndef test_f():\n    assert mod_a.f(1) == 2\n\n"
-        "def test_g():\n    assert mod_b.g(2) == 6\n")
-    tracer = _cover_tool().LineTracer([tmp_path / "mod_a.py", tmp_path / "mod_b.py"])
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_ab.py")],
-                            plugins=[tracer]) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("mod_a", None)
-        sys.modules.pop("mod_b", None)
+    tracer = _trace(tmp_path, {"mod_a": "def f(x):\n    return x + 1\n", "mod_b": "X = 3\n\ndef g(x):\n    return x * X\n"},
+                    "import mod_a\nimport mod_b\n\ndef test_f():\n    assert mod_a.f(1) == 2\n\n"
+                    "def test_g():\n    assert mod_b.g(2) == 6\n")
     a, b = tracer.result(tmp_path / "mod_a.py"), tracer.result(tmp_path / "mod_b.py")
     assert {n.split("::")[1]: t["lines"] for n, t in a["tests"].items()} == {"test_f": [2], "test_g": []}
     assert {n.split("::")[1]: t["lines"] for n, t in b["tests"].items()} == {"test_f": [], "test_g": [4]}
@@ -154,22 +152,11 @@ def test_a_test_that_switches_tracing_off_does_not_blind_the_tests_after_it(tmp_
     # Python drops a trace function that raises; recursing to the interpreter's limit makes the tracer raise
     # RecursionError. The tests after it must still be mapped (they were not, and every mutant their lines held was
     # judged without them), and the test that lost the tracer is selected for every mutant
-    import pytest as _pytest
-
-    (tmp_path / "deep_mod.py").write_text("def rec(n):\n    return rec(n + 1)\n\ndef g(x):\n    return x * 2\n")
-    (tmp_path / "test_deep.py").write_text(
-        "import pytest\nimport deep_mod\n\n"
-        "def test_deep():\n    with pytest.raises(RecursionError):\n        deep_mod.rec(0)\n\n"
-        "def test_after():\n    assert deep_mod.g(2) == 4\n")
     cover_tool = _cover_tool()
-    tracer = cover_tool.LineTracer(tmp_path / "deep_mod.py")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert _pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_deep.py")],
-                            plugins=[tracer]) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("deep_mod", None)
+    tracer = _trace(tmp_path, {"deep_mod": "def rec(n):\n    return rec(n + 1)\n\ndef g(x):\n    return x * 2\n"},
+                    "import pytest\nimport deep_mod\n\n"
+                    "def test_deep():\n    with pytest.raises(RecursionError):\n        deep_mod.rec(0)\n\n"
+                    "def test_after():\n    assert deep_mod.g(2) == 4\n")
     tests = {n.split("::")[1]: t for n, t in tracer.result()["tests"].items()}
     assert tests["test_after"] == {"lines": [5], "seconds": tests["test_after"]["seconds"]}
     assert tests["test_deep"]["lost"] is True and tests["test_deep"]["lines"] == [2]
