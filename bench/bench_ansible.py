@@ -205,6 +205,7 @@ def bench_converge(examples: list[str], profile: bool = False, keep: Path | None
         build_rootfs,
         harvest_debs,
         prepare_roots,
+        remove_tree,
         vendor_mirror,
     )
 
@@ -248,11 +249,9 @@ def bench_converge(examples: list[str], profile: bool = False, keep: Path | None
                       f"(rc {rc2}, {rechanged} changed); load average {os.getloadavg()[0]:.1f}; "
                       f"{len(second['results'])} task results, {len(ran)} not skipped, "
                       f"{len(ran) / max(t2, 1e-9):.1f} tasks/s on rerun", flush=True)
-                if keep is None:
-                    shutil.rmtree(work, ignore_errors=True)
-                else:
+                if keep is not None:
                     shutil.copytree(out / "runs", keep / pair, dirs_exist_ok=True)
-                    shutil.rmtree(work, ignore_errors=True)
+                remove_tree(work)  # the roots are overlay mounts: unmounted before the folder goes
     finally:
         mirror.stop()
 

@@ -39,6 +39,11 @@ def pytest_configure(config: pytest.Config) -> None:
     workers share live under ``.cache/rootfs/converge/<it>`` (tests/roles/conftest.py)."""
     if _is_controller(config):
         os.environ.setdefault("CLUSTERFORGE_TEST_RUN_UID", uuid.uuid4().hex)
+        if os.geteuid() == 0 and os.path.exists("/proc/self/mountinfo"):
+            # root copies are overlay mounts: a run that was killed left its mounted; unmount and remove them
+            from tests.roles.conftest import remove_stale_overlays
+
+            remove_stale_overlays()
 
 
 LONGEST_FIRST = (

@@ -3,8 +3,10 @@
 The root filesystem is built ONCE per machine with debootstrap (minbase + python3, python3-apt, systemd,
 ca-certificates) under ``~/.cache/clusterforge-tests/debian-12-<hash>/root`` (:data:`CACHE`) and reused by later test
 runs and other checkouts; the hash covers the package list, the mirror and this recipe. A file lock keeps pytest-xdist workers
-from building it twice. Every converge works on its own ``cp -a`` copy, reached through the
-``community.general.chroot`` connection, so tests never see each other's changes.
+from building it twice. Every converge works on its own copy, reached through the
+``community.general.chroot`` connection, so tests never see each other's changes: an overlay mount of the cached root
+(its writes go to the copy's own upper layer beside it; :func:`copy_rootfs`), or a ``cp -a`` copy where overlay
+mounts are refused.
 
 Converges are shared by the xdist workers of a run (see :class:`ConvergeCache`): each example is
 converged once per run whichever worker gets to it first.
@@ -21,6 +23,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -344,7 +347,95 @@ def remove_copies(since: int = 0) -> None:
     if os.environ.get("CLUSTERFORGE_KEEP_ROOTS") == "1":
         return
     while len(COPIES) > since:
-        shutil.rmtree(COPIES.pop(), ignore_errors=True)
+        remove_tree(COPIES.pop())
+
+
+OVERLAY_SOURCE = "clusterforge-root"
+"""The source name of every root filesystem overlay the tests mount (how :func:`root_overlays` finds them)."""
+
+
+def layers_of(root: Path) -> Path:
+    """The folder beside a copy at ``root`` that holds its overlay's layers: ``upper`` (what the copy changed),
+    ``work`` (the overlay's own), ``lower`` (the lower directories, a text file) and ``owner`` (the mounting pid)."""
+    return root.parent / f".{root.name}.layers"
+
+
+def root_overlays(under: Path | None = None) -> list[Path]:
+    """Mount points of the tests' root overlays on this machine (``/proc/self/mountinfo``), below ``under`` when
+    given, deepest first (so a copy mounted inside another comes off first)."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        pre, _, post = line.partition(" - ")
+        fields, after = pre.split(), post.split()
+        if len(after) >= 2 and after[0] == "overlay" and after[1] == OVERLAY_SOURCE and len(fields) > 4:
+            mp = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+            if under is None or mp == under or mp.is_relative_to(under):
+                out.append(mp)
+    return sorted(out, key=lambda p: len(p.parts), reverse=True)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` with every root copy in it: the overlays below it are unmounted first (lazily: a process a role
+    left running inside a root, a gpg-agent, does not keep it mounted), then the folder and, for a copy at ``path``
+    itself, its layers beside it. Never raises."""
+    for mp in root_overlays(path):
+        subprocess.run(["umount", "-l", str(mp)], capture_output=True, check=False)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(layers_of(path), ignore_errors=True)
+
+
+def remove_stale_overlays() -> None:
+    """Unmount and remove the root copies whose mounting process is gone (a run that was killed), on this machine."""
+    for mp in root_overlays():
+        try:
+            pid = int((layers_of(mp) / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{pid}").exists():
+            remove_tree(mp)
+
+
+def _mount_overlay(lower: list[Path], dest: Path) -> bool:
+    """Mount an overlay of ``lower`` (topmost first) at ``dest`` with a fresh upper layer in :func:`layers_of`,
+    the shared .deb cache linked into that layer (hard links: the cache and the layers share a file system);
+    ``False`` (nothing left behind) where the kernel or the process may not mount one."""
+    layers = layers_of(dest)
+    shutil.rmtree(layers, ignore_errors=True)
+    upper, work = layers / "upper", layers / "work"
+    work.mkdir(parents=True)
+    src = lower[-1]
+    for rel in ("", "var", "var/cache", "var/cache/apt", "var/cache/apt/archives"):
+        d = upper / rel
+        d.mkdir(exist_ok=True)
+        st = (src / rel).stat()
+        os.chown(d, st.st_uid, st.st_gid)
+        d.chmod(st.st_mode & 0o7777)
+    for deb in (CACHE / "apt-archives").glob("*.deb"):
+        _link(deb, upper / "var/cache/apt/archives" / deb.name)
+    (layers / "lower").write_text("\n".join(str(p) for p in lower) + "\n")
+    (layers / "owner").write_text(f"{os.getpid()}\n")
+    dest.mkdir(parents=True, exist_ok=True)
+    opts = f"lowerdir={':'.join(str(p) for p in lower)},upperdir={upper},workdir={work}"
+    r = subprocess.run(["mount", "-t", "overlay", OVERLAY_SOURCE, "-o", opts, str(dest)], capture_output=True,
+                       text=True, check=False)
+    if r.returncode != 0:
+        shutil.rmtree(layers, ignore_errors=True)
+        dest.rmdir()
+        return False
+    return True
+
+
+def snapshot_root(src: Path, dest: Path) -> Path:
+    """A private copy at ``dest`` of the root copy ``src`` as it is now: an overlay whose lower layers are ``src``'s
+    own (its upper layer over the cached root), so nothing is copied; ``cp -a`` where ``src`` is not an overlay or
+    the mount is refused. ``src`` must not change while the snapshot lives (the run's shared converges do not)."""
+    lower_file = layers_of(src) / "lower"
+    if src in root_overlays(src) and lower_file.is_file():
+        lower = [layers_of(src) / "upper", *(Path(p) for p in lower_file.read_text().split())]
+        if _mount_overlay(lower, dest):
+            return dest
+    _run(["cp", "-a", str(src), str(dest)])
+    return dest
 
 
 ROOM_GB = 3.0
@@ -370,13 +461,14 @@ def copy_rootfs(dest: Path, *, module_owned: bool = True) -> Path:
     ``module_owned`` copy is recorded in :data:`COPIES` and removed when the test module that made it ends; fails
     the test with one line when there is no room for it (:func:`check_room`)."""
     base = build_rootfs()
-    if dest.exists():
-        shutil.rmtree(dest)
+    if dest.exists() or layers_of(dest).exists():
+        remove_tree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     check_room(dest)
     if module_owned:
         COPIES.append(dest)
-    _run(["cp", "-a", str(base), str(dest)])
+    if not _mount_overlay([base], dest):
+        _run(["cp", "-a", str(base), str(dest)])
     shutil.copy2("/etc/resolv.conf", dest / "etc/resolv.conf")
     # The copy is thrown away after the test, so dpkg's fsync after every unpacked file buys nothing; without it
     # the roles' apt installs take half the wall-clock time (87 s -> 44 s for the L40S example's Debian packages
@@ -391,9 +483,11 @@ def copy_rootfs(dest: Path, *, module_owned: bool = True) -> Path:
 
 
 def harvest_debs(root: Path) -> None:
-    """Keep the .deb files a converge downloaded for the next converge (under the cache lock)."""
+    """Keep the .deb files a converge downloaded for the next converge (under the cache lock); from an overlay copy's
+    upper layer, where they were written (a hard link out of the mounted copy would cross file systems)."""
+    upper = layers_of(root) / "upper"
     with _locked(CACHE / "archives.lock"):
-        _harvest(root, CACHE / "apt-archives")
+        _harvest(upper if upper.is_dir() else root, CACHE / "apt-archives")
 
 
 @dataclass
@@ -496,7 +590,7 @@ def remove_run(uid: str) -> None:
     """Remove the converge copies of run ``uid`` (called by the controlling process once every worker has finished;
     ``CLUSTERFORGE_KEEP_ROOTS=1`` keeps them)."""
     if os.environ.get("CLUSTERFORGE_KEEP_ROOTS") != "1":
-        shutil.rmtree(RUNS / uid, ignore_errors=True)
+        remove_tree(RUNS / uid)
 
 
 MIRROR_SOURCES = ("tests/roles/vendor_repo.py", "tests/roles/cuda_repos.py", "tests/roles/nccl_stack_standins.py",

@@ -37,7 +37,16 @@ from clusterforge.ansible.render import ROLES_DIR
 from clusterforge.ansible.runner import chroot_connection, load_summary, run_site
 from tests.conftest import EXAMPLES
 
-from .conftest import blueprint_for, copy_rootfs, harvest_debs, installed_packages, rewritten_files, shape_as
+from .conftest import (
+    blueprint_for,
+    copy_rootfs,
+    harvest_debs,
+    installed_packages,
+    remove_tree,
+    rewritten_files,
+    shape_as,
+    snapshot_root,
+)
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root (CI runs as root)")]
@@ -112,8 +121,7 @@ def slurm(request, tmp_path_factory):
             t0 = time.perf_counter()
             check_roots = {}
             for h, r in roots.items():
-                subprocess.run(["cp", "-a", str(r), str(tmp / f"root-{h}")], check=True)
-                check_roots[h] = tmp / f"root-{h}"
+                check_roots[h] = snapshot_root(r, tmp / f"root-{h}")
             seconds["copy"] = time.perf_counter() - t0
         else:
             source = _dgx_external_db(tmp) if example == "dgx-external-db" else blueprint_for(example, os_name, tmp / "bp")
@@ -158,7 +166,7 @@ def slurm(request, tmp_path_factory):
         yield {"os": os_name, "hosts": hosts, "roots": roots, "runs": runs, "tmp": tmp, "logs": logs,
                "seconds": seconds}
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
 
 
 def _root_mode(root: Path, rel: str) -> tuple[int, str, str]:
