@@ -385,7 +385,10 @@ def remove_tree(path: Path) -> None:
 
 
 def remove_stale_overlays() -> None:
-    """Unmount and remove the root copies whose mounting process is gone (a run that was killed), on this machine."""
+    """Unmount and remove the root copies whose mounting process is gone (a run that was killed), on this machine;
+    none while ``CLUSTERFORGE_KEEP_ROOTS=1`` (copies kept to look into stay mounted until a run without it)."""
+    if os.environ.get("CLUSTERFORGE_KEEP_ROOTS") == "1":
+        return
     for mp in root_overlays():
         try:
             pid = int((layers_of(mp) / "owner").read_text())
