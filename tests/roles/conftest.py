@@ -335,10 +335,10 @@ def _harvest(root: Path, archives: Path) -> None:
 
 
 COPIES: list[Path] = []
-"""Every root filesystem copy this process made, in order. A copy takes about 0.3 GB before the roles install
-anything and up to 1.5 GB after; ``tests/conftest.py`` removes the copies a test module made when the module's
-fixtures are torn down (see :func:`remove_copies`), so a run's disk use stays near one module's copies plus the
-converges (the run's own, removed when the run ends)."""
+"""Every root filesystem copy this process made, in order. An overlay copy takes next to nothing before the roles
+install anything (a ``cp -a`` copy 0.3 GB) and up to 1.5 GB after; ``tests/conftest.py`` removes the copies a test
+module made when the module's fixtures are torn down (see :func:`remove_copies`), so a run's disk use stays near one
+module's copies plus the converges (the run's own, removed when the run ends)."""
 
 
 def remove_copies(since: int = 0) -> None:
@@ -442,8 +442,8 @@ def snapshot_root(src: Path, dest: Path) -> Path:
 
 
 ROOM_GB = 3.0
-"""Free space (GB, 1e9 bytes) a root filesystem copy asks for before it starts: the copy (0.3 GB) and what a whole
-node's roles install into it (the DGX example's largest host: about 1.5 GB), with room to spare."""
+"""Free space (GB, 1e9 bytes) a root filesystem copy asks for before it starts: the copy (0.3 GB where it falls back
+to ``cp -a``) and what a whole node's roles install into it (the DGX example's largest host: about 1.5 GB), with room to spare."""
 
 
 def check_room(where: Path, need_gb: float = ROOM_GB) -> None:
