@@ -225,3 +225,29 @@ def test_the_payload_records_the_units_the_runner_names_from_the_catalog(tmp_pat
     subprocess.run([sys.executable, str(PAYLOAD_DIR / "node_health.py"), "--output", str(out)], check=True, timeout=120)
     assert not [k for k in json.loads(out.read_text())["commands"] if k.startswith("systemctl ")]
 
+
+
+# Reviewed by hand (not read from the registry): which checks are blocking and which suites their failure explains.
+# A blocking failure marks the later results of those suites on that node as explained by it, so a change here changes
+# verdicts users read; it must show up as a change of this table.
+BLOCKING = {
+    "gpu.count": ("nccl", "amp"), "gpu.driver": ("nccl", "amp"), "gpu.ecc": ("nccl", "amp"), "gpu.mig": ("nccl", "amp"),
+    "gpu.nvlink": ("nccl",), "gpu.fabric-manager": ("nccl", "amp"), "gpu.nvlsm": ("nccl", "amp"),
+    "gdr.module": ("nccl",), "fabric.ports": ("nccl",), "fabric.mtu": ("nccl",), "fabric.roce-gid": ("nccl",),
+    "pcie.acs": ("nccl",), "pcie.iommu": ("nccl",), "limits.memlock": ("nccl",),
+    "storage.scratch": ("fio",), "storage.raid": ("fio",), "storage.shared": ("fio",),
+    "software.modules": ("nccl", "amp"),
+}
+NOT_BLOCKING = {"gpu.persistence": (), "fabric.roce-qos": ("nccl",), "fabric.ipoib": (), "limits.shm": ("nccl",),
+                "software.runtimes": ()}
+
+
+def test_every_checks_blocking_flag_and_the_suites_it_explains_are_the_reviewed_ones() -> None:
+    assert set(CHECKS) == set(BLOCKING) | set(NOT_BLOCKING)
+    doc = (REPO / "docs" / "node-checks.md").read_text()
+    for cid, spec in CHECKS.items():
+        blocking = cid in BLOCKING
+        explains = (BLOCKING if blocking else NOT_BLOCKING)[cid]
+        assert (spec.blocking, tuple(spec.explains)) == (blocking, explains), cid
+        row = next(ln for ln in doc.splitlines() if ln.startswith(f"| `{cid}` |")).split(" | ")
+        assert row[2:4] == ["yes" if blocking else "no", ", ".join(explains) or "–"], (cid, row[2:4])
