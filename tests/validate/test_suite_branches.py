@@ -187,6 +187,10 @@ def test_results_of_a_kind_no_suite_judges_are_compared_by_their_ratio_or_busbw(
     assert not compared(r)
     r.expected["busbw_gbps"] = 100.0
     assert compared(r)
+    # no reason yet: the first note, whatever came after it
+    r.note("first note")
+    r.note("second note")
+    assert summary(r) == "first note"
     r.degrade(Verdict.WARN, "first reason")
     assert summary(r) == "first reason"
 
