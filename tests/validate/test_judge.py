@@ -574,3 +574,28 @@ def test_a_failed_fio_job_without_io_is_not_called_mixed(fixtures_dir, nvme8_ctx
     (r,) = judge_file(p, apply_overrides(nvme8_ctx, target="/scratch"))
     assert r.verdict == "fail" and "ended with error 5 (Input/output error)" in r.reasons[0]
     assert not any("mixed read/write" in n for n in r.notes), r.notes
+
+
+def test_a_sustained_collapse_exactly_at_the_fail_ratio_fails(fixtures_dir):
+    # `collapse_fail_ratio` is "this deep or deeper: fail": a blueprint that sets it to the run's own depth fails the
+    # run, and one a hair deeper only warns. The depth is the deepest placement's drop from its best busbw before the
+    # cliff (every size from 2 GiB on at 0.3x) to its lowest busbw after it
+    import dataclasses
+
+    from blueprints.models import NcclThresholds
+    from validate.parsers.nccl import parse_nccl
+
+    text = _scale((fixtures_dir / "nccl-tests" / "nccl-04.txt").read_text(), lambda s: 0.3 if s >= 2**31 else 1.0)
+    (run,) = parse_nccl(text)
+    depth = 0.0
+    for place in ("out_of_place", "in_place"):
+        pts = [(row.size_bytes, getattr(row, place).busbw_gbps) for row in run.rows]
+        best = max(bw for size, bw in pts if size < 2**31)
+        depth = max(depth, 1 - min(bw for size, bw in pts if size >= 2**31) / best)
+    assert 0.5 < depth < 1
+    base = context_from_flags(**FLAGS["nccl-04.txt"])
+    for ratio, verdict in ((depth, "fail"), (math.nextafter(depth, 1), "warn")):
+        th = NcclThresholds(collapse_warn_ratio=0.15, collapse_fail_ratio=ratio)
+        ctx = dataclasses.replace(base, thresholds={**base.thresholds, "nccl": th})
+        (r,) = judge_text(text, ctx, source="x.log", kind="nccl")
+        assert r.verdict == verdict and any("does not recover" in x for x in r.reasons), (ratio, r.reasons)
