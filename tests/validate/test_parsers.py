@@ -441,6 +441,12 @@ def test_fio_text_before_json_and_clones_merged(fixtures_dir):
     (job,) = rep.jobs
     assert job.clones == 2 and job.write.bw_bytes_per_s == 2 * 192599430
     assert job.write.iops == pytest.approx(2 * 734.70852)
+    # the clones' mean latency is weighted by their I/Os: 4096 at 87.06 ms and 12288 at 20 ms
+    clone["write"]["total_ios"] = 12288
+    clone["write"]["lat_ns"]["mean"] = 20e6
+    (job,) = parse_fio_json(json.dumps(doc)).jobs
+    assert job.write.total_ios == 16384
+    assert job.write.lat_mean_ns == pytest.approx((87058217.758301 * 4096 + 20e6 * 12288) / 16384)
 
 
 def test_fio_verify_failure_text(fixtures_dir):
