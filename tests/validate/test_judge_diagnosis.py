@@ -367,6 +367,13 @@ def test_gdr_missing_on_one_node_warns(fixtures_dir):
                       [USING4.format(h=1), USING4.format(h=2), *lines])
     (r,) = judge_text(text, context_from_flags(**IB4), source="x.log", kind="nccl")
     assert r.verdict == "warn" and "GPUDirect RDMA not used on node-2" in r.reasons[0]
+    # NCCL decides GPUDirect RDMA per GPU and NIC pair by their PCIe distance (NCCL_NET_GDR_LEVEL): a node whose
+    # channels use it on some pairs has it working, and is not named
+    mixed = [ln.replace("/GDRDMA", "") if "node-2" in ln and " [0] " in ln else ln for ln in _channels([0, 1, 2, 3])]
+    text = _with_info((fixtures_dir / "nccl-tests" / "nccl-09.txt").read_text(),
+                      [USING4.format(h=1), USING4.format(h=2), *mixed])
+    (r,) = judge_text(text, context_from_flags(**IB4), source="x.log", kind="nccl")
+    assert r.verdict == "pass" and not any("GPUDirect RDMA" in x for x in r.reasons), r.reasons
 
 
 def test_p2p_through_shared_memory_on_an_nvlink_node_warns(fixtures_dir):
