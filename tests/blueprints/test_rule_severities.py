@@ -17,6 +17,7 @@ A new rule needs a row here with the severity its author and reviewer agreed on.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -295,3 +296,11 @@ def test_every_rule_function_is_documented_and_written_docstrings_are_kept() -> 
     finally:
         registry._RULES.pop("zz-documented", None)
         registry._RULES.pop("zz-bare", None)
+
+
+def test_a_registered_rule_cannot_be_downgraded_at_run_time() -> None:
+    # the severities above are the reviewed ones: no code path (a plugin, a test helper) may lower one in the registry
+    rule = next(r for r in all_rules() if r.id == "ssh-ingress-open")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rule.severity = "warning"  # type: ignore[misc]
+    assert next(r for r in all_rules() if r.id == "ssh-ingress-open").severity == "error"
