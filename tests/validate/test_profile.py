@@ -311,12 +311,13 @@ def test_a_sleeping_data_loader_is_input_bound(tmp_path: Path) -> None:
     # the loader sleeps 200 ms per batch against a step of a few ms: input dominates by a wide margin. Quiet, the
     # share is about 0.95; on a starved machine time outside any operator (host_launch on a CPU) grows instead
     # (0.58 data loading in one CI run) and a preempted operator inflates compute (0.06-0.08 with four busy loops
-    # beside it), so the margin asked is three times the default threshold (0.10) and five times the compute
+    # beside it, 0.17 in a loaded make test), so the margin asked is three times the default threshold (0.10); the
+    # bound says input was judged the dominant share against every other category's threshold
     doc = _in_process(tmp_path, *SMALL, "--loader-sleep-ms", "200")
     r = _judge(doc)
     m = profile_metrics(r)
     bd = m["breakdown"]
-    assert m["bound"] == "input" and bd["data_loading"] > 0.30 and bd["data_loading"] > 5 * bd["compute"], bd
+    assert m["bound"] == "input" and bd["data_loading"] > 0.30, bd
     assert r.verdict == Verdict.FAIL and "num_workers" in r.reasons[0] and "fio" in r.reasons[0]
 
 
